@@ -1,0 +1,3 @@
+from pmutop.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,32 @@
+"""User-facing failures: each carries the one line pmutop prints and its exit status."""
+
+
+class PmutopError(Exception):
+    """A failure the user can act on. str() is the one-line message; exit_code the process status."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class UsageError(PmutopError):
+    """Bad command-line input (exit status 2, like argparse)."""
+
+    exit_code = 2
+
+
+class HardwareError(PmutopError):
+    """A device, register or instruction failed or is missing."""
+
+
+class PmuInUseError(PmutopError):
+    """Another agent owns the counters; nothing was written."""
+
+    exit_code = 3
+
+
+class ForbiddenMsrWrite(PmutopError):
+    """A write outside the PMU allowlist was attempted (a bug in pmutop, refused before reaching the MSR)."""
