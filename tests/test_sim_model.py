@@ -1,0 +1,608 @@
+"""Register-level behaviour of the simulated PMU and its synthetic workload."""
+
+from __future__ import annotations
+
+import errno
+import random
+import struct
+import threading
+
+import pytest
+
+from pmutop.errors import ForbiddenMsrWrite
+from pmutop.hw.msr import MsrAccessError, MsrDevice
+from pmutop.pmu import registers as r
+from pmutop.clock import ManualClock
+from pmutop.sim.model import SimConfig, SimMachine, SimRdpmcFault
+from pmutop.sim.workload import Amounts, Counts, PhaseKind, Workload
+
+SEC = 1_000_000_000
+CYCLES = r.RawEvent(0x3C)
+INSTRUCTIONS = r.RawEvent(0xC0)
+REF_BUS = r.RawEvent(0x3C, 0x01)
+LLC_MISSES = r.RawEvent(0x2E, 0x41)
+
+
+def make(**kw: object) -> tuple[SimMachine, ManualClock]:
+    clock = ManualClock()
+    return SimMachine(SimConfig(**kw), clock), clock  # type: ignore[arg-type]
+
+
+def sel(ev: r.RawEvent, *, user: bool = True, kernel: bool = True, extra: int = 0) -> int:
+    return r.encode_evtsel(ev, user=user, kernel=kernel) | extra
+
+
+def delta(m: SimMachine, cpu: int, t1: int, t2: int) -> tuple[Counts, Counts]:
+    wl = m.workload(cpu)
+    return wl.cumulative(t1), wl.cumulative(t2)
+
+
+def eio(exc: pytest.ExceptionInfo[MsrAccessError], op: str, address: int) -> None:
+    assert exc.value.errno == errno.EIO
+    assert exc.value.op == op
+    assert exc.value.address == address
+
+
+# -- enables ----------------------------------------------------------------------------------------------
+
+
+def test_gp_counts_only_when_evtsel_and_global_ctrl_both_enable() -> None:
+    m, clock = make()
+    dev = m.msr(0)
+    assert isinstance(dev, MsrDevice)
+    dev.write(r.evtsel(0), sel(CYCLES))
+    dev.write(r.evtsel(1), sel(CYCLES) & ~r.EVTSEL_EN)  # GLOBAL_CTRL will allow it, EN does not
+    clock.set_ns(1 * SEC)
+    assert dev.read(r.pmc(0)) == 0  # EN set but GLOBAL_CTRL bit 0 clear
+
+    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([0, 1], []))
+    clock.set_ns(2 * SEC)
+    dev.write(r.IA32_PERF_GLOBAL_CTRL, 0)
+    clock.set_ns(3 * SEC)
+
+    a, b = delta(m, 0, 1 * SEC, 2 * SEC)
+    expected = b.total.cycles - a.total.cycles
+    assert expected > 0
+    assert dev.read(r.pmc(0)) == expected
+    assert dev.read(r.a_pmc(0)) == expected
+    assert dev.read(r.pmc(1)) == 0
+
+
+def test_fixed_counter_needs_enable_field_and_global_bit() -> None:
+    m, clock = make()
+    dev = m.msr(2)
+    dev.write(r.IA32_FIXED_CTR_CTRL, 0x300)  # only fixed 2 has an enable field
+    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([], [0, 1]))  # only fixed 0, 1 globally
+    clock.set_ns(SEC)
+    assert [dev.read(r.fixed_ctr(i)) for i in range(3)] == [0, 0, 0]
+
+
+def test_usr_os_split() -> None:
+    m, clock = make(fixed_counters=3)
+    dev = m.msr(3)
+    dev.write(r.evtsel(0), sel(INSTRUCTIONS, user=True, kernel=False))
+    dev.write(r.evtsel(1), sel(INSTRUCTIONS, user=False, kernel=True))
+    dev.write(r.evtsel(2), sel(INSTRUCTIONS, user=True, kernel=True))
+    dev.write(r.evtsel(3), sel(INSTRUCTIONS, user=False, kernel=False))
+    # fixed 0: user only (2), fixed 1: OS only (1), fixed 2: both (3)
+    dev.write(r.IA32_FIXED_CTR_CTRL, 0x312)
+    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask(range(4), range(3)))
+    clock.set_ns(7 * SEC)
+
+    _, c = delta(m, 3, 0, 7 * SEC)
+    assert c.user.instructions > 0 and c.kernel.instructions > 0
+    assert [dev.read(r.pmc(i)) for i in range(4)] == [
+        c.user.instructions, c.kernel.instructions, c.total.instructions, 0,
+    ]
+    assert dev.read(r.fixed_ctr(0)) == c.user.instructions
+    assert dev.read(r.fixed_ctr(1)) == c.kernel.cycles
+    assert dev.read(r.fixed_ctr(2)) == c.total.ref_cycles
+
+
+def test_fixed_counters_equal_workload_integrals() -> None:
+    m, clock = make(version=5, fixed_counters=4, tsc_hz=3_000_000_000)
+    dev = m.msr(5)
+    dev.write(r.IA32_FIXED_CTR_CTRL, 0x3333)
+    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([], range(4)))
+    clock.set_ns(2_500_000_000)
+    tsc, values = m.read_counters(5, 4, 0)
+    c = m.workload(5).cumulative(2_500_000_000).total
+    assert tsc == 7_500_000_000
+    assert dev.read(r.IA32_TIME_STAMP_COUNTER) == 7_500_000_000
+    assert values == [c.instructions, c.cycles, c.ref_cycles, c.slots]
+    assert c.slots == 6 * c.cycles
+    assert 0 < c.ref_cycles <= tsc
+
+
+def test_gp_architectural_events() -> None:
+    m, clock = make(tsc_hz=2_000_000_000)
+    dev = m.msr(1)
+    dev.write(r.evtsel(0), sel(REF_BUS))
+    dev.write(r.evtsel(1), sel(LLC_MISSES))
+    dev.write(r.evtsel(2), sel(r.RawEvent(0xC5)))
+    dev.write(r.evtsel(3), sel(r.RawEvent(0xA4, 0x01)))
+    dev.write(r.IA32_PERF_GLOBAL_CTRL, 0xF)
+    clock.set_ns(3 * SEC)
+    w = m.workload(1).cumulative(3 * SEC)
+    c = w.total
+    # 100 MHz bus rate; user and kernel parts are scaled (and floored) separately
+    bus = sum(part.ref_cycles * 100_000_000 // 2_000_000_000 for part in (w.user, w.kernel))
+    assert abs(bus - c.ref_cycles // 20) <= 1
+    assert [dev.read(r.pmc(i)) for i in range(4)] == [bus, c.llc_misses, c.branch_misses, c.slots]
+
+
+def test_raw_and_cmask_events_are_deterministic_and_bounded() -> None:
+    def run() -> tuple[list[int], Amounts]:
+        m, clock = make(seed=9)
+        dev = m.msr(0)
+        dev.write(r.evtsel(0), sel(r.RawEvent(0xD1, 0x20)))  # a non-architectural event
+        dev.write(r.evtsel(1), sel(r.RawEvent(0xA3, 0x14, cmask=0x14)))
+        dev.write(r.evtsel(2), sel(r.RawEvent(0xA3, 0x14, cmask=0x14, edge=True)))
+        dev.write(r.evtsel(3), sel(r.RawEvent(0x00, 0x01)))
+        dev.write(r.IA32_PERF_GLOBAL_CTRL, 0xF)
+        clock.set_ns(4 * SEC)
+        return [dev.read(r.pmc(i)) for i in range(4)], m.workload(0).cumulative(4 * SEC).total
+
+    (raw, cmask, edge, zero), c = run()
+    assert 0 < raw <= c.instructions // 2
+    assert 0 < cmask <= c.cycles
+    assert 0 < edge < cmask
+    assert zero == 0
+    assert run()[0] == [raw, cmask, edge, zero]
+
+
+# -- wraps and status ---------------------------------------------------------------------------------------
+
+
+def test_gp_wrap_at_narrow_width_sets_only_its_status_bit() -> None:
+    m, clock = make(gp_width=24, fixed_width=24)
+    dev = m.msr(0)
+    dev.write(r.evtsel(0), sel(CYCLES))
+    dev.write(r.evtsel(1), sel(CYCLES))
+    dev.write(r.a_pmc(0), (1 << 24) - 100)
+    dev.write(r.IA32_FIXED_CTR_CTRL, 0x030)
+    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([0, 1], [1]))
+    clock.set_ns(1_000_000)  # 1 ms: far fewer than 2^24 cycles
+    d = m.workload(0).cumulative(1_000_000).total.cycles
+    assert 100 < d < 1 << 24
+    assert dev.read(r.pmc(0)) == d - 100
+    assert dev.read(r.pmc(1)) == d
+    assert dev.read(r.fixed_ctr(1)) == d
+    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == r.gp_bit(0)
+
+
+def test_fixed_wrap_sets_bit_32_plus_i_and_value_is_modulo_width() -> None:
+    m, clock = make(fixed_width=16)
+    dev = m.msr(4)
+    dev.write(r.fixed_ctr(2), 0xFFF0)
+    dev.write(r.IA32_FIXED_CTR_CTRL, 0x300)
+    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.fixed_bit(2))
+    clock.set_ns(SEC // 2)
+    ref = m.workload(4).cumulative(SEC // 2).total.ref_cycles
+    assert ref > 1 << 16  # wraps many times: still one status bit
+    assert dev.read(r.fixed_ctr(2)) == (0xFFF0 + ref) % (1 << 16)
+    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == r.fixed_bit(2)
+    assert m.rdpmc(4, 1 << 30 | 2) == (0xFFF0 + ref) % (1 << 16)
+
+
+def test_status_reset_is_write_one_to_clear() -> None:
+    m, _ = make()
+    dev = m.msr(0)
+    bits = r.gp_bit(1) | r.fixed_bit(0) | r.STATUS_COND_CHGD
+    m.set_status_bits(0, bits)
+    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == bits
+    dev.write(r.IA32_PERF_GLOBAL_STATUS_RESET, 0)
+    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == bits
+    dev.write(r.IA32_PERF_GLOBAL_STATUS_RESET, r.gp_bit(1))
+    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == r.fixed_bit(0) | r.STATUS_COND_CHGD
+    dev.write(r.IA32_PERF_GLOBAL_STATUS_RESET, r.gp_bit(0) | r.fixed_bit(0) | r.STATUS_COND_CHGD)
+    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == 0
+    assert dev.read(r.IA32_PERF_GLOBAL_STATUS_RESET) == 0
+
+
+def test_status_set_register_on_v4() -> None:
+    m, _ = make(version=4)
+    m.foreign_write(0, r.IA32_PERF_GLOBAL_STATUS_SET, r.STATUS_OVF_BUF | r.gp_bit(3))
+    assert m.msr(0).read(r.IA32_PERF_GLOBAL_STATUS) == r.STATUS_OVF_BUF | r.gp_bit(3)
+    assert m.msr(0).read(r.IA32_PERF_GLOBAL_STATUS_SET) == 0
+    assert m.msr(1).read(r.IA32_PERF_GLOBAL_STATUS) == 0
+
+
+def test_stale_ctr_frz_stops_all_counting_until_cleared() -> None:
+    m, clock = make(version=4)
+    dev = m.msr(6)
+    m.set_status_bits(6, r.STATUS_CTR_FRZ)
+    dev.write(r.evtsel(0), sel(INSTRUCTIONS))
+    dev.write(r.IA32_FIXED_CTR_CTRL, 0x333)
+    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([0], range(3)))
+    clock.set_ns(2 * SEC)
+    assert m.read_counters(6, 3, 1)[1] == [0, 0, 0, 0]
+    dev.write(r.IA32_PERF_GLOBAL_STATUS_RESET, 0)  # the classic mistake: clears nothing
+    clock.set_ns(3 * SEC)
+    assert m.read_counters(6, 3, 1)[1] == [0, 0, 0, 0]
+    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == r.STATUS_CTR_FRZ
+
+    dev.write(r.IA32_PERF_GLOBAL_STATUS_RESET, r.STATUS_CTR_FRZ)
+    clock.set_ns(5 * SEC)
+    a, b = delta(m, 6, 3 * SEC, 5 * SEC)
+    instr = b.total.instructions - a.total.instructions
+    assert m.read_counters(6, 3, 1)[1] == [
+        instr,
+        b.total.cycles - a.total.cycles,
+        b.total.ref_cycles - a.total.ref_cycles,
+        instr,
+    ]
+
+
+def test_overflow_with_int_freezes_everything_at_the_overflow_instant() -> None:
+    m, clock = make(version=4)
+    dev = m.msr(0)
+    n = 1_000_000
+    dev.write(r.a_pmc(0), (1 << 48) - n)
+    dev.write(r.evtsel(0), sel(CYCLES, extra=r.EVTSEL_INT))
+    dev.write(r.IA32_FIXED_CTR_CTRL, 0x030)  # fixed 1 counts the same cycles, no PMI
+    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.gp_bit(0) | r.fixed_bit(1))
+    clock.set_ns(SEC)
+    fixed1 = dev.read(r.fixed_ctr(1))
+    pmc0 = dev.read(r.pmc(0))
+    assert n <= fixed1 < n + 64  # stopped within one TSC tick of the overflow
+    assert pmc0 == fixed1 - n
+    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == r.gp_bit(0) | r.STATUS_CTR_FRZ
+    assert dev.read(r.IA32_PERF_GLOBAL_INUSE) == r.gp_bit(0) | r.fixed_bit(1) | r.INUSE_PMI
+    clock.set_ns(2 * SEC)
+    assert (dev.read(r.fixed_ctr(1)), dev.read(r.pmc(0))) == (fixed1, pmc0)
+
+
+def test_overflow_with_int_does_not_freeze_before_v4() -> None:
+    m, clock = make(version=3)
+    dev = m.msr(0)
+    dev.write(r.a_pmc(0), (1 << 48) - 1000)
+    dev.write(r.evtsel(0), sel(CYCLES, extra=r.EVTSEL_INT))
+    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.gp_bit(0))
+    clock.set_ns(SEC)
+    cycles = m.workload(0).cumulative(SEC).total.cycles
+    assert dev.read(r.pmc(0)) == cycles - 1000
+    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == r.gp_bit(0)
+
+
+# -- faults ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cfg", "address", "value"),
+    [
+        ({}, r.evtsel(0), sel(CYCLES) | 1 << 40),
+        ({"version": 5}, r.evtsel(0), sel(CYCLES) | r.EVTSEL_ANY),
+        ({"gp_counters": 4}, r.IA32_PERF_GLOBAL_CTRL, 0x1F),
+        ({"fixed_counters": 3}, r.IA32_PERF_GLOBAL_CTRL, r.fixed_bit(3)),
+        ({"fixed_counters": 3}, r.IA32_FIXED_CTR_CTRL, 0x3333),
+        ({"version": 5}, r.IA32_FIXED_CTR_CTRL, 0x337),
+        ({"full_width_writes": False}, r.a_pmc(0), 5),
+        ({"gp_width": 40}, r.a_pmc(0), 1 << 40),
+        ({"fixed_width": 40}, r.fixed_ctr(0), 1 << 40),
+        ({"gp_counters": 4}, r.IA32_PERF_GLOBAL_STATUS_RESET, r.gp_bit(4)),
+    ],
+)
+def test_reserved_bit_writes_fault_with_eio_and_change_nothing(
+    cfg: dict[str, object], address: int, value: int
+) -> None:
+    m, _ = make(**cfg)
+    dev = m.msr(0)
+    dev.write(r.evtsel(0), sel(INSTRUCTIONS))
+    dev.write(r.pmc(0), 7)
+    dev.write(r.fixed_ctr(0), 9)
+    dev.write(r.IA32_FIXED_CTR_CTRL, 0x3)
+    m.set_status_bits(0, r.gp_bit(2))
+    before = dev.snapshot()
+    counters = [dev.read(r.pmc(0)), dev.read(r.fixed_ctr(0))]
+    assert before[r.evtsel(0)] == sel(INSTRUCTIONS)
+    with pytest.raises(MsrAccessError) as exc:
+        dev.write(address, value)
+    eio(exc, "write", address)
+    assert dev.snapshot() == before
+    assert [dev.read(r.pmc(0)), dev.read(r.fixed_ctr(0))] == counters == [7, 9]
+
+
+def test_anythread_is_accepted_before_v5() -> None:
+    m, _ = make(version=4)
+    dev = m.msr(0)
+    dev.write(r.evtsel(0), sel(CYCLES) | r.EVTSEL_ANY)
+    dev.write(r.IA32_FIXED_CTR_CTRL, 0x337)
+    assert dev.snapshot()[r.evtsel(0)] == sel(CYCLES) | r.EVTSEL_ANY
+    assert dev.read(r.IA32_FIXED_CTR_CTRL) == 0x337
+
+
+@pytest.mark.parametrize(
+    "address", [r.IA32_PERF_GLOBAL_STATUS, r.IA32_PERF_GLOBAL_INUSE, r.IA32_PERF_CAPABILITIES, 0x10, 0x1A0]
+)
+def test_read_only_and_unknown_registers_fault_on_foreign_write(address: int) -> None:
+    m, _ = make()
+    m.set_status_bits(0, r.gp_bit(0))
+    with pytest.raises(MsrAccessError) as exc:
+        m.foreign_write(0, address, 0)
+    eio(exc, "write", address)
+    assert m.msr(0).read(r.IA32_PERF_GLOBAL_STATUS) == r.gp_bit(0)
+
+
+def test_pmutop_allowlist_blocks_status_write_before_the_simulator() -> None:
+    m, _ = make()
+    with pytest.raises(ForbiddenMsrWrite):
+        m.msr(0).write(r.IA32_PERF_GLOBAL_STATUS, 0)
+
+
+@pytest.mark.parametrize(
+    ("cfg", "address"),
+    [
+        ({"gp_counters": 4}, r.pmc(4)),
+        ({"gp_counters": 4}, r.a_pmc(4)),
+        ({"gp_counters": 2}, r.evtsel(2)),
+        ({"fixed_counters": 3}, r.fixed_ctr(3)),
+        ({"version": 3}, r.IA32_PERF_GLOBAL_INUSE),
+        ({"version": 3}, r.IA32_PERF_GLOBAL_STATUS_SET),
+        ({}, 0x329),
+        ({}, 0xE8),
+    ],
+)
+def test_missing_registers_fault_on_read(cfg: dict[str, object], address: int) -> None:
+    m, _ = make(**cfg)
+    with pytest.raises(MsrAccessError) as exc:
+        m.msr(0).read(address)
+    eio(exc, "read", address)
+
+
+def test_legacy_pmc_write_sign_extends_eax() -> None:
+    m, _ = make(gp_width=48)
+    dev = m.msr(0)
+    dev.write(r.pmc(0), 0x8000_0000)
+    assert dev.read(r.pmc(0)) == 0xFFFF_8000_0000
+    dev.write(r.pmc(1), 0x1_7FFF_FFFF)  # EDX is ignored
+    assert dev.read(r.pmc(1)) == 0x7FFF_FFFF
+    dev.write(r.pmc(2), 0xFFFF_FFF6)  # -10
+    assert dev.read(r.a_pmc(2)) == (1 << 48) - 10
+
+
+def test_perf_capabilities_reports_full_width_writes() -> None:
+    assert make(full_width_writes=True)[0].msr(0).read(r.IA32_PERF_CAPABILITIES) == 1 << 13
+    assert make(full_width_writes=False)[0].msr(0).read(r.IA32_PERF_CAPABILITIES) == 0
+
+
+def test_global_inuse_bits() -> None:
+    m, _ = make(version=4, gp_counters=4, fixed_counters=3)
+    dev = m.msr(0)
+    assert dev.read(r.IA32_PERF_GLOBAL_INUSE) == 0
+    dev.write(r.evtsel(1), sel(LLC_MISSES) & ~r.EVTSEL_EN)  # programmed but disabled still counts as in use
+    dev.write(r.evtsel(2), r.EVTSEL_EN | 0x100)  # event select 0: not in use
+    dev.write(r.IA32_FIXED_CTR_CTRL, 0x0208)  # fixed 0: PMI only; fixed 2: user
+    assert dev.read(r.IA32_PERF_GLOBAL_INUSE) == r.gp_bit(1) | r.fixed_bit(2) | r.INUSE_PMI
+    dev.write(r.IA32_FIXED_CTR_CTRL, 0)
+    dev.write(r.evtsel(3), r.EVTSEL_INT | 0xC0)
+    assert dev.read(r.IA32_PERF_GLOBAL_INUSE) == r.gp_bit(1) | r.gp_bit(3) | r.INUSE_PMI
+
+
+# -- rdpmc -----------------------------------------------------------------------------------------------
+
+
+def test_rdpmc_encodings() -> None:
+    m, clock = make(gp_counters=2, fixed_counters=3, gp_width=24)
+    dev = m.msr(1)
+    dev.write(r.evtsel(0), sel(INSTRUCTIONS))
+    dev.write(r.pmc(1), 0xFFFF_FFFF)  # sign-extends to all ones; only 24 bits exist
+    dev.write(r.IA32_FIXED_CTR_CTRL, 0x333)
+    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([0], range(3)))
+    clock.set_ns(SEC // 10)
+    c = m.workload(1).cumulative(SEC // 10).total
+    assert m.rdpmc(1, 0) == c.instructions % (1 << 24) == dev.read(r.pmc(0))
+    assert m.rdpmc(1, 1) == 0xFF_FFFF
+    assert m.rdpmc(1, 1 << 30 | 0) == c.instructions
+    assert m.rdpmc(1, 1 << 30 | 1) == c.cycles
+    assert m.rdpmc(1, 1 << 30 | 2) == c.ref_cycles
+    tsc, values = m.read_counters(1, 3, 2)
+    assert tsc == 240_000_000
+    assert values == [c.instructions, c.cycles, c.ref_cycles, c.instructions % (1 << 24), 0xFF_FFFF]
+    for ecx in (2, 1 << 30 | 3, 1 << 29, 1 << 31, 1 << 16):
+        with pytest.raises(SimRdpmcFault):
+            m.rdpmc(1, ecx)
+    with pytest.raises(SimRdpmcFault):
+        m.read_counters(1, 4, 0)
+
+
+def test_rdpmc_disabled_always_faults() -> None:
+    m, _ = make(rdpmc_enabled=False)
+    with pytest.raises(SimRdpmcFault):
+        m.rdpmc(0, 0)
+    with pytest.raises(SimRdpmcFault):
+        m.rdpmc(0, 1 << 30)
+    with pytest.raises(SimRdpmcFault):
+        m.read_counters(0, 3, 4)
+    assert m.msr(0).read(r.pmc(0)) == 0  # MSR reads still work
+
+
+# -- CPUID ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("version", "gp", "fixed", "gp_width", "fixed_width"),
+    [(2, 2, 3, 40, 40), (4, 4, 3, 48, 48), (5, 8, 4, 48, 44)],
+)
+def test_cpuid_leaf_a_decodes_to_config(version: int, gp: int, fixed: int, gp_width: int,
+                                        fixed_width: int) -> None:
+    m, _ = make(version=version, gp_counters=gp, fixed_counters=fixed, gp_width=gp_width,
+                fixed_width=fixed_width)
+    eax, ebx, ecx, edx = m.cpuid(3, 0xA)
+    assert eax & 0xFF == version
+    assert (eax >> 8) & 0xFF == gp
+    assert (eax >> 16) & 0xFF == gp_width
+    assert eax >> 24 == 7
+    assert ebx == 0  # every architectural event available
+    assert edx & 0x1F == fixed
+    assert (edx >> 5) & 0xFF == fixed_width
+    if version >= 5:
+        assert ecx == (1 << fixed) - 1
+        assert edx >> 15 & 1 == 1
+    else:
+        assert ecx == 0
+        assert edx >> 15 == 0
+
+
+def test_cpuid_identity_and_brand() -> None:
+    m, _ = make()
+    eax, ebx, ecx, edx = m.cpuid(0, 0)
+    assert eax >= 0xA
+    assert struct.pack("<3I", ebx, edx, ecx) == b"GenuineIntel"
+    sig, _, ecx1, _ = m.cpuid(0, 1)
+    family = (sig >> 8) & 0xF
+    model = ((sig >> 16) & 0xF) << 4 | (sig >> 4) & 0xF
+    assert (family, model, sig & 0xF) == (6, 0x55, 4)
+    assert ecx1 >> 15 & 1 == 1  # PDCM
+    assert ecx1 >> 31 == 0  # not a guest
+    assert m.cpuid(0, 0x80000000)[0] >= 0x80000004
+    brand = b"".join(struct.pack("<4I", *m.cpuid(0, leaf)) for leaf in (0x80000002, 0x80000003, 0x80000004))
+    assert brand == b"pmutop simulated CPU".ljust(48, b"\0")
+    assert m.cpuid(0, 7)[3] >> 15 & 1 == 0
+    assert m.cpuid(0, 0x1A) == (0, 0, 0, 0)
+    assert m.cpuid(0, 0x23) == (0, 0, 0, 0)
+
+
+def test_cpuid_hybrid() -> None:
+    m, _ = make(cpus=6, e_cores=2)
+    assert m.cpuid(0, 0)[0] >= 0x1A
+    assert m.cpuid(0, 7)[3] >> 15 & 1 == 1
+    types = [m.cpuid(cpu, 0x1A)[0] >> 24 for cpu in m.cpus]
+    assert types == [0x40, 0x40, 0x40, 0x40, 0x20, 0x20]
+    assert [m.workload(cpu).e_core for cpu in m.cpus] == [False] * 4 + [True] * 2
+
+
+def test_bad_config_and_cpu_rejected() -> None:
+    with pytest.raises(ValueError):
+        SimConfig(version=6)
+    with pytest.raises(ValueError):
+        SimConfig(gp_counters=9)
+    m, _ = make(cpus=2)
+    with pytest.raises(ValueError):
+        m.msr(2)
+    assert m.cpus == [0, 1]
+
+
+# -- concurrency ---------------------------------------------------------------------------------------
+
+
+def test_concurrent_readers_and_writers_agree_with_the_workload() -> None:
+    m, clock = make(cpus=2)
+    for cpu in m.cpus:
+        dev = m.msr(cpu)
+        dev.write(r.IA32_FIXED_CTR_CTRL, 0x333)
+        dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([], range(3)))
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def sampler(cpu: int) -> None:
+        last = 0
+        try:
+            while not stop.is_set():
+                _, values = m.read_counters(cpu, 3, 0)
+                assert values[0] >= last
+                last = values[0]
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=sampler, args=(cpu,)) for cpu in m.cpus]
+    for t in threads:
+        t.start()
+    for _ in range(200):
+        clock.advance(0.05)
+        m.msr(0).write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([], range(3)))  # a restore
+    stop.set()
+    for t in threads:
+        t.join()
+    assert errors == []
+    for cpu in m.cpus:
+        assert m.read_counters(cpu, 3, 0)[1][0] == m.workload(cpu).cumulative(10 * SEC).total.instructions
+
+
+# -- workload ------------------------------------------------------------------------------------------
+
+
+def test_workload_is_a_pure_function_of_time() -> None:
+    times = [int(x * SEC) for x in (0, 0.05, 0.1, 0.35, 1, 2.5, 7, 7.01, 19.99, 44.4, 90, 123.456)]
+    sequential = Workload(7, 3, 2_400_000_000)
+    expected = [sequential.cumulative(t) for t in times]
+    shuffled = times[:]
+    random.Random(5).shuffle(shuffled)
+    for pattern in (shuffled, list(reversed(times))):
+        w = Workload(7, 3, 2_400_000_000)
+        got = {t: w.cumulative(t) for t in pattern}
+        assert [got[t] for t in times] == expected
+    # reading once at the end matches reading through every intermediate time
+    assert Workload(7, 3, 2_400_000_000).cumulative(times[-1]) == expected[-1]
+    assert expected[0] == Workload(7, 3, 2_400_000_000).cumulative(0)
+    assert expected[-1].tsc == 123_456 * 2_400_000
+
+
+def test_workload_differs_by_cpu_and_seed() -> None:
+    t = 30 * SEC
+    a = Workload(1, 0, 2_400_000_000).cumulative(t)
+    assert a != Workload(1, 1, 2_400_000_000).cumulative(t)
+    assert a != Workload(2, 0, 2_400_000_000).cumulative(t)
+    assert a == Workload(1, 0, 2_400_000_000).cumulative(t)
+
+
+@pytest.mark.parametrize("e_core", [False, True])
+def test_workload_consistency_constraints(e_core: bool) -> None:
+    w = Workload(3, 11, 2_100_000_000, e_core=e_core)
+    prev = w.cumulative(0)
+    assert prev.total == (0,) * 8
+    for step in range(1, 1500):
+        c = w.cumulative(step * 61_000_001)  # odd step: lands mid-segment
+        for part, before in ((c.user, prev.user), (c.kernel, prev.kernel)):
+            assert part.llc_misses <= part.llc_references
+            assert part.branch_misses <= part.branches
+            assert part.slots == (4 if e_core else 6) * part.cycles
+            assert all(x >= y for x, y in zip(part, before, strict=True))
+        assert c.total.ref_cycles - prev.total.ref_cycles <= c.tsc - prev.tsc
+        prev = c
+    assert prev.total.ref_cycles <= prev.tsc
+
+
+def test_workload_phases_match_their_descriptions() -> None:
+    w = Workload(1, 2, 2_400_000_000)
+    seen: set[PhaseKind] = set()
+    labels = []
+    for seg in range(3000):  # 300 s
+        t = seg * SEC // 10
+        rt = w.rates_at(t)
+        labels.append(rt.phase)
+        seen.add(rt.regime)
+        a, b = w.cumulative(t), w.cumulative(t + SEC // 10)
+        d = [y - x for x, y in zip(a.total, b.total, strict=True)]
+        cycles, instr, ref, llc_refs, llc_misses = d[:5]
+        assert abs(ref / (b.tsc - a.tsc) - rt.util) < 0.001
+        assert abs(instr / cycles - rt.ipc) < 0.01
+        assert abs(cycles / ref * 2.4 - rt.ghz) < 0.01
+        if rt.regime is PhaseKind.BUSY:
+            assert rt.util >= 0.9 and 2.0 <= rt.ipc <= 3.5 and llc_misses * 1000 / instr < 1.0
+        elif rt.regime is PhaseKind.MEMORY:
+            assert 0.2 <= rt.ipc <= 0.7 and 10 <= llc_misses * 1000 / instr <= 40.5
+            assert 0.4 <= rt.llc_miss_ratio <= 0.9 and abs(llc_misses / llc_refs - rt.llc_miss_ratio) < 0.01
+        else:
+            assert rt.util <= 0.05 and 0.5 <= rt.ipc <= 1.0
+        assert 0.8 <= rt.ghz <= 4.8
+    assert seen == {PhaseKind.IDLE, PhaseKind.BUSY, PhaseKind.MEMORY}
+    runs = []
+    for label in labels:
+        if runs and runs[-1][0] == label:
+            runs[-1][1] += 1
+        else:
+            runs.append([label, 1])
+    assert len(runs) >= 10
+    assert all(20 <= n <= 200 for _, n in runs[:-1])  # 2-20 s each (the last run is cut off)
+
+
+def test_e_cores_are_slower() -> None:
+    p = Workload(4, 0, 2_400_000_000)
+    e = Workload(4, 0, 2_400_000_000, e_core=True)
+    for t in (0, 5 * SEC, 50 * SEC):
+        rp, re = p.rates_at(t), e.rates_at(t)
+        assert re.ghz == pytest.approx(rp.ghz * 0.65)
+        assert re.ipc == pytest.approx(rp.ipc * 0.6)
+        assert re.util == rp.util
+    assert e.cumulative(60 * SEC).total.instructions < p.cumulative(60 * SEC).total.instructions
