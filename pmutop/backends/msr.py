@@ -1,0 +1,449 @@
+"""The msr backend: program the core PMU through MSRs, read it with rdpmc (or MSRs), put it back.
+
+Sequence per CPU (SDM vol. 3 "Architectural Performance Monitoring", reference section 8):
+inspect and save every register we will write; refuse if someone else is using the PMU; then
+GLOBAL_CTRL=0, zero our counters, clear their status bits (write-1-to-clear), write the event
+selects and FIXED_CTR_CTRL, enable GLOBAL_CTRL. Restore in the reverse spirit, GLOBAL_CTRL last.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pmutop.backends.base import Backend, CpuCounters, Reading
+from pmutop.clock import Clock
+from pmutop.cpulist import format_cpu_list
+from pmutop.errors import HardwareError, PmuInUseError, UsageError
+from pmutop.hw.msr import MsrDevice
+from pmutop.hw.platform import NMI_WATCHDOG, RDPMC_SYSFS, CounterReader, MsrCounterReader, Platform
+from pmutop.pmu import registers as R
+from pmutop.pmu.cpuid_decode import PerfmonInfo, decode_identity, decode_perfmon
+from pmutop.pmu.events import EventSpec
+from pmutop.pmu.plan import CounterPlan, Placement, plan_counters
+from pmutop.pmu.usage import find_foreign_use
+from pmutop.restore import UndoLog
+
+U64 = (1 << 64) - 1
+# No counter can tick faster than ~8 events per cycle at 6 GHz. An interval longer than
+# 2^width / MAX_EVENTS_PER_S may hide a second wrap, which neither the value nor the status bit shows.
+MAX_EVENTS_PER_S = 5e10
+
+
+def shortest_wrap_s(width: int) -> float:
+    return (1 << width) / MAX_EVENTS_PER_S
+PERF_CAP_FW_WRITE = 1 << 13
+
+
+@dataclass
+class CpuSetup:
+    cpu: int
+    perfmon: PerfmonInfo
+    plan: CounterPlan
+    dev: MsrDevice
+    full_width_writes: bool
+    saved: dict[int, int]
+
+
+class MsrCpuCounters(CpuCounters):
+    """One CPU programmed through its MSR device; used by that CPU's sampler thread."""
+
+    def __init__(
+        self,
+        setup: CpuSetup,
+        *,
+        platform: Platform,
+        clock: Clock,
+        read_method: str,
+        user: bool,
+        kernel: bool,
+    ) -> None:
+        self.cpu = setup.cpu
+        self.setup = setup
+        self._platform = platform
+        self._clock = clock
+        self._read_method = read_method
+        plan, pm = setup.plan, setup.perfmon
+        self._fixed_ctrl_ours = R.encode_fixed_ctrl([p.index for p in plan.fixed], user=user, kernel=kernel)
+        self._evtsels = {
+            R.evtsel(p.index): R.encode_evtsel(p.event.raw, user=user, kernel=kernel)  # type: ignore[arg-type]
+            for p in plan.gp
+        }
+        self._ours_mask = R.global_ctrl_mask([p.index for p in plan.gp], [p.index for p in plan.fixed])
+        self._status_writable = R.status_reset_writable_mask(
+            pm.version, pm.gp_counters, [i for i in range(R.MAX_FIXED_COUNTERS) if pm.fixed_mask >> i & 1]
+        )
+        self._widths = [pm.fixed_width if p.kind == "fixed" else pm.gp_width for p in plan.placements]
+        self._bits = [R.fixed_bit(p.index) if p.kind == "fixed" else R.gp_bit(p.index) for p in plan.placements]
+        self._positions = [plan.value_index(p) for p in plan.placements]
+        self.programmed: dict[int, int] = {}  # control register -> the value we wrote
+        self.touched = False  # anything written at all: restore needed
+        self._reader: CounterReader | None = None
+        self._prev: list[int] = []
+        self._prev_tsc = 0
+        self._prev_at = 0
+        self._wrap_ns = min(shortest_wrap_s(w) for w in self._widths) * 1e9 if self._widths else float("inf")
+        self._pending_ovf = [False] * len(plan.placements)
+
+    @property
+    def keys(self) -> list[str]:
+        return self.setup.plan.keys
+
+    def _write(self, address: int, value: int) -> None:
+        self.touched = True
+        self.setup.dev.write(address, value)
+
+    def program(self) -> None:
+        s, dev = self.setup, self.setup.dev
+        plan = s.plan
+        # Fixed counters we do not use keep their fields (they are free, or --force kept them).
+        our_nibbles = sum(0xF << (4 * p.index) for p in plan.fixed)
+        other_fixed = s.saved[R.IA32_FIXED_CTR_CTRL] & ~our_nibbles
+        self._write(R.IA32_PERF_GLOBAL_CTRL, 0)
+        for p in plan.gp:  # EN must be clear before the counter is written (SDM)
+            self._write(R.evtsel(p.index), 0)
+            self._write(R.pmc(p.index), 0)
+        self._write(R.IA32_FIXED_CTR_CTRL, other_fixed)
+        for p in plan.fixed:
+            self._write(R.fixed_ctr(p.index), 0)
+        status = dev.read(R.IA32_PERF_GLOBAL_STATUS)
+        self._clear_status(status | self._ours_mask)
+        for address, value in self._evtsels.items():
+            self._write(address, value)
+        fixed_ctrl = other_fixed | self._fixed_ctrl_ours
+        self._write(R.IA32_FIXED_CTR_CTRL, fixed_ctrl)
+        self._write(R.IA32_PERF_GLOBAL_CTRL, self._ours_mask)
+        self.programmed = {**self._evtsels, R.IA32_FIXED_CTR_CTRL: fixed_ctrl, R.IA32_PERF_GLOBAL_CTRL: self._ours_mask}
+
+    def _clear_status(self, bits: int) -> None:
+        # 0x390 is write-1-to-clear: write the bits to clear (writing 0 would clear nothing),
+        # never a reserved bit (that faults).
+        bits &= self._status_writable
+        if bits:
+            self._write(R.IA32_PERF_GLOBAL_STATUS_RESET, bits)
+
+    def start(self) -> int:
+        self.program()
+        plan = self.setup.plan
+        if self._read_method == "rdpmc":
+            self._reader = self._platform.rdpmc_reader(self.cpu, plan.n_fixed_read, plan.n_gp_read)
+        else:
+            self._reader = MsrCounterReader(self.setup.dev, plan.n_fixed_read, plan.n_gp_read)
+        self._prev_at = self._clock.now_ns()
+        self._prev_tsc, values = self._reader.read()
+        self._prev = [values[i] for i in self._positions]
+        return self._prev_at
+
+    def foreign_changes(self) -> list[str]:
+        """Control registers that no longer hold what we programmed."""
+        changed = []
+        for address, ours in self.programmed.items():
+            now = self.setup.dev.read(address)
+            if now != ours:
+                changed.append(f"{R.msr_name(address)} {ours:#x} -> {now:#x}")
+        return changed
+
+    def read(self) -> Reading:
+        assert self._reader is not None, "start() first"
+        dev = self.setup.dev
+        at = self._clock.now_ns()
+        tsc, values = self._reader.read()
+        status = dev.read(R.IA32_PERF_GLOBAL_STATUS)
+        suspect: str | None = None
+        counts: dict[str, int] = {}
+        overflows: dict[str, int] = {}
+        for n, p in enumerate(self.setup.plan.placements):
+            new, old = values[self._positions[n]], self._prev[n]
+            width = self._widths[n]
+            key = p.event.key
+            counts[key] = (new - old) & ((1 << width) - 1)
+            flagged = bool(status & self._bits[n])
+            if flagged:
+                overflows[key] = 1
+            if new < old:
+                if not (flagged or self._pending_ovf[n]) and suspect is None:
+                    suspect = f"{key} counter went backwards without an overflow bit (reset by someone else?)"
+                self._pending_ovf[n] = False
+            elif flagged:
+                # The counter wrapped after we read it: the next read shows the wrap.
+                self._pending_ovf[n] = True
+        if status & R.STATUS_CTR_FRZ:
+            suspect = suspect or "counters were frozen (GLOBAL_STATUS bit 59 was set)"
+        self._clear_status(status)
+        changes = self.foreign_changes()
+        if changes:
+            suspect = f"PMU reprogrammed by another agent: {', '.join(changes)}"
+        elif at - self._prev_at > self._wrap_ns:
+            suspect = (
+                f"interval {(at - self._prev_at) / 1e9:.3g} s is longer than the {min(self._widths)}-bit counters' "
+                f"shortest wrap time ({self._wrap_ns / 1e9:.3g} s); use a shorter --interval"
+            )
+        tsc_delta = (tsc - self._prev_tsc) & U64
+        self._prev, self._prev_tsc, self._prev_at = [values[i] for i in self._positions], tsc, at
+        return Reading(at_ns=at, tsc=tsc_delta, counts=counts, overflows=overflows, suspect=suspect)
+
+    def restore(self) -> list[str]:
+        """Put back every register saved before programming. Registers another agent has changed
+        since we programmed them are left to that agent. GLOBAL_CTRL goes last."""
+        if not self.touched:
+            return []
+        s, dev = self.setup, self.setup.dev
+        problems: list[str] = []
+        try:
+            foreign = {a for a, ours in self.programmed.items() if dev.read(a) != ours}
+        except HardwareError as e:
+            return [f"cpu {self.cpu}: cannot read the PMU to restore it: {e}"]
+        if foreign:
+            names = ", ".join(R.msr_name(a) for a in sorted(foreign))
+            problems.append(f"cpu {self.cpu}: {names} changed by another agent during the run; left as found")
+
+        def put(address: int, value: int) -> None:
+            if address in foreign:
+                return
+            try:
+                dev.write(address, value)
+            except HardwareError as e:
+                problems.append(str(e))
+
+        put(R.IA32_PERF_GLOBAL_CTRL, 0)
+        for p in s.plan.gp:
+            put(R.evtsel(p.index), 0)
+            if R.evtsel(p.index) not in foreign:
+                self._restore_gp_counter(p, put, problems)
+        for p in s.plan.fixed:
+            mask = (1 << s.perfmon.fixed_width) - 1
+            put(R.fixed_ctr(p.index), s.saved[R.fixed_ctr(p.index)] & mask)
+        for p in s.plan.gp:
+            put(R.evtsel(p.index), s.saved[R.evtsel(p.index)])
+        put(R.IA32_FIXED_CTR_CTRL, s.saved[R.IA32_FIXED_CTR_CTRL])
+        try:
+            self._clear_status(dev.read(R.IA32_PERF_GLOBAL_STATUS) & self._ours_mask)
+        except HardwareError as e:
+            problems.append(str(e))
+        put(R.IA32_PERF_GLOBAL_CTRL, s.saved[R.IA32_PERF_GLOBAL_CTRL])
+        return problems
+
+    def _restore_gp_counter(self, p: Placement, put, problems: list[str]) -> None:
+        s = self.setup
+        value = s.saved[R.pmc(p.index)] & ((1 << s.perfmon.gp_width) - 1)
+        if s.full_width_writes:
+            put(R.a_pmc(p.index), value)
+        elif R.sign_extend_legacy_pmc_write(value, s.perfmon.gp_width) == value:
+            put(R.pmc(p.index), value)
+        else:  # legacy writes sign-extend bit 31: this value cannot be written back exactly
+            problems.append(
+                f"cpu {self.cpu}: IA32_PMC{p.index} left at 0 (its old value {value:#x} needs full-width writes)"
+            )
+
+
+class MsrBackend(Backend):
+    """Intel core PMU through MSR files (real, a sysroot snapshot, or the simulator)."""
+
+    name = "msr"
+
+    def __init__(
+        self,
+        platform: Platform,
+        clock: Clock,
+        events: list[EventSpec] | None = None,
+        *,
+        read_method: str | None = None,
+        user: bool = True,
+        kernel: bool = True,
+        force: bool = False,
+        keep_nmi_watchdog: bool = False,
+    ) -> None:
+        super().__init__()
+        self.platform = platform
+        self.clock = clock
+        self.events = events
+        self.requested_read = read_method
+        self.user, self.kernel = user, kernel
+        self.force = force
+        self.keep_nmi_watchdog = keep_nmi_watchdog
+        self.setups: dict[int, CpuSetup] = {}
+        self._counters: dict[int, MsrCpuCounters] = {}
+        self.read_method = read_method or ("rdpmc" if platform.rdpmc_possible() else "msr")
+
+    # -- preparation: everything here reads, except the watchdog and rdpmc settings (undo recorded first)
+
+    def prepare(self, cpus: list[int], undo: UndoLog) -> None:
+        if self.requested_read == "rdpmc" and not self.platform.rdpmc_possible():
+            raise UsageError(
+                f"--read rdpmc: rdpmc cannot be used for the CPUs of {self.platform.label()}; use --read msr"
+            )
+        perfmons = {cpu: self._check_cpu(cpu) for cpu in cpus}
+        for cpu in cpus:
+            plan = plan_counters(perfmons[cpu], self.events, cpu=cpu)
+            dev = self.platform.open_msr(cpu, writable=True)
+            self.setups[cpu] = CpuSetup(cpu, perfmons[cpu], plan, dev, False, {})
+        self._note_dropped()
+
+        watchdog_on = (self.platform.read_setting(NMI_WATCHDOG) or "0") != "0"
+        if watchdog_on and self.keep_nmi_watchdog:
+            raise PmuInUseError(
+                f"the NMI watchdog is on (/{NMI_WATCHDOG} = 1) and owns a PMU counter; "
+                "drop --keep-nmi-watchdog to let pmutop pause it for the run"
+            )
+        for cpu in cpus:
+            self._inspect(cpu, tolerate_watchdog=watchdog_on)
+        if watchdog_on:
+            self._disable_watchdog(undo)
+            for cpu in cpus:  # the baseline to restore is the PMU without the watchdog's counter
+                self._inspect(cpu, tolerate_watchdog=True)
+        for cpu in cpus:
+            s = self.setups[cpu]
+            s.full_width_writes = self._full_width_writes(s)
+        self.read_method = self._choose_read_method(cpus, undo)
+        for cpu in cpus:
+            counters = MsrCpuCounters(
+                self.setups[cpu],
+                platform=self.platform,
+                clock=self.clock,
+                read_method=self.read_method,
+                user=self.user,
+                kernel=self.kernel,
+            )
+            self._counters[cpu] = counters
+            undo.push(f"cpu {cpu} PMU registers", counters.restore)
+
+    def counters(self, cpu: int) -> MsrCpuCounters:
+        return self._counters[cpu]
+
+    def _check_cpu(self, cpu: int) -> PerfmonInfo:
+        cpuid = self.platform.cpuid_fn(cpu)
+        ident = decode_identity(cpuid)
+        if ident.vendor != "GenuineIntel":
+            raise HardwareError(
+                f"cpu {cpu}: the msr backend programs Intel PMUs; this CPU is {ident.vendor}"
+                " (--demo shows the simulated PMU)"
+            )
+        pm = decode_perfmon(cpuid)
+        if pm.version == 0:
+            vm = " (a VM whose hypervisor exposes no PMU: enable its virtual PMU)" if ident.hypervisor else ""
+            raise HardwareError(f"cpu {cpu}: no architectural PMU (CPUID.0AH version 0){vm}")
+        if pm.version < 2:
+            raise HardwareError(
+                f"cpu {cpu}: architectural perfmon v{pm.version} has no global control registers; pmutop needs v2+"
+            )
+        state = self.platform.msr_state(cpu)
+        if not state.writable:
+            raise HardwareError(f"cpu {cpu}: msr backend unavailable: {state.problem}")
+        return pm
+
+    def _note_dropped(self) -> None:
+        dropped: dict[tuple[str, str], list[int]] = {}
+        for cpu, s in self.setups.items():
+            for name, reason in s.plan.dropped:
+                dropped.setdefault((name, reason), []).append(cpu)
+        for (name, reason), cpus in dropped.items():
+            self.notices.append(f"not counting {name} on cpu {format_cpu_list(cpus)}: {reason}")
+
+    def _inspect(self, cpu: int, *, tolerate_watchdog: bool) -> None:
+        """Read and keep every register we will write; refuse (unless --force) if another agent uses the PMU."""
+        s = self.setups[cpu]
+        pm, dev = s.perfmon, s.dev
+        regs = {R.evtsel(i): dev.read(R.evtsel(i)) for i in range(pm.gp_counters)}
+        regs[R.IA32_FIXED_CTR_CTRL] = dev.read(R.IA32_FIXED_CTR_CTRL)
+        if pm.version >= 4:
+            regs[R.IA32_PERF_GLOBAL_INUSE] = dev.read(R.IA32_PERF_GLOBAL_INUSE)
+        saved = {
+            R.IA32_PERF_GLOBAL_CTRL: dev.read(R.IA32_PERF_GLOBAL_CTRL),
+            R.IA32_FIXED_CTR_CTRL: regs[R.IA32_FIXED_CTR_CTRL],
+        }
+        for p in s.plan.gp:
+            saved[R.evtsel(p.index)] = regs[R.evtsel(p.index)]
+            saved[R.pmc(p.index)] = dev.read(R.pmc(p.index))
+        for p in s.plan.fixed:
+            saved[R.fixed_ctr(p.index)] = dev.read(R.fixed_ctr(p.index))
+        s.saved = saved
+        found = find_foreign_use(pm, regs, tolerate_watchdog=tolerate_watchdog)
+        if found:
+            address, detail = found[0]
+            if not self.force:
+                raise PmuInUseError(
+                    f"cpu {cpu}: {R.msr_name(address)} is in use ({detail}); another tool or perf owns "
+                    "the counters: stop it, use --backend perf, or pass --force to take over"
+                )
+            self.notices.append(f"cpu {cpu}: taking over {R.msr_name(address)} ({detail}) because of --force")
+
+    def _disable_watchdog(self, undo: UndoLog) -> None:
+        def restore() -> list[str]:
+            self.platform.write_setting(NMI_WATCHDOG, "1")
+            return []
+
+        undo.push("NMI watchdog", restore)
+        try:
+            self.platform.write_setting(NMI_WATCHDOG, "0")
+        except OSError as e:
+            raise PmuInUseError(
+                f"the NMI watchdog is on and owns a PMU counter, and turning it off failed: {e.strerror}"
+            ) from e
+        self.notices.append(
+            f"NMI watchdog paused for this run (it owns a PMU counter); /{NMI_WATCHDOG} is set back to 1 on exit"
+        )
+
+    def _full_width_writes(self, s: CpuSetup) -> bool:
+        ident = decode_identity(self.platform.cpuid_fn(s.cpu))
+        if not ident.pdcm:
+            return False
+        try:
+            return bool(s.dev.read(R.IA32_PERF_CAPABILITIES) & PERF_CAP_FW_WRITE)
+        except HardwareError:
+            return False
+
+    def _choose_read_method(self, cpus: list[int], undo: UndoLog) -> str:
+        if self.requested_read == "msr" or not self.platform.rdpmc_possible():
+            return "msr"
+        explicit = self.requested_read == "rdpmc"
+        settings = {rel: self.platform.read_setting(rel) for rel in RDPMC_SYSFS}
+        settings = {rel: v for rel, v in settings.items() if v is not None}
+
+        def fall_back(why: str) -> str:
+            if explicit:
+                raise HardwareError(f"--read rdpmc: {why}")
+            self.notices.append(f"reading counters through the MSR files: {why}")
+            return "msr"
+
+        if any(v == "0" for v in settings.values()):
+            return fall_back("user-space rdpmc is disabled (rdpmc sysfs = 0)")
+        to_change = [rel for rel, v in settings.items() if v == "1"]
+        if to_change:
+            if not self.platform.is_root():
+                return fall_back("the rdpmc sysfs setting is 1 and only root can set it to 2")
+
+            def restore() -> list[str]:
+                for rel in to_change:
+                    self.platform.write_setting(rel, "1")
+                return []
+
+            undo.push("rdpmc sysfs setting", restore)
+            try:
+                for rel in to_change:
+                    self.platform.write_setting(rel, "2")
+            except OSError as e:
+                restore()
+                return fall_back(f"cannot set /{to_change[0]} to 2: {e.strerror}")
+            self.notices.append(f"set /{to_change[0]} to 2 for this run (was 1; restored on exit)")
+        for cpu in cpus:
+            plan = self.setups[cpu].plan
+            probe = self.platform.probe_rdpmc(cpu, plan.n_fixed_read, plan.n_gp_read)
+            if not probe.ok:
+                if to_change:  # not needed after all: put it back now rather than at exit
+                    for rel in to_change:
+                        self.platform.write_setting(rel, "1")
+                return fall_back(probe.detail)
+        return "rdpmc"
+
+    def describe(self) -> dict[str, object]:
+        any_setup = next(iter(self.setups.values()), None)
+        facts: dict[str, object] = {"backend": self.name, "read_method": self.read_method}
+        if any_setup is not None:
+            pm = any_setup.perfmon
+            facts.update(
+                pmu_version=pm.version,
+                gp_counters=pm.gp_counters,
+                gp_width=pm.gp_width,
+                fixed_counters=pm.fixed_counters,
+                fixed_width=pm.fixed_width,
+            )
+        return facts

@@ -1,0 +1,10 @@
+"""`--backend sim` / `--demo`: the msr backend, unchanged, on the simulated PMU."""
+
+from __future__ import annotations
+
+from pmutop.backends.msr import MsrBackend
+
+
+class SimBackend(MsrBackend):
+    name = "sim"
+    simulated = True

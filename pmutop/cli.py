@@ -1,0 +1,234 @@
+"""Command line: `pmutop [options]` (live view or --batch), `pmutop info`.
+
+Every failure ends in one line on stderr and a non-zero status: 2 for bad input, 3 when the PMU is
+in use by someone else, 1 for anything else, 128+N when stopped by signal N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from pmutop import __version__
+from pmutop.backends.base import Backend
+from pmutop.backends.msr import MsrBackend
+from pmutop.backends.sim import SimBackend
+from pmutop.cpulist import select_cpus
+from pmutop.engine.engine import Engine
+from pmutop.errors import PmutopError, UsageError
+from pmutop.hw.platform import HostPlatform, Platform
+from pmutop.pmu.events import parse_events
+from pmutop.restore import Terminated, exit_on_signals
+from pmutop.sysroot import Sysroot
+
+PROG = "pmutop"
+COMMANDS = ("info",)
+
+
+def say(message: str) -> None:
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (and exit status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 (got {text})")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1 (got {text})")
+    return value
+
+
+def _bounded_int(lo: int, hi: int):
+    def parse(text: str) -> int:
+        value = _positive_int(text) if lo >= 1 else int(text, 10)
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be {lo}..{hi} (got {text})")
+        return value
+
+    return parse
+
+
+def run_parser() -> OneLineParser:
+    p = OneLineParser(
+        prog=PROG,
+        description="Live per-core hardware performance counters: IPC, utilisation, GHz, LLC misses.",
+        epilog="Commands: `pmutop info [--sysroot DIR] [--json]` describes the PMU and which backend would run.",
+    )
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    p.add_argument("--cores", metavar="LIST", help="CPUs to monitor: 0-3, 0,2,4-7 or all (default: all online)")
+    p.add_argument(
+        "--interval", type=_positive_float, default=1.0, metavar="SECONDS", help="sampling interval (default 1.0)"
+    )
+    p.add_argument(
+        "--backend", choices=("auto", "msr", "sim"), default="auto", help="auto (default): msr; sim: the simulated PMU"
+    )
+    p.add_argument("--demo", action="store_true", help="same as --backend sim: a simulated PMU, labelled SIMULATED")
+    p.add_argument("--read", choices=("rdpmc", "msr"), help="how counters are read (default rdpmc on this host)")
+    p.add_argument("--sysroot", metavar="DIR", default="/", help="read hardware files under DIR (default /)")
+    p.add_argument(
+        "--events",
+        action="append",
+        metavar="LIST",
+        help="events to count: instructions, cycles, ref-cycles, llc-references, llc-misses, "
+        "branches, branch-misses, or event=0x..,umask=0x..[,cmask=..,inv,edge]",
+    )
+    ring = p.add_mutually_exclusive_group()
+    ring.add_argument("--user-only", action="store_true", help="count user mode only")
+    ring.add_argument("--kernel-only", action="store_true", help="count kernel mode only")
+    p.add_argument("--force", action="store_true", help="take over counters another agent is using")
+    p.add_argument(
+        "--keep-nmi-watchdog",
+        action="store_true",
+        help="refuse to run instead of pausing the NMI watchdog (msr backend)",
+    )
+    p.add_argument("--batch", action="store_true", help="print records instead of the live view")
+    p.add_argument("--count", type=_positive_int, metavar="N", help="with --batch: stop after N intervals")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="--batch output format")
+    sim = p.add_argument_group("simulated PMU (--demo)")
+    sim.add_argument("--sim-cpus", type=_bounded_int(1, 1024), default=8, metavar="N")
+    sim.add_argument("--sim-version", type=_bounded_int(2, 5), default=4, metavar="V", help="perfmon version 2-5")
+    sim.add_argument("--sim-gp", type=_bounded_int(1, 8), default=4, metavar="N", help="general counters (1-8)")
+    sim.add_argument("--sim-fixed", type=_bounded_int(0, 4), default=3, metavar="N", help="fixed counters (0-4)")
+    sim.add_argument("--sim-gp-width", type=_bounded_int(16, 64), default=48, metavar="BITS")
+    sim.add_argument("--sim-fixed-width", type=_bounded_int(16, 64), default=48, metavar="BITS")
+    sim.add_argument(
+        "--sim-e-cores",
+        type=_bounded_int(0, 1024),
+        default=0,
+        metavar="N",
+        help="the last N simulated CPUs are hybrid E-cores",
+    )
+    sim.add_argument("--seed", type=int, default=1, help="simulated workload seed")
+    return p
+
+
+def info_parser() -> OneLineParser:
+    p = OneLineParser(prog=f"{PROG} info", description="Describe the PMU and which backend pmutop would use.")
+    p.add_argument("--sysroot", metavar="DIR", default="/", help="read hardware files under DIR (default /)")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    return p
+
+
+def build_platform(args: argparse.Namespace) -> Platform:
+    if args.backend == "sim":
+        from pmutop.sim.model import SimConfig
+        from pmutop.sim.platform import SimPlatform
+
+        if args.sysroot != "/":
+            raise UsageError("--sysroot describes real hardware; it cannot be combined with --demo/--backend sim")
+        if args.sim_e_cores > args.sim_cpus:
+            raise UsageError(f"--sim-e-cores {args.sim_e_cores} exceeds --sim-cpus {args.sim_cpus}")
+        return SimPlatform(
+            SimConfig(
+                cpus=args.sim_cpus,
+                version=args.sim_version,
+                gp_counters=args.sim_gp,
+                fixed_counters=args.sim_fixed,
+                gp_width=args.sim_gp_width,
+                fixed_width=args.sim_fixed_width,
+                seed=args.seed,
+                e_cores=args.sim_e_cores,
+            )
+        )
+    if not os.path.isdir(args.sysroot):
+        raise UsageError(f"--sysroot {args.sysroot}: not a directory")
+    return HostPlatform(Sysroot(args.sysroot))
+
+
+def build_backend(args: argparse.Namespace, platform: Platform) -> Backend:
+    events = parse_events(args.events) if args.events else None
+    cls = SimBackend if args.backend == "sim" else MsrBackend
+    return cls(
+        platform,
+        platform.clock,
+        events,
+        read_method=args.read,
+        user=not args.kernel_only,
+        kernel=not args.user_only,
+        force=args.force,
+        keep_nmi_watchdog=args.keep_nmi_watchdog,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.demo:
+        args.backend = "sim"
+    if args.count is not None and not args.batch:
+        raise UsageError("--count needs --batch")
+    platform = build_platform(args)
+    cpus = select_cpus(args.cores, platform.online_cpus())
+    backend = build_backend(args, platform)
+    mode = "SIMULATED" if platform.simulated else backend.name
+    engine = Engine(backend, platform, platform.clock, cpus, args.interval)
+    if platform.simulated:
+        say("SIMULATED PMU: every number shown is synthetic")
+    try:
+        engine.start()
+        for notice in backend.notices:
+            say(notice)
+        if args.batch:
+            from pmutop.sinks.batch import run_batch
+
+            run_batch(engine, args.format, args.count, mode, warn=lambda m: say(f"warning: {m}"))
+        else:
+            raise UsageError("the live view is not available yet; use --batch")
+    finally:
+        for problem in engine.stop():
+            say(f"warning: {problem}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        with exit_on_signals():
+            if argv and argv[0] == "info":
+                args = info_parser().parse_args(argv[1:])
+                if not os.path.isdir(args.sysroot):
+                    raise UsageError(f"--sysroot {args.sysroot}: not a directory")
+                from pmutop.info import run_info
+
+                print(run_info(HostPlatform(Sysroot(args.sysroot)), args.json))
+                return 0
+            return run(run_parser().parse_args(argv))
+    except PmutopError as e:
+        say(str(e))
+        return e.exit_code
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+    except Terminated as e:
+        say(f"stopped by {e.name}")
+        return 128 + e.signum
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly; stdout is unusable now.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except Exception as e:  # a bug: still one line (PMUTOP_DEBUG=1 shows the traceback)
+        if os.environ.get("PMUTOP_DEBUG"):
+            raise
+        say(f"internal error: {type(e).__name__}: {e} (set PMUTOP_DEBUG=1 for a traceback)")
+        return 1

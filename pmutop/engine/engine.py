@@ -1,0 +1,260 @@
+"""Samplers (one thread per CPU, pinned on the host) and the engine that starts, paces and stops them.
+
+All samplers share one deadline schedule (epoch + k * interval), so sample k of every CPU covers
+the same wall-clock interval and lateness never accumulates into drift.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from pmutop.backends.base import Backend, CpuCounters
+from pmutop.clock import Clock
+from pmutop.engine.ring import SampleRing
+from pmutop.engine.sample import Sample
+from pmutop.engine.sanity import impossible
+from pmutop.errors import HardwareError, PmutopError
+from pmutop.hw.platform import Platform
+from pmutop.restore import UndoLog
+
+NS = 1_000_000_000
+START_TIMEOUT_S = 20.0
+
+
+class Sampler:
+    """Reads one CPU's counters on the engine's schedule and publishes Samples into its ring."""
+
+    def __init__(self, engine: Engine, cpu: int, counters: CpuCounters, ring: SampleRing) -> None:
+        self.engine = engine
+        self.cpu = cpu
+        self.counters = counters
+        self.ring = ring
+        self.started = False
+        self.error: str | None = None
+        self._t0_ns = 0
+        self._prev_ns = 0
+        self._tsc_total = 0
+
+    def start_counting(self) -> None:
+        self._t0_ns = self._prev_ns = self.counters.start()
+        self.started = True
+
+    def take(self) -> Sample:
+        r = self.counters.read()
+        interval = (r.at_ns - self._prev_ns) / NS
+        self._prev_ns = r.at_ns
+        tsc_hz = None
+        if r.tsc is not None:
+            self._tsc_total += r.tsc
+            elapsed = (r.at_ns - self._t0_ns) / NS
+            tsc_hz = self._tsc_total / elapsed if elapsed > 0 and self._tsc_total else None
+        suspect = r.suspect or impossible(r.counts, r.tsc, tsc_hz)
+        sample = Sample(
+            cpu=self.cpu,
+            seq=self.ring.count + 1,
+            time=(r.at_ns - self.engine.epoch_ns) / NS,
+            interval=interval,
+            tsc=r.tsc,
+            tsc_hz=tsc_hz,
+            counts=r.counts,
+            overflows=r.overflows,
+            suspect=suspect,
+        )
+        self.ring.push(sample)
+        return sample
+
+    def fail(self, e: BaseException) -> None:
+        self.error = str(e) if isinstance(e, PmutopError) else f"cpu {self.cpu}: {type(e).__name__}: {e}"
+        self.ring.push(
+            Sample(
+                cpu=self.cpu,
+                seq=self.ring.count + 1,
+                time=(self.engine.clock.now_ns() - self.engine.epoch_ns) / NS,
+                interval=0.0,
+                tsc=None,
+                tsc_hz=None,
+                counts={},
+                error=self.error,
+            )
+        )
+
+    def run(self) -> None:
+        """Thread body: pin, program, then sample on every deadline until the engine stops."""
+        eng = self.engine
+        try:
+            eng.platform.pin_current_thread(self.cpu)
+            self.start_counting()
+        except BaseException as e:
+            self.fail(e)
+            eng.sampler_ready()
+            return
+        eng.sampler_ready()
+        eng.wait_for_go()
+        k, gen = 1, -1
+        try:
+            while True:
+                epoch, interval_ns, g = eng.schedule()
+                if g != gen:
+                    k, gen = 1, g
+                deadline = epoch + k * interval_ns
+                if not eng.sleep_until(deadline, gen):
+                    if eng.stopping:
+                        return
+                    continue  # schedule changed while waiting
+                self.take()
+                eng.new_data.set()
+                now = eng.clock.now_ns()
+                k = max(k + 1, (now - epoch) // interval_ns + 1)  # skip deadlines we are already past
+        except BaseException as e:
+            self.fail(e)
+            eng.new_data.set()
+
+
+class Engine:
+    """Owns the backend, the undo log, one sampler per CPU and their rings."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        platform: Platform,
+        clock: Clock,
+        cpus: list[int],
+        interval: float,
+        *,
+        ring_capacity: int = 600,
+        threaded: bool = True,
+    ) -> None:
+        if interval <= 0:
+            raise ValueError("interval must be > 0")
+        self.backend = backend
+        self.platform = platform
+        self.clock = clock
+        self.cpus = cpus
+        self.threaded = threaded
+        self.undo = UndoLog()
+        self.rings = {cpu: SampleRing(ring_capacity) for cpu in cpus}
+        self.samplers: dict[int, Sampler] = {}
+        self.new_data = threading.Event()
+        self.epoch_ns = 0
+        self.stopping = False
+        self._interval_ns = round(interval * NS)
+        self._gen = 0
+        self._cond = threading.Condition()
+        self._ready = 0
+        self._go = False
+        self._threads: list[threading.Thread] = []
+        self._stopped = False
+
+    @property
+    def interval(self) -> float:
+        return self._interval_ns / NS
+
+    # -- lifecycle
+
+    def start(self) -> None:
+        """Prepare the backend, program every CPU (in its sampler thread), then start the clock.
+
+        Raises the first CPU's failure; the caller must call stop() in any case (it restores)."""
+        self.backend.prepare(self.cpus, self.undo)
+        for cpu in self.cpus:
+            self.samplers[cpu] = Sampler(self, cpu, self.backend.counters(cpu), self.rings[cpu])
+        if not self.threaded:
+            for s in self.samplers.values():
+                s.start_counting()
+            self.epoch_ns = self.clock.now_ns()
+            return
+        for cpu, s in self.samplers.items():
+            t = threading.Thread(target=s.run, name=f"pmutop-cpu{cpu}", daemon=True)
+            self._threads.append(t)
+            t.start()
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._ready == len(self.samplers), timeout=START_TIMEOUT_S):
+                raise HardwareError("samplers did not start within 20 s")
+        failed = [s.error for s in self.samplers.values() if s.error]
+        if failed:
+            raise HardwareError(failed[0])
+        with self._cond:
+            self.epoch_ns = self.clock.now_ns()
+            self._go = True
+            self._cond.notify_all()
+
+    def stop(self) -> list[str]:
+        """Stop sampling and put everything back; returns problems met while restoring. Idempotent."""
+        if self._stopped:
+            return []
+        self._stopped = True
+        with self._cond:
+            self.stopping = True
+            self._go = True
+            self._cond.notify_all()
+        for t in self._threads:
+            t.join(timeout=5.0)
+        return self.undo.run()
+
+    # -- used by the samplers
+
+    def sampler_ready(self) -> None:
+        with self._cond:
+            self._ready += 1
+            self._cond.notify_all()
+
+    def wait_for_go(self) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._go)
+
+    def schedule(self) -> tuple[int, int, int]:
+        with self._cond:
+            return self.epoch_ns, self._interval_ns, self._gen
+
+    def sleep_until(self, deadline_ns: int, gen: int) -> bool:
+        """Wait for the deadline; False if stopping or the schedule changed first."""
+        with self._cond:
+            while not self.stopping and self._gen == gen:
+                remaining = deadline_ns - self.clock.now_ns()
+                if remaining <= 0:
+                    return True
+                self._cond.wait(remaining / NS)
+            return False
+
+    # -- control
+
+    def set_interval(self, seconds: float) -> None:
+        if seconds <= 0:
+            raise ValueError("interval must be > 0")
+        with self._cond:
+            self._interval_ns = round(seconds * NS)
+            self.epoch_ns = self.clock.now_ns()
+            self._gen += 1
+            self._cond.notify_all()
+
+    def tick(self) -> list[Sample]:
+        """Unthreaded engines only: every CPU takes one sample now (tests and screenshots)."""
+        assert not self.threaded
+        out = []
+        for s in self.samplers.values():
+            if s.error is None:
+                try:
+                    out.append(s.take())
+                except Exception as e:
+                    s.fail(e)
+        return out
+
+    def failures(self) -> dict[int, str]:
+        return {cpu: s.error for cpu, s in self.samplers.items() if s.error}
+
+    def wait_for_samples(
+        self, counts: dict[int, int], timeout: float, on_wait: Callable[[], None] | None = None
+    ) -> bool:
+        """Block until every live CPU's ring holds more than counts[cpu] samples, or timeout."""
+        deadline = self.clock.now_ns() + round(timeout * NS)
+        while True:
+            live = [c for c in self.cpus if self.samplers[c].error is None]
+            if all(self.rings[c].count > counts.get(c, 0) for c in live):
+                return True
+            if self.clock.now_ns() >= deadline:
+                return False
+            self.new_data.wait(0.05)
+            self.new_data.clear()
+            if on_wait:
+                on_wait()

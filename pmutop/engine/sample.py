@@ -1,0 +1,19 @@
+"""What a sampler publishes once per interval for one CPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    cpu: int
+    seq: int  # 1, 2, ... per CPU; sample n covers the n-th interval since counting started
+    time: float  # seconds since the engine started, at the read
+    interval: float  # wall seconds this sample covers
+    tsc: int | None  # TSC ticks in the interval (None when the backend has no TSC)
+    tsc_hz: float | None  # TSC frequency measured over wall time since the start
+    counts: dict[str, int]  # event key -> delta in this interval
+    overflows: dict[str, int] = field(default_factory=dict)  # event key -> wraps seen in this interval
+    suspect: str | None = None  # why these numbers must not be shown as truth
+    error: str | None = None  # the CPU's sampler stopped (offline, read failure)

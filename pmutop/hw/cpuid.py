@@ -1,0 +1,79 @@
+"""Per-CPU CPUID: `dev/cpu/N/cpuid` under the sysroot, else the shim on a thread pinned to N (host only)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import struct
+
+from pmutop.errors import HardwareError
+from pmutop.hw import shim
+from pmutop.sysroot import Sysroot
+
+_REGS = struct.Struct("<4I")
+
+
+class CpuidFile:
+    """`dev/cpu/N/cpuid`: pread 16 bytes at offset leaf | subleaf << 32.
+
+    A regular file in its place is a snapshot: the 16 bytes for (leaf, subleaf) are stored at offset
+    16 * (leaf | subleaf << 32), since the device's one-byte-per-leaf offsets would overlap in a file.
+    """
+
+    def __init__(self, path: os.PathLike[str] | str) -> None:
+        self.path = os.fspath(path)
+        self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        self._stride = 1 if stat.S_ISCHR(os.fstat(self._fd).st_mode) else 16
+
+    def __call__(self, leaf: int, subleaf: int = 0) -> tuple[int, int, int, int]:
+        data = os.pread(self._fd, 16, (leaf | subleaf << 32) * self._stride)
+        if len(data) != 16:  # a snapshot without this leaf
+            return (0, 0, 0, 0)
+        a, b, c, d = _REGS.unpack(data)
+        return (a, b, c, d)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class CpuidSource:
+    """CPUID of any CPU of a sysroot, cached per (cpu, leaf, subleaf)."""
+
+    def __init__(self, sysroot: Sysroot) -> None:
+        self.sysroot = sysroot
+        self._files: dict[int, CpuidFile | None] = {}
+        self._cache: dict[tuple[int, int, int], tuple[int, int, int, int]] = {}
+
+    def method(self, cpu: int) -> str:
+        self._file(cpu)
+        return "cpuid device" if self._files.get(cpu) else "cpuid instruction (pinned thread)"
+
+    def _file(self, cpu: int) -> CpuidFile | None:
+        if cpu not in self._files:
+            path = self.sysroot.path(f"dev/cpu/{cpu}/cpuid")
+            try:
+                self._files[cpu] = CpuidFile(path)
+            except OSError:
+                self._files[cpu] = None
+        return self._files[cpu]
+
+    def __call__(self, cpu: int, leaf: int, subleaf: int = 0) -> tuple[int, int, int, int]:
+        key = (cpu, leaf, subleaf)
+        if key not in self._cache:
+            f = self._file(cpu)
+            if f is not None:
+                try:
+                    self._cache[key] = f(leaf, subleaf)
+                except OSError as e:
+                    raise HardwareError(f"cpu {cpu}: reading {f.path} failed: {e.strerror}") from e
+            elif self.sysroot.is_host:
+                self._cache[key] = shim.cpuid_on(cpu, leaf, subleaf)
+            else:
+                raise HardwareError(
+                    f"cpu {cpu}: no dev/cpu/{cpu}/cpuid under sysroot {self.sysroot}"
+                    " (CPUID of another machine cannot be executed here)"
+                )
+        return self._cache[key]
+
+    def for_cpu(self, cpu: int):  # -> CpuidFn
+        return lambda leaf, subleaf=0: self(cpu, leaf, subleaf)

@@ -1,0 +1,200 @@
+"""The hardware-access layer the backends use: CPUs, CPUID, MSR devices, settings files, counter reads.
+
+`HostPlatform` is a real machine (or a captured sysroot of one); `pmutop.sim.platform.SimPlatform`
+implements the same interface over the simulated PMU.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Protocol
+
+from pmutop.clock import Clock, MonotonicClock
+from pmutop.cpulist import parse_cpu_list
+from pmutop.errors import HardwareError, PmutopError
+from pmutop.hw import shim
+from pmutop.hw.cpuid import CpuidSource
+from pmutop.hw.msr import MsrDevice, MsrFile
+from pmutop.pmu.registers import IA32_TIME_STAMP_COUNTER, fixed_ctr, pmc
+from pmutop.sysroot import Sysroot
+
+NMI_WATCHDOG = "proc/sys/kernel/nmi_watchdog"
+PERF_EVENT_PARANOID = "proc/sys/kernel/perf_event_paranoid"
+CPU_ONLINE = "sys/devices/system/cpu/online"
+RDPMC_SYSFS = tuple(f"sys/bus/event_source/devices/{pmu}/rdpmc" for pmu in ("cpu", "cpu_core", "cpu_atom"))
+MSR_ALLOW_WRITES = "sys/module/msr/parameters/allow_writes"
+LOCKDOWN = "sys/kernel/security/lockdown"
+
+
+class CounterReader(Protocol):
+    """Reads the TSC and the planned counters: (tsc, [fixed 0..n_fixed-1, gp 0..n_gp-1])."""
+
+    method: str
+
+    def read(self) -> tuple[int, list[int]]: ...
+
+
+class MsrCounterReader:
+    """The same read as rdpmc, through MSR reads (one IPI each): the fallback and the sysroot method."""
+
+    method = "msr"
+
+    def __init__(self, dev: MsrDevice, n_fixed: int, n_gp: int) -> None:
+        self._dev = dev
+        self._addresses = (
+            [IA32_TIME_STAMP_COUNTER] + [fixed_ctr(i) for i in range(n_fixed)] + [pmc(i) for i in range(n_gp)]
+        )
+
+    def read(self) -> tuple[int, list[int]]:
+        values = [self._dev.read(a) for a in self._addresses]
+        return values[0], values[1:]
+
+
+@dataclass(frozen=True)
+class MsrDeviceState:
+    present: bool
+    writable: bool
+    problem: str | None  # why it cannot be used, with the fix
+
+
+@dataclass(frozen=True)
+class RdpmcProbe:
+    ok: bool
+    detail: str
+
+
+class Platform(ABC):
+    kind: str  # "host", "sysroot" or "sim"
+    clock: Clock
+    simulated: bool = False
+    pins_threads: bool = False  # True only when the CPUs are this machine's
+
+    @abstractmethod
+    def label(self) -> str: ...
+
+    @abstractmethod
+    def online_cpus(self) -> list[int]: ...
+
+    @abstractmethod
+    def cpuid(self, cpu: int, leaf: int, subleaf: int = 0) -> tuple[int, int, int, int]: ...
+
+    def cpuid_fn(self, cpu: int):  # -> CpuidFn for the decoders
+        return lambda leaf, subleaf=0: self.cpuid(cpu, leaf, subleaf)
+
+    @abstractmethod
+    def msr_state(self, cpu: int) -> MsrDeviceState: ...
+
+    @abstractmethod
+    def open_msr(self, cpu: int, *, writable: bool = True) -> MsrDevice: ...
+
+    @abstractmethod
+    def read_setting(self, rel: str) -> str | None: ...
+
+    @abstractmethod
+    def write_setting(self, rel: str, value: str) -> None: ...
+
+    def is_root(self) -> bool:
+        return os.geteuid() == 0
+
+    def rdpmc_possible(self) -> bool:
+        """Can rdpmc be executed at all for these CPUs (own host with the shim, or the simulator)?"""
+        return False
+
+    def probe_rdpmc(self, cpu: int, n_fixed: int, n_gp: int) -> RdpmcProbe:
+        return RdpmcProbe(False, "rdpmc is not available for these CPUs")
+
+    def rdpmc_reader(self, cpu: int, n_fixed: int, n_gp: int) -> CounterReader:
+        raise HardwareError("rdpmc is not available for these CPUs")
+
+    def pin_current_thread(self, cpu: int) -> None:  # noqa: B027 - no-op unless the CPUs are ours
+        pass
+
+
+class HostPlatform(Platform):
+    """A real machine seen through a sysroot ("/" is this host)."""
+
+    simulated = False
+
+    def __init__(self, sysroot: Sysroot) -> None:
+        self.sysroot = sysroot
+        self.kind = "host" if sysroot.is_host else "sysroot"
+        self.pins_threads = sysroot.is_host
+        self.clock = MonotonicClock()
+        self._cpuid = CpuidSource(sysroot)
+
+    def label(self) -> str:
+        return "this host" if self.sysroot.is_host else f"sysroot {self.sysroot}"
+
+    def online_cpus(self) -> list[int]:
+        text = self.sysroot.read_text(CPU_ONLINE)
+        if text is None:
+            if self.sysroot.is_host:
+                return sorted(os.sched_getaffinity(0))
+            raise HardwareError(f"cannot read {self.sysroot.path(CPU_ONLINE)}")
+        try:
+            return parse_cpu_list(text, what=CPU_ONLINE)
+        except PmutopError as e:
+            raise HardwareError(str(e)) from None
+
+    def cpuid(self, cpu: int, leaf: int, subleaf: int = 0) -> tuple[int, int, int, int]:
+        return self._cpuid(cpu, leaf, subleaf)
+
+    def cpuid_method(self, cpu: int) -> str:
+        return self._cpuid.method(cpu)
+
+    def _msr_path(self, cpu: int):
+        return self.sysroot.path(f"dev/cpu/{cpu}/msr")
+
+    def msr_state(self, cpu: int) -> MsrDeviceState:
+        path = self._msr_path(cpu)
+        if not path.exists():
+            fix = "load the msr module: `modprobe msr`" if self.sysroot.is_host else "the sysroot has no msr file"
+            return MsrDeviceState(False, False, f"{path} does not exist ({fix})")
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+            os.close(fd)
+        except OSError as e:
+            if e.errno in (errno.EPERM, errno.EACCES):
+                why = "run as root (opening it needs CAP_SYS_RAWIO)"
+            else:
+                why = e.strerror or str(e)
+            return MsrDeviceState(True, False, f"{path} cannot be opened for writing: {why}")
+        if (self.read_setting(MSR_ALLOW_WRITES) or "").lower() == "off":
+            return MsrDeviceState(
+                True, False, f"MSR writes are disabled (msr.allow_writes=off): `echo on > /{MSR_ALLOW_WRITES}`"
+            )
+        lockdown = self.read_setting(LOCKDOWN) or ""
+        if "[integrity]" in lockdown or "[confidentiality]" in lockdown:
+            return MsrDeviceState(True, False, "kernel lockdown forbids MSR writes (boot without lockdown)")
+        return MsrDeviceState(True, True, None)
+
+    def open_msr(self, cpu: int, *, writable: bool = True) -> MsrDevice:
+        return MsrFile(self._msr_path(cpu), cpu, writable=writable)
+
+    def read_setting(self, rel: str) -> str | None:
+        return self.sysroot.read_text(rel)
+
+    def write_setting(self, rel: str, value: str) -> None:
+        self.sysroot.write_text(rel, value)
+
+    def rdpmc_possible(self) -> bool:
+        return self.sysroot.is_host and shim.available()
+
+    def probe_rdpmc(self, cpu: int, n_fixed: int, n_gp: int) -> RdpmcProbe:
+        if not self.rdpmc_possible():
+            return RdpmcProbe(False, "rdpmc is only used on this host's own CPUs (not under --sysroot)")
+        r = shim.probe_rdpmc(cpu, n_fixed, n_gp)
+        return RdpmcProbe(r.ok, r.detail)
+
+    def rdpmc_reader(self, cpu: int, n_fixed: int, n_gp: int) -> CounterReader:
+        return shim.RdpmcReader(n_fixed, n_gp)
+
+    def pin_current_thread(self, cpu: int) -> None:
+        if self.pins_threads:
+            try:
+                os.sched_setaffinity(0, {cpu})
+            except OSError as e:
+                raise HardwareError(f"cannot pin a thread to cpu {cpu}: {e.strerror}") from e

@@ -1,0 +1,329 @@
+"""`pmutop info`: what this machine (or sysroot) offers, and which backend a plain `pmutop` would use."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from pmutop.cpulist import format_cpu_list
+from pmutop.errors import HardwareError
+from pmutop.hw import shim
+from pmutop.hw.msr import MsrDevice
+from pmutop.hw.platform import (
+    NMI_WATCHDOG,
+    PERF_EVENT_PARANOID,
+    RDPMC_SYSFS,
+    HostPlatform,
+    Platform,
+)
+from pmutop.pmu import registers as R
+from pmutop.pmu.cpuid_decode import (
+    CoreType,
+    CpuIdentity,
+    PerfmonInfo,
+    decode_core_type,
+    decode_identity,
+    decode_perfmon,
+    identity_to_dict,
+    perfmon_to_dict,
+)
+from pmutop.pmu.plan import plan_counters
+from pmutop.pmu.uarch import microarchitecture
+from pmutop.pmu.usage import find_foreign_use
+
+
+def _int_or_none(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _cpuinfo_identity(platform: Platform) -> dict[str, Any] | None:
+    """Vendor/family/model from proc/cpuinfo, for sysroots that carry no CPUID device."""
+    text = platform.read_setting("proc/cpuinfo")
+    if not text:
+        return None
+    first: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if first:
+                break
+            continue
+        key, _, value = line.partition(":")
+        first[key.strip()] = value.strip()
+    try:
+        family, model, stepping = int(first["cpu family"]), int(first["model"]), int(first.get("stepping", "0"))
+    except (KeyError, ValueError):
+        return None
+    vendor = first.get("vendor_id", "unknown")
+    flags = first.get("flags", "").split()
+    return {
+        "vendor": vendor,
+        "family": family,
+        "model": model,
+        "stepping": stepping,
+        "brand": first.get("model name"),
+        "hypervisor": "hypervisor" in flags,
+        "hypervisor_vendor": None,
+        "pdcm": "pdcm" in flags,
+        "hybrid": "hybrid_cpu" in flags,
+        "microarchitecture": microarchitecture(vendor, family, model, stepping),
+        "source": "proc/cpuinfo",
+    }
+
+
+def _read_pmu_registers(dev: MsrDevice, pm: PerfmonInfo) -> dict[int, int]:
+    regs = {R.evtsel(i): dev.read(R.evtsel(i)) for i in range(pm.gp_counters)}
+    regs[R.IA32_FIXED_CTR_CTRL] = dev.read(R.IA32_FIXED_CTR_CTRL)
+    if pm.version >= 4:
+        regs[R.IA32_PERF_GLOBAL_INUSE] = dev.read(R.IA32_PERF_GLOBAL_INUSE)
+    return regs
+
+
+def _counters_in_use(
+    platform: Platform, cpus: list[int], perfmons: dict[int, PerfmonInfo], watchdog_on: bool
+) -> dict[str, Any]:
+    """Read-only look at the control registers (needs a readable msr device)."""
+    busy: list[str] = []
+    for cpu in cpus:
+        pm = perfmons[cpu]
+        if pm.version < 2:
+            continue
+        try:
+            dev = platform.open_msr(cpu, writable=False)
+        except HardwareError as e:
+            return {"checked": False, "detail": str(e)}
+        try:
+            regs = _read_pmu_registers(dev, pm)
+        except HardwareError as e:
+            return {"checked": False, "detail": str(e)}
+        finally:
+            dev.close()
+        for address, detail in find_foreign_use(pm, regs, tolerate_watchdog=watchdog_on):
+            busy.append(f"cpu {cpu}: {R.msr_name(address)} in use ({detail})")
+    return {"checked": True, "busy": busy}
+
+
+def gather(platform: HostPlatform, *, probe: bool = True) -> dict[str, Any]:
+    """Every fact `pmutop info` reports, as a JSON-ready dict (snake_case keys)."""
+    facts: dict[str, Any] = {"sysroot": str(platform.sysroot)}
+    cpus = platform.online_cpus()
+    facts["online_cpus"] = format_cpu_list(cpus)
+    identity: CpuIdentity | None = None
+    perfmons: dict[int, PerfmonInfo] = {}
+    core_types: dict[int, CoreType | None] = {}
+    cpuid_error = None
+    try:
+        identity = decode_identity(platform.cpuid_fn(cpus[0]))
+        for cpu in cpus:
+            fn = platform.cpuid_fn(cpu)
+            perfmons[cpu] = decode_perfmon(fn)
+            core_types[cpu] = decode_core_type(fn)
+    except HardwareError as e:
+        cpuid_error = str(e)
+    if identity is not None:
+        facts.update(identity_to_dict(identity))
+        facts["cpuid_source"] = platform.cpuid_method(cpus[0])
+    else:
+        facts.update(_cpuinfo_identity(platform) or {"vendor": None})
+        facts["cpuid_source"] = None
+        facts["cpuid_error"] = cpuid_error
+
+    # PMU facts of the first CPU at top level; every CPU (grouped when identical) under "cpu_groups".
+    groups: list[dict[str, Any]] = []
+    for cpu in cpus:
+        if cpu not in perfmons:
+            break
+        pm, ct = perfmons[cpu], core_types[cpu]
+        entry = {
+            "core_type": ct.short if ct else None,
+            "core_type_name": ct.name if ct else None,
+            **perfmon_to_dict(pm),
+        }
+        if groups and {k: v for k, v in groups[-1].items() if k != "cpus"} == entry:
+            groups[-1]["cpus"].append(cpu)
+        else:
+            groups.append({"cpus": [cpu], **entry})
+    for g in groups:
+        g["cpus"] = format_cpu_list(g["cpus"])
+    if perfmons:
+        facts.update(perfmon_to_dict(perfmons[cpus[0]]))
+    else:
+        facts["version"] = None
+    facts["cpu_groups"] = groups
+
+    msr = platform.msr_state(cpus[0])
+    facts["msr"] = {"present": msr.present, "writable": msr.writable, "problem": msr.problem}
+    facts["rdpmc_sysfs"] = {
+        rel.split("/")[-2]: platform.read_setting(rel) for rel in RDPMC_SYSFS if platform.read_setting(rel) is not None
+    }
+    facts["nmi_watchdog"] = _int_or_none(platform.read_setting(NMI_WATCHDOG))
+    facts["perf_event_paranoid"] = _int_or_none(platform.read_setting(PERF_EVENT_PARANOID))
+    facts["root"] = os.geteuid() == 0
+    facts["rdpmc_probe"] = _probe(platform, cpus, perfmons, core_types) if probe else None
+    if perfmons and msr.present and os.access(platform.sysroot.path(f"dev/cpu/{cpus[0]}/msr"), os.R_OK):
+        facts["counters_in_use"] = _counters_in_use(platform, cpus, perfmons, facts["nmi_watchdog"] == 1)
+    else:
+        facts["counters_in_use"] = {"checked": False, "detail": "the msr device is not readable"}
+    facts["verdict"] = verdict(facts)
+    return facts
+
+
+def _probe(
+    platform: HostPlatform, cpus: list[int], perfmons: dict[int, PerfmonInfo], core_types: dict[int, CoreType | None]
+) -> dict[str, Any]:
+    """Fork-probe rdpmc on the first CPU of each core type with the reads a run would do."""
+    if not platform.rdpmc_possible():
+        why = (
+            "not this host's CPUs"
+            if not platform.sysroot.is_host
+            else (shim.BUILD_HINT if shim.lib is None else "not an x86 CPU")
+        )
+        return {"ran": False, "ok": False, "detail": f"not run: {why}"}
+    results = []
+    seen: set[object] = set()
+    for cpu in cpus:
+        kind = core_types.get(cpu).code if core_types.get(cpu) else None  # type: ignore[union-attr]
+        if kind in seen:
+            continue
+        seen.add(kind)
+        pm = perfmons.get(cpu)
+        if pm is not None and pm.version >= 2:
+            plan = plan_counters(pm, None, cpu=cpu)
+            r = platform.probe_rdpmc(cpu, plan.n_fixed_read, plan.n_gp_read)
+            results.append((cpu, r.ok, r.detail))
+        else:  # no PMU to read: still say whether the instruction itself is allowed
+            r2 = shim.probe_rdpmc_ecx(cpu, 0)
+            results.append((cpu, r2.ok, r2.detail))
+    ok = all(r[1] for r in results)
+    return {"ran": True, "ok": ok, "detail": "; ".join(r[2] for r in results)}
+
+
+def verdict(f: dict[str, Any]) -> dict[str, Any]:
+    """Which backend and read method a plain `pmutop` would use, or why none can run and the fix."""
+    reasons: list[str] = []
+    fixes: list[str] = []
+    vendor = f.get("vendor")
+    version = f.get("version")
+    if vendor is None or version is None:
+        reasons.append("CPUID could not be read" + (f": {f.get('cpuid_error')}" if f.get("cpuid_error") else ""))
+        fixes.append("load the cpuid module (`modprobe cpuid`) or run on the host itself")
+    elif vendor != "GenuineIntel":
+        reasons.append(f"the msr backend programs Intel PMUs; this CPU is {vendor}")
+        fixes.append("use `pmutop --demo` to see the interface")
+    elif version == 0:
+        if f.get("hypervisor"):
+            reasons.append("this is a VM whose hypervisor exposes no PMU (CPUID.0AH version 0)")
+            fixes.append("enable the virtual PMU in the hypervisor (e.g. QEMU/KVM `-cpu host,pmu=on`)")
+        else:
+            reasons.append("the CPU reports no architectural PMU (CPUID.0AH version 0)")
+    elif version < 2:
+        reasons.append(f"perfmon v{version} has no global control registers; pmutop needs v2+")
+    msr = f["msr"]
+    if not msr["writable"]:
+        reasons.append(f"msr device: {msr['problem']}")
+        if not msr["present"]:
+            fixes.append("`sudo modprobe msr`")
+        elif not f.get("root"):
+            fixes.append("run as root: `sudo pmutop`")
+    busy = f.get("counters_in_use", {}).get("busy") or []
+    if busy and not reasons:
+        reasons.append(f"counters in use: {busy[0]}")
+        fixes.append("stop the other tool, or pass --force to take over")
+    if reasons:
+        return {
+            "backend": None,
+            "read_method": None,
+            "reasons": reasons,
+            "fixes": [*fixes, "`pmutop --demo` runs on the simulated PMU anywhere"],
+        }
+
+    notes: list[str] = []
+    sysfs = f.get("rdpmc_sysfs") or {}
+    probe = f.get("rdpmc_probe") or {}
+    if f["sysroot"] != "/":
+        method = "msr"
+        notes.append("CPUs of a sysroot are read through their msr files")
+    elif probe.get("ok"):
+        method = "rdpmc"
+    elif "0" in sysfs.values():
+        method = "msr"
+        notes.append("user-space rdpmc is disabled (rdpmc sysfs = 0); counters are read through the msr files")
+    elif "1" in sysfs.values():
+        method = "rdpmc"
+        notes.append("rdpmc sysfs is 1: pmutop sets it to 2 for the run and back to 1 on exit")
+    else:
+        method = "msr"
+        notes.append(f"rdpmc probe failed ({probe.get('detail', 'not run')}); counters are read through msr files")
+    if f.get("nmi_watchdog") == 1:
+        notes.append("the NMI watchdog owns a counter: pmutop pauses it for the run and restores it")
+    return {"backend": "msr", "read_method": method, "reasons": notes, "fixes": []}
+
+
+def _yes(b: object) -> str:
+    return "yes" if b else "no"
+
+
+def render_text(f: dict[str, Any]) -> str:
+    lines: list[tuple[str, str]] = []
+    if f.get("vendor"):
+        fam = f"{f['vendor']} family {f['family']:#x} model {f['model']:#x} stepping {f['stepping']}"
+        lines.append(("CPU", fam + (f" ({f['microarchitecture']})" if f.get("microarchitecture") else "")))
+        if f.get("brand"):
+            lines.append(("Model name", f["brand"]))
+        hv = _yes(f.get("hypervisor"))
+        if f.get("hypervisor_vendor"):
+            hv += f" ({f['hypervisor_vendor']})"
+        lines.append(("Hypervisor", hv))
+        lines.append(("Hybrid", _yes(f.get("hybrid"))))
+    else:
+        lines.append(("CPU", "unknown (" + (f.get("cpuid_error") or "no CPUID") + ")"))
+    lines.append(("Online CPUs", f["online_cpus"]))
+    lines.append(("CPUID source", f.get("cpuid_source") or "none"))
+    for g in f.get("cpu_groups", []):
+        label = f"PMU cpu {g['cpus']}"
+        kind = f"{g['core_type_name']}: " if g.get("core_type_name") else ""
+        if g["version"]:
+            text = (
+                f"{kind}version {g['version']}, {g['gp_counters']} general × {g['gp_width']} bit, "
+                f"{g['fixed_counters']} fixed × {g['fixed_width']} bit"
+                f" (mask {g['fixed_mask']:#x})"
+            )
+            if g["unavailable_events"]:
+                text += "; unavailable: " + ", ".join(g["unavailable_events"])
+        else:
+            text = kind + "no architectural PMU (version 0)"
+        lines.append((label, text))
+        for note in g.get("notes", []):
+            lines.append(("", note))
+    msr = f["msr"]
+    lines.append(("MSR device", "present, writable" if msr["writable"] else (msr["problem"] or "not usable")))
+    sysfs = f.get("rdpmc_sysfs") or {}
+    lines.append(("rdpmc sysfs", ", ".join(f"{k}={v}" for k, v in sysfs.items()) or "absent (no core PMU registered)"))
+    probe = f.get("rdpmc_probe")
+    lines.append(("rdpmc probe", "not run" if probe is None else ("works: " if probe["ok"] else "") + probe["detail"]))
+    lines.append(("NMI watchdog", str(f.get("nmi_watchdog", "unknown"))))
+    lines.append(("perf paranoid", str(f.get("perf_event_paranoid", "unknown"))))
+    use = f.get("counters_in_use") or {}
+    if use.get("checked"):
+        lines.append(("Counters", "free" if not use["busy"] else "; ".join(use["busy"])))
+    else:
+        lines.append(("Counters", f"not checked ({use.get('detail', '')})"))
+    v = f["verdict"]
+    if v["backend"]:
+        lines.append(("Verdict", f"pmutop would use the {v['backend']} backend, reading with {v['read_method']}"))
+    else:
+        lines.append(("Verdict", "no backend can run here"))
+    for r in v["reasons"]:
+        lines.append(("", r))
+    for fix in v["fixes"]:
+        lines.append(("Fix", fix))
+    width = max(len(k) for k, _ in lines) + 2
+    return "\n".join(f"{k:<{width}}{val}" for k, val in lines)
+
+
+def run_info(platform: HostPlatform, as_json: bool) -> str:
+    facts = gather(platform)
+    return json.dumps(facts, indent=2) if as_json else render_text(facts)

@@ -1,0 +1,124 @@
+"""Event names pmutop understands and the `--events` syntax.
+
+Architectural names (CPUID.0AH event list) and raw `event=0x..,umask=0x..[,cmask=..,inv,edge]`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pmutop.errors import UsageError
+from pmutop.pmu.registers import RawEvent
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    name: str  # as the user writes it: "llc-misses", "r412e"
+    raw: RawEvent | None  # encoding for a general-purpose counter; None = fixed counter only
+    fixed_index: int | None = None  # fixed counter that counts exactly this event
+    arch_bit: int | None = None  # CPUID.0AH:EBX "unavailable" bit
+
+    @property
+    def key(self) -> str:
+        """Name used in JSON/CSV output and sample dictionaries."""
+        return self.name.replace("-", "_").replace(".", "_").lower()
+
+
+# ref-cycles has no GP encoding here: the architectural 0x013C counts at the bus clock on a GP counter,
+# not at the TSC rate, so it would not mean the same thing.
+ARCH_EVENTS: dict[str, EventSpec] = {
+    e.name: e
+    for e in (
+        EventSpec("instructions", RawEvent(0xC0, 0x00), fixed_index=0, arch_bit=1),
+        EventSpec("cycles", RawEvent(0x3C, 0x00), fixed_index=1, arch_bit=0),
+        EventSpec("ref-cycles", None, fixed_index=2, arch_bit=2),
+        EventSpec("llc-references", RawEvent(0x2E, 0x4F), arch_bit=3),
+        EventSpec("llc-misses", RawEvent(0x2E, 0x41), arch_bit=4),
+        EventSpec("branches", RawEvent(0xC4, 0x00), arch_bit=5),
+        EventSpec("branch-misses", RawEvent(0xC5, 0x00), arch_bit=6),
+    )
+}
+FIXED_TRIO = ("instructions", "cycles", "ref-cycles")
+# Programmable defaults in priority order: when counters are short, the tail is dropped first.
+DEFAULT_GP_EVENTS = ("llc-references", "llc-misses", "branches", "branch-misses")
+DEFAULT_EVENTS = FIXED_TRIO + DEFAULT_GP_EVENTS
+
+_RAW_FIELDS = {"event": 0xFF, "umask": 0xFF, "cmask": 0xFF}
+_RAW_FLAGS = ("inv", "edge")
+
+
+def raw_event_spec(raw: RawEvent) -> EventSpec:
+    """A raw event named like perf's raw syntax: r<config hex>, e.g. r412e."""
+    return EventSpec(f"r{raw.config:04x}", raw)
+
+
+def _number(token: str, field: str, value: str, limit: int) -> int:
+    try:
+        n = int(value, 0)
+    except ValueError:
+        raise UsageError(f"bad --events token {token!r}: {field} must be a number like 0x2e") from None
+    if not 0 <= n <= limit:
+        raise UsageError(f"bad --events token {token!r}: {field} is {limit.bit_length()} bits (0-{limit:#x})")
+    return n
+
+
+def _flag(token: str, name: str, value: str | None) -> bool:
+    if value is None or value in ("1",):
+        return True
+    if value == "0":
+        return False
+    raise UsageError(f"bad --events token {token!r}: {name} takes no value, or 0/1")
+
+
+def parse_events(values: Iterable[str]) -> list[EventSpec]:
+    """Parse one or more `--events` values (comma-separated) into event specs, in order, without duplicates.
+
+    A raw event starts at `event=` and takes the following `umask=`, `cmask=`, `inv`, `edge` tokens.
+    """
+    tokens = [t.strip() for v in values for t in v.split(",")]
+    specs: list[EventSpec] = []
+    fields: dict[str, int] | None = None
+    flags: dict[str, bool] = {}
+
+    def finish_raw() -> None:
+        nonlocal fields, flags
+        if fields is not None:
+            raw = RawEvent(fields["event"], fields.get("umask", 0), fields.get("cmask", 0), **flags)
+            specs.append(raw_event_spec(raw))
+        fields, flags = None, {}
+
+    for token in tokens:
+        if not token:
+            raise UsageError("bad --events value: empty event name (stray comma?)")
+        name, eq, value = token.partition("=")
+        name = name.strip().lower()
+        if name == "event" and eq:
+            finish_raw()
+            fields = {"event": _number(token, "event", value, 0xFF)}
+            if fields["event"] == 0:
+                raise UsageError(f"bad --events token {token!r}: event select 0 is not an event")
+        elif name in _RAW_FIELDS and eq:
+            if fields is None:
+                raise UsageError(f"bad --events token {token!r}: {name}= must follow event=0x..")
+            if name in fields:
+                raise UsageError(f"bad --events token {token!r}: {name} given twice")
+            fields[name] = _number(token, name, value, _RAW_FIELDS[name])
+        elif name in _RAW_FLAGS:
+            if fields is None:
+                raise UsageError(f"bad --events token {token!r}: {name} must follow event=0x..")
+            flags[name] = _flag(token, name, value if eq else None)
+        else:
+            finish_raw()
+            spec = ARCH_EVENTS.get(token.lower())
+            if spec is None:
+                known = ", ".join(ARCH_EVENTS)
+                raise UsageError(f"unknown event {token!r} in --events (known: {known}, or event=0x..,umask=0x..)")
+            specs.append(spec)
+    finish_raw()
+
+    unique: list[EventSpec] = []
+    for s in specs:
+        if all(s.key != u.key for u in unique):
+            unique.append(s)
+    return unique

@@ -1,0 +1,86 @@
+"""The simulated machine behind the Platform interface, so the msr backend runs on it unchanged."""
+
+from __future__ import annotations
+
+from pmutop.clock import Clock
+from pmutop.hw.msr import MsrDevice
+from pmutop.hw.platform import NMI_WATCHDOG, PERF_EVENT_PARANOID, MsrDeviceState, Platform, RdpmcProbe
+from pmutop.pmu import registers as R
+from pmutop.sim.model import SimConfig, SimMachine, SimRdpmcFault
+
+
+class SimRdpmcReader:
+    method = "rdpmc"
+
+    def __init__(self, machine: SimMachine, cpu: int, n_fixed: int, n_gp: int) -> None:
+        self._machine, self._cpu, self._n_fixed, self._n_gp = machine, cpu, n_fixed, n_gp
+
+    def read(self) -> tuple[int, list[int]]:
+        return self._machine.read_counters(self._cpu, self._n_fixed, self._n_gp)
+
+
+class SimPlatform(Platform):
+    kind = "sim"
+    simulated = True
+    pins_threads = False  # simulated CPUs are not this host's
+
+    def __init__(self, config: SimConfig, clock: Clock | None = None, settings: dict[str, str] | None = None) -> None:
+        self.machine = SimMachine(config, clock)
+        self.clock = self.machine.clock
+        self.settings = {NMI_WATCHDOG: "0", PERF_EVENT_PARANOID: "2", **(settings or {})}
+        if self.settings[NMI_WATCHDOG] == "1":
+            self._watchdog(True)
+
+    def _watchdog(self, on: bool) -> None:
+        """Model the kernel's hard-lockup detector: a pinned cycles event on fixed counter 1 with PMI."""
+        if self.machine.config.fixed_counters < 2:
+            return
+        for cpu in self.machine.cpus:
+            dev = self.machine.msr(cpu)
+            ctrl = dev.read(R.IA32_FIXED_CTR_CTRL) & ~(0xF << 4)
+            glob = dev.read(R.IA32_PERF_GLOBAL_CTRL) & ~R.fixed_bit(1)
+            if on:
+                ctrl |= (R.FIXED_EN_OS | R.FIXED_EN_USR | R.FIXED_PMI) << 4
+                glob |= R.fixed_bit(1)
+            self.machine.foreign_write(cpu, R.IA32_FIXED_CTR_CTRL, ctrl)
+            self.machine.foreign_write(cpu, R.IA32_PERF_GLOBAL_CTRL, glob)
+
+    def label(self) -> str:
+        return "SIMULATED PMU"
+
+    def online_cpus(self) -> list[int]:
+        return self.machine.cpus
+
+    def cpuid(self, cpu: int, leaf: int, subleaf: int = 0) -> tuple[int, int, int, int]:
+        return self.machine.cpuid(cpu, leaf, subleaf)
+
+    def msr_state(self, cpu: int) -> MsrDeviceState:
+        return MsrDeviceState(True, True, None)
+
+    def open_msr(self, cpu: int, *, writable: bool = True) -> MsrDevice:
+        return self.machine.msr(cpu)
+
+    def read_setting(self, rel: str) -> str | None:
+        return self.settings.get(rel)
+
+    def write_setting(self, rel: str, value: str) -> None:
+        old, new = self.settings.get(rel), value.strip()
+        self.settings[rel] = new
+        if rel == NMI_WATCHDOG and old != new:
+            self._watchdog(new == "1")
+
+    def is_root(self) -> bool:
+        return True
+
+    def rdpmc_possible(self) -> bool:
+        return True
+
+    def probe_rdpmc(self, cpu: int, n_fixed: int, n_gp: int) -> RdpmcProbe:
+        try:
+            self.machine.read_counters(cpu, n_fixed, n_gp)
+        except SimRdpmcFault as e:
+            return RdpmcProbe(False, f"rdpmc faults on simulated cpu {cpu}: {e}")
+        return RdpmcProbe(True, f"rdpmc works on simulated cpu {cpu}")
+
+    def rdpmc_reader(self, cpu: int, n_fixed: int, n_gp: int) -> SimRdpmcReader:
+        return SimRdpmcReader(self.machine, cpu, n_fixed, n_gp)

@@ -1,0 +1,46 @@
+"""One flat record per CPU per interval: the shape shared by JSON lines, CSV and the exporter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pmutop.engine.sample import Sample
+from pmutop.metrics import CoreMetrics, for_sample
+
+# Raw deltas in a stable order; other events (raw encodings) follow in the order they were asked for.
+COUNT_ORDER = (
+    "instructions",
+    "cycles",
+    "ref_cycles",
+    "tsc",
+    "llc_references",
+    "llc_misses",
+    "branches",
+    "branch_misses",
+)
+METRIC_ORDER = tuple(CoreMetrics.__dataclass_fields__)
+
+
+def count_columns(keys: list[str]) -> list[str]:
+    """Delta columns for a run counting `keys` (plus the TSC)."""
+    present = set(keys) | {"tsc"}
+    return [k for k in COUNT_ORDER if k in present] + [k for k in keys if k not in COUNT_ORDER]
+
+
+def record(s: Sample, mode: str) -> dict[str, Any]:
+    """time, cpu, interval, raw deltas (only those counted), derived metrics, overflows, suspect, mode."""
+    rec: dict[str, Any] = {"time": round(s.time, 6), "cpu": s.cpu, "interval": round(s.interval, 6)}
+    counts = dict(s.counts)
+    if s.tsc is not None:
+        counts["tsc"] = s.tsc
+    for k in count_columns(list(s.counts)):
+        if k in counts:
+            rec[k] = counts[k]
+    metrics = for_sample(s).as_dict()
+    for k in METRIC_ORDER:
+        value = None if s.suspect else metrics[k]
+        rec[k] = None if value is None else round(value, 6)
+    rec["overflows"] = dict(s.overflows)
+    rec["suspect"] = s.suspect
+    rec["mode"] = mode
+    return rec

@@ -1,0 +1,306 @@
+"""The msr backend's programming, reading and restoring, run against the register-level simulated PMU."""
+
+from __future__ import annotations
+
+import pytest
+
+from pmutop.backends.msr import MsrBackend
+from pmutop.clock import ManualClock
+from pmutop.engine.engine import Engine
+from pmutop.errors import ForbiddenMsrWrite, HardwareError, PmuInUseError, UsageError
+from pmutop.hw.platform import NMI_WATCHDOG
+from pmutop.pmu import registers as R
+from pmutop.pmu.events import parse_events
+from pmutop.sim.model import SimConfig
+from pmutop.sim.platform import SimPlatform
+
+CONTROL = [R.evtsel(i) for i in range(4)] + [R.IA32_FIXED_CTR_CTRL, R.IA32_PERF_GLOBAL_CTRL]
+
+
+def make(clock: ManualClock, config: SimConfig | None = None, settings: dict[str, str] | None = None, **kw):
+    platform = SimPlatform(config or SimConfig(cpus=2, seed=3), clock, settings)
+    backend = MsrBackend(platform, clock, kw.pop("events", None), **kw)
+    engine = Engine(backend, platform, clock, platform.online_cpus(), 1.0, threaded=False)
+    return platform, backend, engine
+
+
+def regs(platform: SimPlatform, cpu: int, addresses: list[int]) -> dict[int, int]:
+    dev = platform.machine.msr(cpu)
+    return {a: dev.read(a) for a in addresses}
+
+
+def test_programs_the_documented_register_values(clock: ManualClock) -> None:
+    platform, _, engine = make(clock)
+    engine.start()
+    for cpu in (0, 1):
+        r = regs(platform, cpu, CONTROL)
+        # USR|OS|EN (0x43 << 16) with LLC references, LLC misses, branches, branch misses; never INT or AnyThread
+        assert r[R.evtsel(0)] == 0x434F2E
+        assert r[R.evtsel(1)] == 0x43412E
+        assert r[R.evtsel(2)] == 0x4300C4
+        assert r[R.evtsel(3)] == 0x4300C5
+        assert r[R.IA32_FIXED_CTR_CTRL] == 0x333
+        assert r[R.IA32_PERF_GLOBAL_CTRL] == 0x7_0000_000F
+    engine.stop()
+
+
+@pytest.mark.parametrize(
+    ("flags", "evtsel0", "fixed_ctrl"),
+    [({"user": True, "kernel": False}, 0x414F2E, 0x222), ({"user": False, "kernel": True}, 0x424F2E, 0x111)],
+)
+def test_user_or_kernel_only(clock: ManualClock, flags: dict[str, bool], evtsel0: int, fixed_ctrl: int) -> None:
+    platform, _, engine = make(clock, **flags)
+    engine.start()
+    r = regs(platform, 0, CONTROL)
+    assert r[R.evtsel(0)] == evtsel0
+    assert r[R.IA32_FIXED_CTR_CTRL] == fixed_ctrl
+    engine.stop()
+
+
+def test_restores_every_register_it_wrote(clock: ManualClock) -> None:
+    platform = SimPlatform(SimConfig(cpus=2, seed=3), clock)
+    m = platform.machine
+    # A PMU left as Linux leaves it when idle: GLOBAL_CTRL all enabled, counters holding old values.
+    for cpu in (0, 1):
+        m.foreign_write(cpu, R.IA32_PERF_GLOBAL_CTRL, 0x7_0000_000F)
+        for i in range(4):
+            m.foreign_write(cpu, R.a_pmc(i), 0x1234_5678_9A + i)
+    before = {cpu: regs(platform, cpu, CONTROL) for cpu in (0, 1)}
+    before_pmc = {cpu: regs(platform, cpu, [R.pmc(i) for i in range(4)]) for cpu in (0, 1)}
+    backend = MsrBackend(platform, clock)
+    engine = Engine(backend, platform, clock, [0, 1], 1.0, threaded=False)
+    engine.start()
+    clock.advance(1.0)
+    engine.tick()
+    assert regs(platform, 0, CONTROL) != before[0]
+    assert engine.stop() == []
+    for cpu in (0, 1):
+        assert regs(platform, cpu, CONTROL) == before[cpu]
+        # Counter values need full-width writes (PERF_CAPABILITIES[13]) to come back above 2^31.
+        assert regs(platform, cpu, [R.pmc(i) for i in range(4)]) == before_pmc[cpu]
+
+
+def test_refuses_a_pmu_in_use_and_writes_nothing(clock: ManualClock) -> None:
+    platform = SimPlatform(SimConfig(cpus=2, seed=3), clock)
+    platform.machine.foreign_write(1, R.evtsel(2), 0x5300C4)  # perf counting branches with PMI
+    platform.machine.foreign_write(1, R.IA32_PERF_GLOBAL_CTRL, 0x4)
+    snapshot = {cpu: platform.machine.msr(cpu).snapshot() for cpu in (0, 1)}
+    engine = Engine(MsrBackend(platform, clock), platform, clock, [0, 1], 1.0, threaded=False)
+    with pytest.raises(PmuInUseError) as info:
+        engine.start()
+    msg = str(info.value)
+    assert "cpu 1" in msg and "IA32_PERFEVTSEL2" in msg and "in use" in msg and "\n" not in msg
+    assert info.value.exit_code == 3
+    engine.stop()
+    assert {cpu: platform.machine.msr(cpu).snapshot() for cpu in (0, 1)} == snapshot
+
+
+def test_leftover_perf_config_counts_as_in_use_and_force_takes_over(clock: ManualClock) -> None:
+    platform = SimPlatform(SimConfig(cpus=1, seed=3), clock)
+    platform.machine.foreign_write(0, R.evtsel(0), 0x13003C)  # disabled but programmed (perf leaves INT set)
+    backend = MsrBackend(platform, clock, force=True)
+    engine = Engine(backend, platform, clock, [0], 1.0, threaded=False)
+    engine.start()
+    assert any("--force" in n and "IA32_PERFEVTSEL0" in n for n in backend.notices)
+    assert regs(platform, 0, [R.evtsel(0)])[R.evtsel(0)] == 0x434F2E
+    engine.stop()
+    assert regs(platform, 0, [R.evtsel(0)])[R.evtsel(0)] == 0x13003C
+
+
+def test_fixed_counter_pmi_without_watchdog_is_in_use(clock: ManualClock) -> None:
+    platform = SimPlatform(SimConfig(cpus=1, seed=3), clock)
+    platform.machine.foreign_write(0, R.IA32_FIXED_CTR_CTRL, 0xB0)
+    engine = Engine(MsrBackend(platform, clock), platform, clock, [0], 1.0, threaded=False)
+    with pytest.raises(PmuInUseError, match="cpu 0: IA32_FIXED_CTR_CTRL is in use"):
+        engine.start()
+    engine.stop()
+
+
+def test_pauses_the_nmi_watchdog_and_restores_it_after_the_registers(clock: ManualClock) -> None:
+    platform, backend, engine = make(clock, settings={NMI_WATCHDOG: "1"})
+    assert regs(platform, 0, [R.IA32_FIXED_CTR_CTRL])[R.IA32_FIXED_CTR_CTRL] == 0xB0  # the watchdog's counter
+    engine.start()
+    assert platform.settings[NMI_WATCHDOG] == "0"
+    assert any("NMI watchdog paused" in n for n in backend.notices)
+    assert regs(platform, 0, [R.IA32_FIXED_CTR_CTRL])[R.IA32_FIXED_CTR_CTRL] == 0x333
+    assert engine.stop() == []
+    assert platform.settings[NMI_WATCHDOG] == "1"
+    # The watchdog re-armed its counter after pmutop had put its own registers back.
+    r = regs(platform, 0, [R.IA32_FIXED_CTR_CTRL, R.IA32_PERF_GLOBAL_CTRL, R.evtsel(0)])
+    assert r[R.IA32_FIXED_CTR_CTRL] == 0xB0
+    assert r[R.IA32_PERF_GLOBAL_CTRL] & R.fixed_bit(1)
+    assert r[R.evtsel(0)] == 0
+
+
+def test_keep_nmi_watchdog_refuses(clock: ManualClock) -> None:
+    platform, _, engine = make(clock, settings={NMI_WATCHDOG: "1"}, keep_nmi_watchdog=True)
+    with pytest.raises(PmuInUseError, match="NMI watchdog"):
+        engine.start()
+    engine.stop()
+    assert platform.settings[NMI_WATCHDOG] == "1"
+    assert regs(platform, 0, [R.evtsel(0)])[R.evtsel(0)] == 0
+
+
+def test_counts_match_an_unwrapped_run_across_narrow_counter_wraps(clock: ManualClock) -> None:
+    """34-bit counters wrap every few seconds at 4 GHz; deltas modulo 2^34 plus overflow bits must
+    give the same counts as 48-bit counters, and each wrap is counted once."""
+    wide_clock = ManualClock(start_ns=clock.now_ns())
+    narrow_cfg = SimConfig(cpus=1, seed=5, gp_width=34, fixed_width=34)
+    _, _, narrow = make(clock, narrow_cfg)
+    _, _, wide = make(wide_clock, SimConfig(cpus=1, seed=5))
+    narrow.start()
+    wide.start()
+    overflows: dict[str, int] = {}
+    totals: dict[str, int] = {}
+    for _ in range(60):
+        clock.advance(0.2)
+        wide_clock.advance(0.2)
+        (n,) = narrow.tick()
+        (w,) = wide.tick()
+        assert n.counts == w.counts
+        assert n.suspect is None, n.suspect
+        for k, v in n.overflows.items():
+            overflows[k] = overflows.get(k, 0) + v
+        for k, v in w.counts.items():
+            totals[k] = totals.get(k, 0) + v
+    for key in ("cycles", "instructions", "ref_cycles"):
+        wraps = totals[key] >> 34  # counters start from 0 after programming
+        assert wraps >= 1
+        assert overflows.get(key, 0) == wraps, key
+    narrow.stop()
+    wide.stop()
+
+
+def test_overflow_bits_are_cleared_write_1_to_clear(clock: ManualClock) -> None:
+    platform, _, engine = make(clock, SimConfig(cpus=1, seed=5, fixed_width=34))
+    engine.start()
+    for _ in range(40):  # 8 s: the 34-bit instruction counter wraps a few times
+        clock.advance(0.2)
+        engine.tick()
+    samples = list(engine.rings[0])
+    flagged = [s for s in samples if s.overflows.get("instructions")]
+    wraps = sum(s.counts["instructions"] for s in samples) >> 34
+    assert wraps >= 1
+    assert len(flagged) == wraps  # a bit left set (writing 0 to 0x390 clears nothing) would show every tick
+    assert platform.machine.msr(0).read(R.IA32_PERF_GLOBAL_STATUS) & R.fixed_bit(0) == 0
+    engine.stop()
+
+
+def test_interval_longer_than_the_wrap_time_is_suspect(clock: ManualClock) -> None:
+    _, _, engine = make(clock, SimConfig(cpus=1, seed=5, gp_width=32, fixed_width=32))
+    engine.start()
+    clock.advance(0.5)  # 2^32 events can pass in 86 ms
+    (s,) = engine.tick()
+    assert s.suspect is not None and "shortest wrap time" in s.suspect
+    clock.advance(0.05)
+    (s,) = engine.tick()
+    assert s.suspect is None
+    engine.stop()
+
+
+def test_stale_frozen_bit_is_cleared_and_the_sample_marked(clock: ManualClock) -> None:
+    platform, _, engine = make(clock, SimConfig(cpus=1, seed=5))
+    engine.start()
+    clock.advance(1.0)
+    engine.tick()
+    platform.machine.set_status_bits(0, R.STATUS_CTR_FRZ)
+    clock.advance(1.0)
+    (frozen,) = engine.tick()
+    assert frozen.suspect is not None and "frozen" in frozen.suspect
+    assert frozen.counts["cycles"] == 0
+    assert platform.machine.msr(0).read(R.IA32_PERF_GLOBAL_STATUS) & R.STATUS_CTR_FRZ == 0
+    clock.advance(1.0)
+    (after,) = engine.tick()
+    assert after.suspect is None
+    assert after.counts["cycles"] > 0
+    engine.stop()
+
+
+def test_reprogramming_by_another_agent_marks_samples_and_is_left_alone(clock: ManualClock) -> None:
+    platform, _, engine = make(clock)
+    engine.start()
+    clock.advance(1.0)
+    assert all(s.suspect is None for s in engine.tick())
+    platform.machine.foreign_write(1, R.evtsel(1), 0x4300C0)
+    clock.advance(1.0)
+    s0, s1 = engine.tick()
+    assert s0.suspect is None
+    assert s1.suspect is not None and "IA32_PERFEVTSEL1" in s1.suspect and "0x43412e -> 0x4300c0" in s1.suspect
+    problems = engine.stop()
+    assert any("cpu 1" in p and "IA32_PERFEVTSEL1" in p for p in problems)
+    assert regs(platform, 1, [R.evtsel(1)])[R.evtsel(1)] == 0x4300C0  # the other agent keeps its register
+    assert regs(platform, 0, [R.evtsel(1)])[R.evtsel(1)] == 0
+
+
+def test_counter_reset_without_overflow_is_suspect(clock: ManualClock) -> None:
+    platform, _, engine = make(clock, SimConfig(cpus=1, seed=5))
+    engine.start()
+    clock.advance(1.0)
+    engine.tick()
+    platform.machine.foreign_write(0, R.pmc(1), 0)  # e.g. the kernel clearing a "dirty" counter
+    clock.advance(0.01)
+    (s,) = engine.tick()
+    assert s.suspect is not None and "llc_misses" in s.suspect and "backwards" in s.suspect
+    engine.stop()
+
+
+def test_fewer_counters_shrink_the_default_events_llc_first(clock: ManualClock) -> None:
+    platform, backend, engine = make(clock, SimConfig(cpus=1, gp_counters=2, seed=3))
+    engine.start()
+    assert backend.counters(0).keys == ["instructions", "cycles", "ref_cycles", "llc_references", "llc_misses"]
+    assert any("not counting branches" in n for n in backend.notices)
+    assert regs(platform, 0, [R.IA32_PERF_GLOBAL_CTRL])[R.IA32_PERF_GLOBAL_CTRL] == 0x7_0000_0003
+    engine.stop()
+
+
+def test_too_many_explicit_events_is_an_error(clock: ManualClock) -> None:
+    events = parse_events(["llc-misses,branches,branch-misses"])
+    _, _, engine = make(clock, SimConfig(cpus=1, gp_counters=2, seed=3), events=events)
+    with pytest.raises(UsageError, match="3 programmable events .* only 2 general-purpose counters"):
+        engine.start()
+    engine.stop()
+
+
+def test_raw_event_encoding_reaches_the_evtsel(clock: ManualClock) -> None:
+    events = parse_events(["event=0xc4,umask=0x01,cmask=2,inv,edge"])
+    platform, backend, engine = make(clock, SimConfig(cpus=1, seed=3), events=events)
+    engine.start()
+    assert backend.counters(0).keys == ["instructions", "cycles", "ref_cycles", "r28401c4"]
+    expected = 0xC4 | 0x01 << 8 | R.EVTSEL_EDGE | R.EVTSEL_INV | 2 << 24 | R.EVTSEL_USR | R.EVTSEL_OS | R.EVTSEL_EN
+    assert regs(platform, 0, [R.evtsel(0)])[R.evtsel(0)] == expected
+    engine.stop()
+
+
+def test_v5_pmu_with_four_fixed_counters_programs_without_reserved_bits(clock: ManualClock) -> None:
+    platform, _, engine = make(clock, SimConfig(cpus=1, version=5, fixed_counters=4, gp_counters=8, seed=3))
+    engine.start()  # the simulator faults (EIO) on AnyThread or any reserved bit
+    clock.advance(1.0)
+    (s,) = engine.tick()
+    assert s.suspect is None and s.counts["instructions"] > 0
+    assert regs(platform, 0, [R.IA32_PERF_GLOBAL_CTRL])[R.IA32_PERF_GLOBAL_CTRL] == 0x7_0000_000F
+    engine.stop()
+
+
+def test_rdpmc_fault_falls_back_to_msr_reads_once(clock: ManualClock) -> None:
+    platform, backend, engine = make(clock, SimConfig(cpus=2, seed=3, rdpmc_enabled=False))
+    engine.start()
+    assert backend.read_method == "msr"
+    assert sum("reading counters through the MSR files" in n for n in backend.notices) == 1
+    clock.advance(1.0)
+    assert all(s.counts["cycles"] > 0 for s in engine.tick())
+    engine.stop()
+
+
+def test_explicit_rdpmc_that_faults_is_an_error(clock: ManualClock) -> None:
+    _, _, engine = make(clock, SimConfig(cpus=1, seed=3, rdpmc_enabled=False), read_method="rdpmc")
+    with pytest.raises(HardwareError, match="--read rdpmc: rdpmc faults"):
+        engine.start()
+    engine.stop()
+
+
+def test_every_msr_write_outside_the_pmu_allowlist_is_refused(sim: SimPlatform) -> None:
+    dev = sim.machine.msr(0)
+    for address in (R.IA32_TIME_STAMP_COUNTER, R.IA32_PERF_GLOBAL_STATUS, 0x1A0, 0x199, R.IA32_PERF_GLOBAL_INUSE):
+        with pytest.raises(ForbiddenMsrWrite, match="not a PMU register"):
+            dev.write(address, 0)
+    dev.write(R.IA32_PERF_GLOBAL_CTRL, 0)  # allowed
