@@ -20,9 +20,7 @@ Regs = tuple[int, int, int, int]
 CpuDump = dict[tuple[int, int], Regs]
 
 _HEX8 = r"([0-9A-Fa-f]{8})"
-_CPUID_LINE = re.compile(
-    rf"^\s*CPUID {_HEX8}:\s*{_HEX8}-{_HEX8}-{_HEX8}-{_HEX8}(?:\s*\[SL ([0-9A-Fa-f]{{1,8}})\])?"
-)
+_CPUID_LINE = re.compile(rf"^\s*CPUID {_HEX8}:\s*{_HEX8}-{_HEX8}-{_HEX8}-{_HEX8}(?:\s*\[SL ([0-9A-Fa-f]{{1,8}})\])?")
 _LOGICAL_CPU = re.compile(r"Logical CPU #(\d+)")
 _SECTION = re.compile(r"^-+\[.*\]-+\s*$")
 

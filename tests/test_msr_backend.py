@@ -256,7 +256,7 @@ def test_fewer_counters_shrink_the_default_events_llc_first(clock: ManualClock) 
 def test_too_many_explicit_events_is_an_error(clock: ManualClock) -> None:
     events = parse_events(["llc-misses,branches,branch-misses"])
     _, _, engine = make(clock, SimConfig(cpus=1, gp_counters=2, seed=3), events=events)
-    with pytest.raises(UsageError, match="3 programmable events .* only 2 general-purpose counters"):
+    with pytest.raises(UsageError, match=r"3 programmable events .* only 2 general-purpose counters"):
         engine.start()
     engine.stop()
 
@@ -282,7 +282,7 @@ def test_v5_pmu_with_four_fixed_counters_programs_without_reserved_bits(clock: M
 
 
 def test_rdpmc_fault_falls_back_to_msr_reads_once(clock: ManualClock) -> None:
-    platform, backend, engine = make(clock, SimConfig(cpus=2, seed=3, rdpmc_enabled=False))
+    _platform, backend, engine = make(clock, SimConfig(cpus=2, seed=3, rdpmc_enabled=False))
     engine.start()
     assert backend.read_method == "msr"
     assert sum("reading counters through the MSR files" in n for n in backend.notices) == 1
@@ -304,3 +304,35 @@ def test_every_msr_write_outside_the_pmu_allowlist_is_refused(sim: SimPlatform) 
         with pytest.raises(ForbiddenMsrWrite, match="not a PMU register"):
             dev.write(address, 0)
     dev.write(R.IA32_PERF_GLOBAL_CTRL, 0)  # allowed
+
+
+RDPMC = "sys/bus/event_source/devices/cpu/rdpmc"
+
+
+def test_rdpmc_sysfs_1_is_set_to_2_for_the_run_and_back(clock: ManualClock) -> None:
+    platform, backend, engine = make(clock, settings={RDPMC: "1"})
+    engine.start()
+    assert backend.read_method == "rdpmc"
+    assert platform.settings[RDPMC] == "2"
+    assert any("set /sys/bus/event_source/devices/cpu/rdpmc to 2" in n for n in backend.notices)
+    clock.advance(1.0)
+    assert all(s.counts["cycles"] > 0 for s in engine.tick())
+    engine.stop()
+    assert platform.settings[RDPMC] == "1"
+
+
+def test_rdpmc_sysfs_0_is_respected(clock: ManualClock) -> None:
+    platform, backend, engine = make(clock, settings={RDPMC: "0"})
+    engine.start()
+    assert backend.read_method == "msr"
+    assert platform.settings[RDPMC] == "0"
+    engine.stop()
+
+
+def test_failed_probe_puts_rdpmc_sysfs_back_at_once(clock: ManualClock) -> None:
+    platform, backend, engine = make(clock, SimConfig(cpus=1, seed=3, rdpmc_enabled=False), settings={RDPMC: "1"})
+    engine.start()
+    assert backend.read_method == "msr"
+    assert platform.settings[RDPMC] == "1"  # not left at 2 for the whole run
+    engine.stop()
+    assert platform.settings[RDPMC] == "1"

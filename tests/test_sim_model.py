@@ -9,10 +9,10 @@ import threading
 
 import pytest
 
+from pmutop.clock import ManualClock
 from pmutop.errors import ForbiddenMsrWrite
 from pmutop.hw.msr import MsrAccessError, MsrDevice
 from pmutop.pmu import registers as r
-from pmutop.clock import ManualClock
 from pmutop.sim.model import SimConfig, SimMachine, SimRdpmcFault
 from pmutop.sim.workload import Amounts, Counts, PhaseKind, Workload
 
@@ -92,7 +92,10 @@ def test_usr_os_split() -> None:
     _, c = delta(m, 3, 0, 7 * SEC)
     assert c.user.instructions > 0 and c.kernel.instructions > 0
     assert [dev.read(r.pmc(i)) for i in range(4)] == [
-        c.user.instructions, c.kernel.instructions, c.total.instructions, 0,
+        c.user.instructions,
+        c.kernel.instructions,
+        c.total.instructions,
+        0,
     ]
     assert dev.read(r.fixed_ctr(0)) == c.user.instructions
     assert dev.read(r.fixed_ctr(1)) == c.kernel.cycles
@@ -424,10 +427,8 @@ def test_rdpmc_disabled_always_faults() -> None:
     ("version", "gp", "fixed", "gp_width", "fixed_width"),
     [(2, 2, 3, 40, 40), (4, 4, 3, 48, 48), (5, 8, 4, 48, 44)],
 )
-def test_cpuid_leaf_a_decodes_to_config(version: int, gp: int, fixed: int, gp_width: int,
-                                        fixed_width: int) -> None:
-    m, _ = make(version=version, gp_counters=gp, fixed_counters=fixed, gp_width=gp_width,
-                fixed_width=fixed_width)
+def test_cpuid_leaf_a_decodes_to_config(version: int, gp: int, fixed: int, gp_width: int, fixed_width: int) -> None:
+    m, _ = make(version=version, gp_counters=gp, fixed_counters=fixed, gp_width=gp_width, fixed_width=fixed_width)
     eax, ebx, ecx, edx = m.cpuid(3, 0xA)
     assert eax & 0xFF == version
     assert (eax >> 8) & 0xFF == gp

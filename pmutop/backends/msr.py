@@ -31,6 +31,8 @@ MAX_EVENTS_PER_S = 5e10
 
 def shortest_wrap_s(width: int) -> float:
     return (1 << width) / MAX_EVENTS_PER_S
+
+
 PERF_CAP_FW_WRITE = 1 << 13
 
 

@@ -27,9 +27,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pmutop.clock import Clock, MonotonicClock
 from pmutop.hw.msr import MsrAccessError, MsrDevice
 from pmutop.pmu import registers as r
-from pmutop.clock import Clock, MonotonicClock
 from pmutop.sim.workload import Amounts, Counts, Workload, hash_unit
 
 _BUS_HZ = 100_000_000  # the architectural ref event on a GP counter ticks at the bus clock
@@ -202,17 +202,33 @@ class _SimCpu:
         freeze_on_pmi = self.cfg.version >= 4
         for i, sel in enumerate(self.evtsel):
             if sel & r.EVTSEL_EN and self.global_ctrl & r.gp_bit(i) and sel & (r.EVTSEL_USR | r.EVTSEL_OS):
-                out.append(_Counter(
-                    _event_fn(sel, self.cfg.tsc_hz), bool(sel & r.EVTSEL_USR), bool(sel & r.EVTSEL_OS),
-                    freeze_on_pmi and bool(sel & r.EVTSEL_INT), self.cfg.gp_width, r.gp_bit(i),
-                    lambda i=i: self.gp[i], lambda v, i=i: self.gp.__setitem__(i, v)))
+                out.append(
+                    _Counter(
+                        _event_fn(sel, self.cfg.tsc_hz),
+                        bool(sel & r.EVTSEL_USR),
+                        bool(sel & r.EVTSEL_OS),
+                        freeze_on_pmi and bool(sel & r.EVTSEL_INT),
+                        self.cfg.gp_width,
+                        r.gp_bit(i),
+                        lambda i=i: self.gp[i],
+                        lambda v, i=i: self.gp.__setitem__(i, v),
+                    )
+                )
         for i in range(self.cfg.fixed_counters):
             nib = r.fixed_ctrl_nibble(self.fixed_ctrl, i)
             if nib & _FIXED_ENABLE and self.global_ctrl & r.fixed_bit(i):
-                out.append(_Counter(
-                    _FIXED_FNS[i], bool(nib & r.FIXED_EN_USR), bool(nib & r.FIXED_EN_OS),
-                    freeze_on_pmi and bool(nib & r.FIXED_PMI), self.cfg.fixed_width, r.fixed_bit(i),
-                    lambda i=i: self.fixed[i], lambda v, i=i: self.fixed.__setitem__(i, v)))
+                out.append(
+                    _Counter(
+                        _FIXED_FNS[i],
+                        bool(nib & r.FIXED_EN_USR),
+                        bool(nib & r.FIXED_EN_OS),
+                        freeze_on_pmi and bool(nib & r.FIXED_PMI),
+                        self.cfg.fixed_width,
+                        r.fixed_bit(i),
+                        lambda i=i: self.fixed[i],
+                        lambda v, i=i: self.fixed.__setitem__(i, v),
+                    )
+                )
         return out
 
     def _advance(self) -> None:
@@ -510,7 +526,7 @@ class SimMachine:
         if leaf == 0x80000000:
             return (0x80000004, 0, 0, 0)
         if 0x80000002 <= leaf <= 0x80000004:
-            chunk = _BRAND.ljust(48, b"\0")[(leaf - 0x80000002) * 16:][:16]
+            chunk = _BRAND.ljust(48, b"\0")[(leaf - 0x80000002) * 16 :][:16]
             a, b, c, d = struct.unpack("<4I", chunk)
             return (a, b, c, d)
         return (0, 0, 0, 0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pmutop.clock import Clock
 from pmutop.hw.msr import MsrDevice
-from pmutop.hw.platform import NMI_WATCHDOG, PERF_EVENT_PARANOID, MsrDeviceState, Platform, RdpmcProbe
+from pmutop.hw.platform import NMI_WATCHDOG, PERF_EVENT_PARANOID, RDPMC_SYSFS, MsrDeviceState, Platform, RdpmcProbe
 from pmutop.pmu import registers as R
 from pmutop.sim.model import SimConfig, SimMachine, SimRdpmcFault
 
@@ -12,11 +12,12 @@ from pmutop.sim.model import SimConfig, SimMachine, SimRdpmcFault
 class SimRdpmcReader:
     method = "rdpmc"
 
-    def __init__(self, machine: SimMachine, cpu: int, n_fixed: int, n_gp: int) -> None:
-        self._machine, self._cpu, self._n_fixed, self._n_gp = machine, cpu, n_fixed, n_gp
+    def __init__(self, platform: SimPlatform, cpu: int, n_fixed: int, n_gp: int) -> None:
+        self._platform, self._cpu, self._n_fixed, self._n_gp = platform, cpu, n_fixed, n_gp
 
     def read(self) -> tuple[int, list[int]]:
-        return self._machine.read_counters(self._cpu, self._n_fixed, self._n_gp)
+        self._platform.check_pce()
+        return self._platform.machine.read_counters(self._cpu, self._n_fixed, self._n_gp)
 
 
 class SimPlatform(Platform):
@@ -75,12 +76,20 @@ class SimPlatform(Platform):
     def rdpmc_possible(self) -> bool:
         return True
 
+    def check_pce(self) -> None:
+        """Like the kernel's CR4.PCE: with an rdpmc sysfs file present, only the value 2 lets a process
+        without mmapped perf events execute rdpmc (the simulator has no perf events)."""
+        values = {self.settings[rel] for rel in RDPMC_SYSFS if rel in self.settings}
+        if values and values != {"2"}:
+            raise SimRdpmcFault(f"CR4.PCE clear (rdpmc sysfs = {min(values)})")
+
     def probe_rdpmc(self, cpu: int, n_fixed: int, n_gp: int) -> RdpmcProbe:
         try:
+            self.check_pce()
             self.machine.read_counters(cpu, n_fixed, n_gp)
         except SimRdpmcFault as e:
             return RdpmcProbe(False, f"rdpmc faults on simulated cpu {cpu}: {e}")
         return RdpmcProbe(True, f"rdpmc works on simulated cpu {cpu}")
 
     def rdpmc_reader(self, cpu: int, n_fixed: int, n_gp: int) -> SimRdpmcReader:
-        return SimRdpmcReader(self.machine, cpu, n_fixed, n_gp)
+        return SimRdpmcReader(self, cpu, n_fixed, n_gp)

@@ -81,12 +81,36 @@ class Rates:
 
 # (low, high) per field of Rates, for a P-core.
 _RANGES: dict[PhaseKind, tuple[tuple[float, float], ...]] = {
-    PhaseKind.IDLE: ((0.01, 0.05), (0.8, 1.6), (0.5, 1.0), (0.5, 3.0), (0.2, 0.5),
-                     (0.15, 0.22), (0.02, 0.06), (0.4, 0.8)),
-    PhaseKind.BUSY: ((0.9, 1.0), (3.4, 4.8), (2.0, 3.5), (0.05, 0.8), (0.05, 0.3),
-                     (0.12, 0.2), (0.003, 0.02), (0.01, 0.05)),
-    PhaseKind.MEMORY: ((0.93, 0.98), (2.4, 3.8), (0.2, 0.7), (10.0, 40.0), (0.4, 0.9),
-                       (0.08, 0.14), (0.005, 0.03), (0.02, 0.1)),
+    PhaseKind.IDLE: (
+        (0.01, 0.05),
+        (0.8, 1.6),
+        (0.5, 1.0),
+        (0.5, 3.0),
+        (0.2, 0.5),
+        (0.15, 0.22),
+        (0.02, 0.06),
+        (0.4, 0.8),
+    ),
+    PhaseKind.BUSY: (
+        (0.9, 1.0),
+        (3.4, 4.8),
+        (2.0, 3.5),
+        (0.05, 0.8),
+        (0.05, 0.3),
+        (0.12, 0.2),
+        (0.003, 0.02),
+        (0.01, 0.05),
+    ),
+    PhaseKind.MEMORY: (
+        (0.93, 0.98),
+        (2.4, 3.8),
+        (0.2, 0.7),
+        (10.0, 40.0),
+        (0.4, 0.9),
+        (0.08, 0.14),
+        (0.005, 0.03),
+        (0.02, 0.1),
+    ),
 }
 _STEADY = (PhaseKind.IDLE, PhaseKind.BUSY, PhaseKind.MEMORY)
 _PHASE_WEIGHTS = {PhaseKind.IDLE: 3, PhaseKind.BUSY: 3, PhaseKind.MEMORY: 2, PhaseKind.MIXED: 2}
@@ -237,8 +261,10 @@ class Workload:
             ranges = _RANGES[regime]
             base = phase.base
         jitter = _hash_units8(self.seed, self.cpu, seg)
-        values = [min(hi, max(lo, b * (1.0 + _JITTER * (2.0 * u - 1.0))))
-                  for (lo, hi), b, u in zip(ranges, base, jitter, strict=True)]
+        values = [
+            min(hi, max(lo, b * (1.0 + _JITTER * (2.0 * u - 1.0))))
+            for (lo, hi), b, u in zip(ranges, base, jitter, strict=True)
+        ]
         if self.e_core:
             values[1] *= _E_CORE_GHZ
             values[2] *= _E_CORE_IPC

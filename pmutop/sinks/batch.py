@@ -86,8 +86,9 @@ class JsonPrinter:
 PRINTERS: dict[str, Any] = {"table": TablePrinter, "csv": CsvPrinter, "json": JsonPrinter}
 
 
-def run_batch(engine: Engine, fmt: str, count: int | None, mode: str, out: IO[str] = sys.stdout, warn=None) -> None:
+def run_batch(engine: Engine, fmt: str, count: int | None, mode: str, out: IO[str] | None = None, warn=None) -> None:
     """Print `count` intervals (forever when None). The engine must be started; the caller stops it."""
+    out = out or sys.stdout
     keys = engine.backend.counters(engine.cpus[0]).keys
     printer = PRINTERS[fmt](out, keys, mode)
     seen = {cpu: 0 for cpu in engine.cpus}

@@ -38,8 +38,7 @@ def record(s: Sample, mode: str) -> dict[str, Any]:
             rec[k] = counts[k]
     metrics = for_sample(s).as_dict()
     for k in METRIC_ORDER:
-        value = None if s.suspect else metrics[k]
-        rec[k] = None if value is None else round(value, 6)
+        rec[k] = None if s.suspect else metrics[k]
     rec["overflows"] = dict(s.overflows)
     rec["suspect"] = s.suspect
     rec["mode"] = mode

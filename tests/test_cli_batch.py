@@ -1,0 +1,148 @@
+"""`pmutop --batch` end to end on the simulated PMU, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from pmutop.cli import main
+from pmutop.metrics import compute
+
+RAW_KEYS = ("instructions", "cycles", "ref_cycles", "tsc", "llc_references", "llc_misses", "branches", "branch_misses")
+METRIC_KEYS = ("util", "ghz", "ipc", "llc_misses_per_s", "llc_mpki", "llc_miss_ratio", "branch_miss_ratio")
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_lines_carry_deltas_and_the_metrics_of_those_deltas(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, "--demo", "--batch", "--count", "3", "--interval", "0.1", "--cores", "0-2", "--format", "json"
+    )
+    assert code == 0, err
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [r["cpu"] for r in records] == [0, 1, 2] * 3
+    for n, r in enumerate(records):
+        k = n // 3 + 1
+        assert r["mode"] == "SIMULATED"
+        assert set(RAW_KEYS) <= r.keys() and set(METRIC_KEYS) <= r.keys()
+        assert r["suspect"] is None and r["overflows"] == {}
+        assert r["interval"] == pytest.approx(0.1, abs=0.09)
+        assert r["time"] == pytest.approx(0.1 * k, abs=0.09)  # deadline schedule: no drift
+        tsc_hz = r["tsc"] / r["interval"]
+        m = compute({k2: r[k2] for k2 in RAW_KEYS if k2 != "tsc"}, r["tsc"], tsc_hz, r["interval"])
+        assert r["ipc"] == pytest.approx(m.ipc, rel=1e-5)
+        assert r["llc_mpki"] == pytest.approx(m.llc_mpki, rel=1e-5)
+        assert r["llc_miss_ratio"] == pytest.approx(m.llc_miss_ratio, rel=1e-5)
+        assert r["util"] == pytest.approx(m.util, rel=1e-5)
+        assert r["ghz"] == pytest.approx(m.ghz, rel=0.05)  # TSC Hz is measured since the start, not per interval
+        assert 0 <= r["util"] <= 1
+    assert "SIMULATED" in err
+
+
+def test_events_not_counted_are_absent(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys,
+        "--demo",
+        "--sim-gp",
+        "2",
+        "--batch",
+        "--count",
+        "1",
+        "--interval",
+        "0.05",
+        "--cores",
+        "0",
+        "--format",
+        "json",
+    )
+    assert code == 0, err
+    rec = json.loads(out)
+    assert "llc_misses" in rec and "branches" not in rec and "branch_misses" not in rec
+    assert rec["branch_miss_ratio"] is None
+    assert "not counting branches on cpu 0: only 2 general-purpose counters" in err
+
+
+def test_csv_has_a_header_and_the_json_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, "--demo", "--batch", "--count", "2", "--interval", "0.05", "--cores", "0,3", "--format", "csv"
+    )
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert len(rows) == 4 and [r["cpu"] for r in rows] == ["0", "3", "0", "3"]
+    assert list(rows[0])[:3] == ["time", "cpu", "interval"]
+    assert set(RAW_KEYS + METRIC_KEYS + ("overflows", "suspect", "mode")) <= set(rows[0])
+    assert all(r["mode"] == "SIMULATED" for r in rows)
+    assert float(rows[0]["ipc"]) == pytest.approx(int(rows[0]["instructions"]) / int(rows[0]["cycles"]), rel=1e-5)
+
+
+def test_table_marks_every_line_simulated(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "--demo", "--batch", "--count", "2", "--interval", "0.05", "--cores", "1")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 3 and lines[0].split()[:5] == ["time", "cpu", "util%", "GHz", "IPC"]
+    assert all("SIMULATED" in line for line in lines)
+
+
+def test_raw_event_is_reported_under_its_name(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys,
+        "--demo",
+        "--batch",
+        "--count",
+        "1",
+        "--interval",
+        "0.05",
+        "--cores",
+        "0",
+        "--format",
+        "json",
+        "--events",
+        "llc-misses,event=0xc4,umask=0x00",
+    )
+    assert code == 0, err
+    rec = json.loads(out)
+    assert rec["r00c4"] > 0 and rec["llc_misses"] >= 0 and "llc_references" not in rec
+    assert rec["llc_miss_ratio"] is None and rec["ipc"] is not None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--interval", "0"], "--interval: must be > 0"),
+        (["--interval", "-1"], "--interval: must be > 0"),
+        (["--interval", "fast"], "'fast' is not a number"),
+        (["--interval", "nan"], "must be > 0"),
+        (["--cores", "3-1"], "range '3-1' is reversed"),
+        (["--cores", "0-9"], "CPU 8-9 is offline or does not exist"),
+        (["--cores", "x"], "'x' is not a number or range"),
+        (["--count", "0"], "must be >= 1"),
+        (["--events", "bogus"], "unknown event 'bogus'"),
+        (["--events", "event=0x1c4"], "'event=0x1c4': event is 8 bits"),
+        (["--user-only", "--kernel-only"], "not allowed with argument"),
+        (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["--format", "xml"], "invalid choice: 'xml'"),
+        (["--sim-e-cores", "9"], "--sim-e-cores 9 exceeds --sim-cpus 8"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    code, out, err = run(capsys, "--demo", "--batch", *args)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("pmutop: ") and message in err, err
+
+
+def test_count_needs_batch(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "--demo", "--count", "2")
+    assert code == 2 and err == "pmutop: --count needs --batch\n"
+
+
+def test_sysroot_must_be_a_directory(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "info", "--sysroot", "/nonexistent/dir")
+    assert code == 2 and err == "pmutop: --sysroot /nonexistent/dir: not a directory\n"

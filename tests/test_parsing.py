@@ -1,0 +1,79 @@
+"""--cores and --events syntax."""
+
+from __future__ import annotations
+
+import pytest
+
+from pmutop.cpulist import format_cpu_list, parse_cpu_list, select_cpus
+from pmutop.errors import UsageError
+from pmutop.pmu.events import parse_events
+from pmutop.pmu.registers import RawEvent
+
+
+@pytest.mark.parametrize(
+    ("text", "cpus"),
+    [("0-3", [0, 1, 2, 3]), ("0,2,4-7", [0, 2, 4, 5, 6, 7]), ("5", [5]), (" 1 , 3-3 ", [1, 3]), ("3,1,1", [1, 3])],
+)
+def test_cpu_lists(text: str, cpus: list[int]) -> None:
+    assert parse_cpu_list(text) == cpus
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("3-1", "reversed"), ("a", "not a number"), ("1-", "not a number"), ("", "empty"), ("0,,1", "not a number")],
+)
+def test_bad_cpu_lists(text: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse_cpu_list(text, what="--cores value")
+
+
+def test_format_cpu_list_collapses_ranges() -> None:
+    assert format_cpu_list([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+    assert format_cpu_list([]) == ""
+
+
+def test_select_cpus() -> None:
+    online = [0, 1, 2, 3]
+    assert select_cpus(None, online) == online
+    assert select_cpus("all", online) == online
+    assert select_cpus("1-2", online) == [1, 2]
+    with pytest.raises(UsageError, match="CPU 4-5 is offline or does not exist") as e:
+        select_cpus("2-5", online)
+    assert e.value.exit_code == 2
+
+
+def test_architectural_names_are_case_insensitive_and_deduplicated() -> None:
+    specs = parse_events(["LLC-Misses,branches", "llc-misses"])
+    assert [s.name for s in specs] == ["llc-misses", "branches"]
+    assert [s.key for s in specs] == ["llc_misses", "branches"]
+    assert specs[0].raw == RawEvent(0x2E, 0x41)
+
+
+def test_raw_events_with_modifiers() -> None:
+    specs = parse_events(["event=0x3c,umask=0x00,branches,event=0xc4,umask=1,cmask=4,inv"])
+    assert [s.name for s in specs] == ["r003c", "branches", "r48001c4"]
+    raw = specs[2].raw
+    assert raw == RawEvent(0xC4, 0x01, cmask=4, inv=True)
+    assert raw is not None and raw.config == 0xC4 | 0x100 | 1 << 23 | 4 << 24
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("cache-misses", "unknown event 'cache-misses'"),
+        ("event=0x100", "'event=0x100': event is 8 bits"),
+        ("event=0xc4,umask=0x1ff", "'umask=0x1ff': umask is 8 bits"),
+        ("event=0xc4,cmask=256", "'cmask=256': cmask is 8 bits"),
+        ("umask=0x01", "'umask=0x01': umask= must follow event="),
+        ("inv", "'inv': inv must follow event="),
+        ("event=zz", "'event=zz': event must be a number"),
+        ("event=0", "event select 0 is not an event"),
+        ("llc-misses,", "empty event name"),
+        ("event=0xc4,inv=2", "'inv=2': inv takes no value"),
+        ("event=0xc4,umask=1,umask=2", "umask given twice"),
+    ],
+)
+def test_bad_events_name_the_token(value: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message) as e:
+        parse_events([value])
+    assert e.value.exit_code == 2

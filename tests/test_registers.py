@@ -1,0 +1,74 @@
+"""MSR encodings per the SDM (and the mistakes of the seed tutorials, reference section 9)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from pmutop.errors import ForbiddenMsrWrite
+from pmutop.hw.msr import MsrFile
+from pmutop.pmu import registers as R
+
+
+def test_evtsel_encoding() -> None:
+    # LLC misses, user + kernel, enabled: the classic 0x43412E
+    assert R.encode_evtsel(R.RawEvent(0x2E, 0x41), user=True, kernel=True) == 0x43412E
+    assert R.encode_evtsel(R.RawEvent(0xC0), user=True, kernel=False) == 0x4100C0
+    value = R.encode_evtsel(R.RawEvent(0xA3, 0x08, cmask=8, inv=True, edge=True), user=True, kernel=True)
+    assert value == 0x08_C7_08_A3
+    assert not value & (R.EVTSEL_INT | R.EVTSEL_ANY | R.EVTSEL_PC)
+    with pytest.raises(ValueError):
+        R.encode_evtsel(R.RawEvent(0x100), user=True, kernel=True)
+
+
+def test_fixed_ctrl_encoding() -> None:
+    assert R.encode_fixed_ctrl(range(3), user=True, kernel=True) == 0x333
+    assert R.encode_fixed_ctrl(range(3), user=True, kernel=False) == 0x222  # seed tutorial claim (e): correct
+    assert R.encode_fixed_ctrl([0, 1, 2, 3], user=False, kernel=True) == 0x1111
+    assert R.fixed_ctrl_nibble(0xB0, 1) == 0xB
+
+
+def test_global_ctrl_mask() -> None:
+    # Seed claim (d): 0x70000000F is 4 GP + 3 fixed, and only valid on such a PMU
+    assert R.global_ctrl_mask(range(4), range(3)) == 0x7_0000_000F
+    assert R.global_ctrl_mask(range(8), range(4)) == 0xF_0000_00FF
+    assert R.global_ctrl_mask([], [1]) == 1 << 33
+
+
+def test_status_reset_mask_follows_the_version() -> None:
+    v2 = R.status_reset_writable_mask(2, 2, range(3))
+    assert v2 == 0x3 | 0x7 << 32 | 1 << 62 | 1 << 63
+    v4 = R.status_reset_writable_mask(4, 4, range(3))
+    assert v4 & R.STATUS_CTR_FRZ and v4 & R.STATUS_LBR_FRZ and v4 & R.STATUS_OVF_UNCORE
+    assert not v4 & (1 << 4)  # no fifth GP counter: writing that bit would fault
+    assert v4 == 0xF | 0x7 << 32 | 1 << 55 | 0xF << 58 | 1 << 62 | 1 << 63
+
+
+def test_legacy_pmc_writes_sign_extend_bit_31() -> None:
+    assert R.sign_extend_legacy_pmc_write(0x7FFF_FFFF, 48) == 0x7FFF_FFFF
+    assert R.sign_extend_legacy_pmc_write(0x8000_0000, 48) == 0xFFFF_8000_0000
+    assert R.sign_extend_legacy_pmc_write(0x1_0000_0005, 48) == 5
+
+
+def test_the_allowlist_holds_only_pmu_control_and_counters() -> None:
+    assert {0x186, 0x18D, 0xC1, 0x4C1, 0x309, 0x30C, 0x38D, 0x38F, 0x390} <= R.PMU_WRITABLE_MSRS
+    for forbidden in (0x10, 0x38E, 0x391, 0x392, 0x345, 0x1A0, 0x199, 0x1D9, 0xE7, 0xE8):
+        assert forbidden not in R.PMU_WRITABLE_MSRS
+
+
+def test_msr_file_snapshot_layout_and_allowlist(tmp_path: Path) -> None:
+    path = tmp_path / "msr"
+    path.write_bytes(b"")
+    dev = MsrFile(path, 0, writable=True)
+    dev.write(0x38F, 0x7_0000_000F)
+    assert dev.read(0x38F) == 0x7_0000_000F
+    with open(path, "rb") as f:
+        f.seek(0x38F * 8)
+        assert struct.unpack("<Q", f.read(8))[0] == 0x7_0000_000F
+    size = path.stat().st_size
+    with pytest.raises(ForbiddenMsrWrite, match=r"refusing to write MSR 0x1a0 \(0x1a0\) on cpu 0: not a PMU register"):
+        dev.write(0x1A0, 1)
+    assert path.stat().st_size == size  # nothing reached the file
+    dev.close()
