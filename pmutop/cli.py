@@ -23,7 +23,9 @@ from pmutop.engine.engine import Engine
 from pmutop.errors import PmutopError, UsageError
 from pmutop.hw.platform import HostPlatform, Platform
 from pmutop.pmu.events import parse_events
-from pmutop.restore import Terminated, exit_on_signals
+from pmutop.restore import Terminated, exit_on_signals, install_exit_handlers
+from pmutop.runinfo import collect
+from pmutop.sources.tasks import NoTasks, PsutilTasks, SimTasks, TaskSource
 from pmutop.sysroot import Sysroot
 
 PROG = "pmutop"
@@ -173,28 +175,52 @@ def build_backend(args: argparse.Namespace, platform: Platform) -> Backend:
     )
 
 
+def task_source(platform: Platform, cpus: list[int]) -> TaskSource:
+    if platform.simulated:
+        return SimTasks(platform, cpus)
+    if platform.pins_threads:  # this host's CPUs: its processes are the ones running there
+        return PsutilTasks(cpus)
+    return NoTasks()
+
+
+def run_live_view(engine: Engine, platform: Platform, backend: Backend, cpus: list[int]) -> None:
+    from pmutop.tui.app import PmutopApp
+
+    app = PmutopApp(engine, collect(platform, backend, cpus), task_source(platform, cpus))
+    app.run()
+    install_exit_handlers()  # the event loop took SIGTERM/SIGHUP over; the restore must not be cut short
+    if app.signal_received is not None:
+        raise Terminated(app.signal_received)
+    if app.failure:
+        raise PmutopError(app.failure)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.demo:
         args.backend = "sim"
     if args.count is not None and not args.batch:
         raise UsageError("--count needs --batch")
+    # Textual draws on stderr and reads stdin.
+    if not args.batch and not (sys.stdin.isatty() and sys.stderr.isatty()):
+        raise UsageError("the live view needs a terminal; use --batch for pipes and files")
     platform = build_platform(args)
     cpus = select_cpus(args.cores, platform.online_cpus())
     backend = build_backend(args, platform)
     mode = "SIMULATED" if platform.simulated else backend.name
     engine = Engine(backend, platform, platform.clock, cpus, args.interval)
-    if platform.simulated:
+    if platform.simulated and args.batch:
         say("SIMULATED PMU: every number shown is synthetic")
     try:
         engine.start()
-        for notice in backend.notices:
-            say(notice)
+        if args.batch:  # the live view shows these in its header instead
+            for notice in backend.notices:
+                say(notice)
         if args.batch:
             from pmutop.sinks.batch import run_batch
 
             run_batch(engine, args.format, args.count, mode, warn=lambda m: say(f"warning: {m}"))
         else:
-            raise UsageError("the live view is not available yet; use --batch")
+            run_live_view(engine, platform, backend, cpus)
     finally:
         for problem in engine.stop():
             say(f"warning: {problem}")

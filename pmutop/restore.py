@@ -62,22 +62,27 @@ class Terminated(BaseException):
 EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
+def _raise_terminated(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
+
+
+def install_exit_handlers() -> dict[int, object]:
+    """SIGTERM/SIGHUP raise Terminated in the main thread; returns the handlers they replace."""
+    return {s: signal.signal(s, _raise_terminated) for s in EXIT_SIGNALS}
+
+
 @contextmanager
 def exit_on_signals() -> Iterator[None]:
     """Within the block, SIGTERM/SIGHUP raise Terminated in the main thread (so `finally` restores)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def handler(signum: int, _frame: object) -> None:
-        raise Terminated(signum)
-
-    old = {s: signal.signal(s, handler) for s in EXIT_SIGNALS}
+    old = install_exit_handlers()
     try:
         yield
     finally:
         for s, h in old.items():
-            signal.signal(s, h)
+            signal.signal(s, h)  # type: ignore[arg-type]
 
 
 @contextmanager

@@ -22,3 +22,26 @@ def sim(clock: ManualClock) -> SimPlatform:
 @pytest.fixture
 def project_root() -> Path:
     return Path(__file__).resolve().parents[1]
+
+
+class FakeProcess:
+    """What psutil.process_iter(attrs) yields: an object with an .info dict."""
+
+    def __init__(self, pid: int, name: str, cpu: int, user: float, system: float = 0.0, created: float = 1.0) -> None:
+        times = type("cputimes", (), {"user": user, "system": system})()
+        self.info = {"pid": pid, "name": name, "cpu_num": cpu, "cpu_times": times, "create_time": created}
+
+
+class FakePsutil:
+    """A process table the test edits between calls (s-tui style: psutil faked, not monkeypatched deep)."""
+
+    def __init__(self) -> None:
+        self.processes: list[FakeProcess] = []
+
+    def process_iter(self, attrs: list[str]):  # type: ignore[no-untyped-def]
+        return iter(list(self.processes))
+
+
+@pytest.fixture
+def fake_psutil() -> FakePsutil:
+    return FakePsutil()

@@ -146,3 +146,9 @@ def test_count_needs_batch(capsys: pytest.CaptureFixture[str]) -> None:
 def test_sysroot_must_be_a_directory(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "info", "--sysroot", "/nonexistent/dir")
     assert code == 2 and err == "pmutop: --sysroot /nonexistent/dir: not a directory\n"
+
+
+def test_live_view_needs_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "--demo")  # pytest's stdin/stderr are not terminals
+    assert code == 2
+    assert err == "pmutop: the live view needs a terminal; use --batch for pipes and files\n"

@@ -7,6 +7,7 @@ the same wall-clock interval and lateness never accumulates into drift.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from pmutop.backends.base import Backend, CpuCounters
@@ -238,6 +239,7 @@ class Engine:
                     out.append(s.take())
                 except Exception as e:
                     s.fail(e)
+        self.new_data.set()
         return out
 
     def failures(self) -> dict[int, str]:
@@ -246,13 +248,13 @@ class Engine:
     def wait_for_samples(
         self, counts: dict[int, int], timeout: float, on_wait: Callable[[], None] | None = None
     ) -> bool:
-        """Block until every live CPU's ring holds more than counts[cpu] samples, or timeout."""
-        deadline = self.clock.now_ns() + round(timeout * NS)
+        """Block until every live CPU's ring holds more than counts[cpu] samples, or `timeout` real seconds."""
+        deadline = time.monotonic_ns() + round(timeout * NS)  # not the engine clock: that may be manual
         while True:
             live = [c for c in self.cpus if self.samplers[c].error is None]
             if all(self.rings[c].count > counts.get(c, 0) for c in live):
                 return True
-            if self.clock.now_ns() >= deadline:
+            if time.monotonic_ns() >= deadline:
                 return False
             self.new_data.wait(0.05)
             self.new_data.clear()

@@ -1,0 +1,63 @@
+"""Facts about a run that sinks show in headers: machine, PMU, backend, and what pmutop changed."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+
+from pmutop.backends.base import Backend
+from pmutop.hw.platform import Platform
+from pmutop.pmu.cpuid_decode import decode_core_type, decode_identity
+
+
+@dataclass
+class RunInfo:
+    hostname: str
+    cpu_model: str
+    uarch: str | None
+    pmu: str  # "PMU v4: 4 GP × 48 bit + 3 fixed × 48 bit"
+    backend: str
+    read_method: str
+    simulated: bool
+    hypervisor: bool
+    cpus: list[int]
+    core_types: dict[int, str] = field(default_factory=dict)  # cpu -> "P" / "E" on hybrid parts
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def watchdog_paused(self) -> bool:
+        return any("NMI watchdog paused" in n for n in self.notices)
+
+
+def collect(platform: Platform, backend: Backend, cpus: list[int], hostname: str | None = None) -> RunInfo:
+    """After the backend is prepared: everything the header needs, read once."""
+    cpuid = platform.cpuid_fn(cpus[0])
+    ident = decode_identity(cpuid)
+    facts = backend.describe()
+    if "pmu_version" in facts:
+        pmu = (
+            f"PMU v{facts['pmu_version']}: {facts['gp_counters']} GP × {facts['gp_width']} bit"
+            f" + {facts['fixed_counters']} fixed × {facts['fixed_width']} bit"
+        )
+    else:
+        pmu = str(facts.get("pmu", "PMU"))
+    core_types: dict[int, str] = {}
+    if ident.hybrid:
+        for cpu in cpus:
+            ct = decode_core_type(platform.cpuid_fn(cpu))
+            if ct is not None:
+                core_types[cpu] = ct.short
+    model = ident.brand or f"{ident.vendor} family {ident.family:#x} model {ident.model:#x}"
+    return RunInfo(
+        hostname=hostname or socket.gethostname(),
+        cpu_model=model,
+        uarch=ident.uarch,
+        pmu=pmu,
+        backend=backend.name,
+        read_method=backend.read_method,
+        simulated=platform.simulated,
+        hypervisor=ident.hypervisor,
+        cpus=list(cpus),
+        core_types=core_types,
+        notices=list(backend.notices),
+    )

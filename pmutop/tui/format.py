@@ -1,0 +1,106 @@
+"""Cell text for the live view: fixed widths so columns do not jump, and colours that find the sick core."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+
+SPARK = " ▁▂▃▄▅▆▇█"
+MISSING = "-"
+
+
+def si(value: float | None, width: int = 6) -> str:
+    """1234567 -> '  1.2M' (k/M/G/T suffixes, right-aligned to `width`)."""
+    if value is None:
+        return MISSING.rjust(width)
+    for unit, div in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= div:
+            scaled = value / div
+            text = f"{scaled:.1f}{unit}" if scaled < 100 else f"{scaled:.0f}{unit}"
+            return text.rjust(width)
+    return f"{value:.0f}".rjust(width)
+
+
+def fixed(value: float | None, spec: str, width: int, scale: float = 1.0) -> str:
+    return MISSING.rjust(width) if value is None else format(value * scale, spec).rjust(width)
+
+
+# (threshold, style) pairs, first match wins; None = default colour.
+def ipc_style(ipc: float | None) -> str | None:
+    if ipc is None:
+        return None
+    if ipc < 0.5:
+        return "bold red"
+    if ipc < 1.0:
+        return "yellow"
+    if ipc >= 2.0:
+        return "green"
+    return None
+
+
+def mpki_style(mpki: float | None) -> str | None:
+    if mpki is None:
+        return None
+    if mpki >= 10:
+        return "bold red"
+    if mpki >= 2:
+        return "yellow"
+    return None
+
+
+def miss_ratio_style(ratio: float | None) -> str | None:
+    if ratio is None:
+        return None
+    return "bold red" if ratio >= 0.6 else "yellow" if ratio >= 0.3 else None
+
+
+def branch_style(ratio: float | None) -> str | None:
+    if ratio is None:
+        return None
+    return "bold red" if ratio >= 0.05 else "yellow" if ratio >= 0.02 else None
+
+
+def util_style(util: float | None) -> str | None:
+    if util is None:
+        return None
+    return "bold" if util >= 0.9 else "dim" if util < 0.05 else None
+
+
+def styled(text: str, style: str | None) -> Text:
+    return Text(text, style=style or "")
+
+
+def nice_ceiling(value: float, floor: float) -> float:
+    """A round scale top (1, 2, 5 × 10^n) at least `floor`: a column's sparkline scale."""
+    if value <= floor:
+        return floor
+    magnitude = 10 ** int(f"{value:e}".split("e")[1])
+    for step in (1, 2, 5, 10):
+        if value <= step * magnitude:
+            return float(step * magnitude)
+    return float(10 * magnitude)
+
+
+def sparkline(values: Sequence[float | None], width: int, top: float) -> str:
+    """The last `width` values as block characters on a 0..top scale (blank where missing)."""
+    tail = list(values)[-width:]
+    chars = []
+    for v in tail:
+        if v is None:
+            chars.append(" ")
+            continue
+        level = 0 if top <= 0 else round(min(max(v / top, 0.0), 1.0) * (len(SPARK) - 1))
+        chars.append(SPARK[max(level, 1) if v > 0 else 0])
+    return "".join(chars).rjust(width)
+
+
+def duration(seconds: float) -> str:
+    seconds = int(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h:d}:{m:02d}:{s:02d}"
+
+
+def interval_text(seconds: float) -> str:
+    return f"{seconds:g} s"

@@ -1,0 +1,119 @@
+"""What the live view knows: per-core history and latest metrics, built from the sample rings.
+
+Pure state, no widgets: the app feeds it samples and asks it for values; tests do the same.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from pmutop.engine.ring import SampleRing
+from pmutop.engine.sample import Sample
+from pmutop.metrics import CoreMetrics, combined, for_sample
+from pmutop.sources.tasks import TopTask
+
+HISTORY = 60  # intervals kept for sparklines and plots
+SERIES = ("ipc", "ghz", "util", "llc_misses_per_s")
+
+
+@dataclass
+class CoreState:
+    cpu: int
+    core_type: str | None = None
+    latest: Sample | None = None
+    metrics: CoreMetrics | None = None  # of the latest sample; None while it is suspect or failed
+    history: dict[str, deque[float | None]] = field(default_factory=dict)
+    overflow_totals: dict[str, int] = field(default_factory=dict)
+    suspect_count: int = 0
+    error: str | None = None
+    task: TopTask | None = None
+    seen: int = 0  # samples consumed from the ring
+
+    def __post_init__(self) -> None:
+        if not self.history:
+            self.history = {k: deque(maxlen=HISTORY) for k in SERIES}
+
+    @property
+    def label(self) -> str:
+        return f"{self.cpu}{' ' + self.core_type if self.core_type else ''}"
+
+
+class ViewModel:
+    def __init__(self, cpus: list[int], core_types: dict[int, str] | None = None) -> None:
+        core_types = core_types or {}
+        self.cores = {cpu: CoreState(cpu, core_types.get(cpu)) for cpu in cpus}
+        self.total = CoreState(-1)
+        self.intervals = 0  # intervals seen (the total row's history length, before the cap)
+        self.new_errors: list[str] = []  # failures not yet announced
+        self.new_suspects: list[str] = []
+        self._tops: dict[tuple[str, bool], float] = {}  # (series, total row?) -> largest value kept
+
+    def ingest(self, rings: dict[int, SampleRing]) -> bool:
+        """Consume every new sample; True when anything changed."""
+        by_interval: dict[int, list[Sample]] = {}
+        for cpu, core in self.cores.items():
+            for s in rings[cpu].since(core.seen):
+                core.seen = s.seq
+                self._apply(core, s)
+                by_interval.setdefault(s.seq, []).append(s)
+        if not by_interval:
+            return False
+        # The total row gets one point per interval (sample k of every CPU), however many arrived at once.
+        for seq in sorted(by_interval):
+            self.intervals += 1
+            m = combined(by_interval[seq])
+            self.total.metrics = m
+            for k in SERIES:
+                self.total.history[k].append(getattr(m, k))
+        live = [c.latest for c in self.cores.values() if c.latest is not None and c.error is None]
+        self.total.metrics = combined(live)
+        self.total.latest = live[-1] if live else None
+        self.total.overflow_totals = {}
+        for core in self.cores.values():
+            for k, v in core.overflow_totals.items():
+                self.total.overflow_totals[k] = self.total.overflow_totals.get(k, 0) + v
+        self.total.suspect_count = sum(c.suspect_count for c in self.cores.values())
+        self._tops = {}
+        return True
+
+    def _apply(self, core: CoreState, s: Sample) -> None:
+        if s.error is not None:
+            if core.error is None:
+                self.new_errors.append(s.error)
+            core.error = s.error
+            core.metrics = None
+            return
+        core.latest = s
+        for k, v in s.overflows.items():
+            core.overflow_totals[k] = core.overflow_totals.get(k, 0) + v
+        if s.suspect:
+            if not core.suspect_count or core.metrics is not None:
+                self.new_suspects.append(f"cpu {core.cpu}: {s.suspect}")
+            core.suspect_count += 1
+            core.metrics = None
+            for k in SERIES:
+                core.history[k].append(None)
+            return
+        core.metrics = for_sample(s)
+        for k in SERIES:
+            core.history[k].append(getattr(core.metrics, k))
+
+    def set_tasks(self, tasks: dict[int, TopTask]) -> None:
+        for cpu, core in self.cores.items():
+            core.task = tasks.get(cpu)
+
+    def series_top(self, key: str, core: CoreState | None = None) -> float:
+        """The largest value in the kept history of `key`: over all cores (one scale, so cores compare by
+        eye), or of the total row alone (a sum across cores would flatten every core's line)."""
+        is_total = core is self.total
+        cached = self._tops.get((key, is_total))
+        if cached is None:  # once per ingest, not once per cell
+            rows = [self.total] if is_total else self.cores.values()
+            cached = max((v for c in rows for v in c.history[key] if v is not None), default=0.0)
+            self._tops[(key, is_total)] = cached
+        return cached
+
+    @property
+    def overflow_count(self) -> int:
+        return sum(self.total.overflow_totals.values())

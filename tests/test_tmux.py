@@ -1,0 +1,89 @@
+"""The live view for real: pmutop in a tmux terminal over a sysroot of plain files (msr backend)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers, read_msr
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+WATCHDOG = "proc/sys/kernel/nmi_watchdog"
+ORIGINAL = idle_pmu_registers() | {0x38F: 0x3_0000_0001}
+
+
+class Tmux:
+    def __init__(self, tmp: Path) -> None:
+        self.socket = f"pmutop-test-{os.getpid()}-{tmp.name}"
+
+    def __call__(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, *args], check=True, capture_output=True, text=True).stdout
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p", "-t", "t")
+
+    def wait_for(self, text: str, timeout: float = 30.0) -> str:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} never appeared:\n{self.screen()}")
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
+
+
+@pytest.fixture
+def live(tmp_path: Path):  # type: ignore[no-untyped-def]
+    root = tmp_path / "root"
+    build_sysroot(root, [0, 1], SKYLAKE_X_LEAVES, msrs=ORIGINAL, settings={WATCHDOG: "1"})
+    status = tmp_path / "status"
+    tmux = Tmux(tmp_path)
+    # Textual draws on stderr, so it cannot be redirected: messages are read off the screen after exit.
+    cmd = f"{sys.executable} -m pmutop --sysroot {root} --interval 0.2; echo $? > {status}; sleep 60"
+    tmux("new-session", "-d", "-s", "t", "-x", "100", "-y", "30", cmd)
+    yield tmux, root, status
+    tmux.kill()
+
+
+def wait_exit(status: Path) -> int:
+    for _ in range(300):
+        if status.exists() and status.read_text().strip():
+            return int(status.read_text())
+        time.sleep(0.1)
+    raise AssertionError("pmutop did not exit")
+
+
+def test_q_in_a_real_terminal_restores_the_pmu(live) -> None:  # type: ignore[no-untyped-def]
+    tmux, root, status = live
+    screen = tmux.wait_for("Top task")
+    assert "msr/msr" in screen and "NMI watchdog paused" in screen
+    assert read_msr(root, 0, 0x186) == 0x434F2E and (root / WATCHDOG).read_text().strip() == "0"
+    tmux("send-keys", "-t", "t", "q")
+    assert wait_exit(status) == 0
+    assert tmux.screen().strip() == ""  # terminal restored, nothing printed
+    assert (root / WATCHDOG).read_text().strip() == "1"
+    for address in (0x186, 0x187, 0x38D, 0x38F):
+        assert read_msr(root, 0, address) == ORIGINAL[address]
+
+
+def test_sigterm_in_the_live_view_restores_and_reports(live) -> None:  # type: ignore[no-untyped-def]
+    tmux, root, status = live
+    tmux.wait_for("Top task")
+    shell = tmux("list-panes", "-t", "t", "-F", "#{pane_pid}").strip()
+    pmutop = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
+    assert pmutop
+    os.kill(int(pmutop[0]), signal.SIGTERM)
+    assert wait_exit(status) == 143
+    assert tmux.screen().strip() == "pmutop: stopped by SIGTERM"
+    assert (root / WATCHDOG).read_text().strip() == "1"
+    assert read_msr(root, 1, 0x38F) == ORIGINAL[0x38F]

@@ -1,0 +1,277 @@
+"""The live view driven as a person would (Pilot), over the simulated PMU with a manual clock."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+from textual.widgets import DataTable, Static
+
+from pmutop.errors import HardwareError
+from pmutop.metrics import for_sample
+from pmutop.pmu import registers as R
+from pmutop.screenshots import demo_app
+from pmutop.tui import format as F
+from pmutop.tui.app import DetailScreen, HelpScreen, PmutopApp
+from pmutop.tui.columns import layout
+
+WIDE = (160, 50)
+
+
+def text_of(widget: Static) -> str:
+    """What a Static shows, as plain text (it may hold a Rich table)."""
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(widget.content)
+    return console.export_text()
+
+
+def cell(app: PmutopApp, row: str, column: str) -> str:
+    return app.query_one(DataTable).get_cell(row, column).plain
+
+
+def row_order(app: PmutopApp) -> list[str]:
+    table = app.query_one(DataTable)
+    return [table.coordinate_to_cell_key((i, 0)).row_key.value for i in range(table.row_count)]  # type: ignore[misc]
+
+
+async def next_update(app: PmutopApp, pilot, before: int) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(300):
+        if app.updates > before:
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("no UI update arrived")
+
+
+async def tick(app: PmutopApp, pilot, engine, clock, seconds: float = 1.0) -> None:  # type: ignore[no-untyped-def]
+    before = app.updates
+    clock.advance(seconds)
+    engine.tick()
+    await next_update(app, pilot, before)
+
+
+async def test_table_shows_the_metrics_module_values_for_the_latest_samples() -> None:
+    app, engine, _, clock = demo_app(intervals=3)
+    async with app.run_test(size=WIDE) as pilot:
+        await tick(app, pilot, engine, clock)
+        for cpu in engine.cpus:
+            m = for_sample(engine.rings[cpu].latest())  # type: ignore[arg-type]
+            row = str(cpu)
+            assert cell(app, row, "util").strip() == f"{m.util * 100:.1f}"  # type: ignore[operator]
+            assert cell(app, row, "ghz").strip() == f"{m.ghz:.2f}"
+            assert cell(app, row, "ipc").strip() == f"{m.ipc:.2f}"
+            assert cell(app, row, "llc_per_s") == F.si(m.llc_misses_per_s, 11)
+            assert cell(app, row, "mpki").strip() == f"{m.llc_mpki:.2f}"
+            assert cell(app, row, "llc_ratio").strip() == f"{m.llc_miss_ratio * 100:.1f}"  # type: ignore[operator]
+            assert cell(app, row, "br_ratio").strip() == f"{m.branch_miss_ratio * 100:.2f}"  # type: ignore[operator]
+        labels = [cell(app, str(c), "cpu").strip() for c in engine.cpus]
+        assert labels[0] == "0 P" and labels[-1] == "11 E"  # hybrid core types
+        assert cell(app, "total", "cpu").strip() == "all"
+    engine.stop()
+
+
+async def test_each_interval_updates_only_changed_cells() -> None:
+    app, engine, _, clock = demo_app(intervals=3)
+    async with app.run_test(size=WIDE) as pilot:
+        table = app.query_one(DataTable)
+        calls: list[tuple[str, str]] = []
+        original = table.update_cell
+
+        def spy(row_key, column_key, value, **kw):  # type: ignore[no-untyped-def]
+            calls.append((str(row_key), str(column_key)))
+            return original(row_key, column_key, value, **kw)
+
+        table.update_cell = spy  # type: ignore[method-assign]
+        await tick(app, pilot, engine, clock)
+        assert calls  # numbers moved
+        assert not any(col == "cpu" for _, col in calls)  # labels never change
+        assert len(calls) == len(set(calls))  # one write per changed cell
+        rows_before = table.row_count
+        await tick(app, pilot, engine, clock)
+        assert table.row_count == rows_before == len(engine.cpus) + 1  # rows are never re-created
+    engine.stop()
+
+
+async def test_quit_key_ends_the_app_and_the_pmu_is_restored() -> None:
+    app, engine, platform, _ = demo_app(intervals=2)
+    async with app.run_test(size=WIDE) as pilot:
+        assert platform.machine.msr(0).read(R.IA32_PERF_GLOBAL_CTRL) == 0x7_0000_000F
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0
+    assert engine.stop() == []
+    for cpu in engine.cpus:
+        dev = platform.machine.msr(cpu)
+        assert dev.read(R.IA32_PERF_GLOBAL_CTRL) == 0
+        assert dev.read(R.IA32_FIXED_CTR_CTRL) == 0
+        assert [dev.read(R.evtsel(i)) for i in range(4)] == [0, 0, 0, 0]
+
+
+async def test_ctrl_c_quits_too() -> None:
+    app, engine, _, _ = demo_app(intervals=1)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+    assert app.return_code == 0
+    engine.stop()
+
+
+@pytest.mark.parametrize("key", ["space", "p"])
+async def test_pause_freezes_the_display_while_counting_goes_on(key: str) -> None:
+    app, engine, _, clock = demo_app(intervals=3)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press(key)
+        assert "PAUSED" in text_of(app.query_one("#status", Static))
+        frozen = cell(app, "0", "ipc")
+        seen = app.model.cores[0].seen
+        before = app.updates
+        for _ in range(5):  # the samplers keep counting
+            clock.advance(1.0)
+            engine.tick()
+        await pilot.pause(0.3)
+        assert app.updates == before and cell(app, "0", "ipc") == frozen
+        assert app.model.cores[0].seen == seen and engine.rings[0].count == seen + 5
+        await pilot.press(key)
+        assert "PAUSED" not in text_of(app.query_one("#status", Static))
+        assert app.model.cores[0].seen == seen + 5  # caught up, history complete
+        m = for_sample(engine.rings[0].latest())  # type: ignore[arg-type]
+        assert cell(app, "0", "ipc").strip() == f"{m.ipc:.2f}"
+    engine.stop()
+
+
+async def test_plus_and_minus_change_the_interval() -> None:
+    app, engine, _, _ = demo_app(intervals=1)
+    async with app.run_test(size=WIDE) as pilot:
+        assert engine.interval == 1.0
+        await pilot.press("plus")
+        assert engine.interval == 2.0
+        await pilot.press("minus", "minus")
+        assert engine.interval == 0.5
+        assert "interval 0.5 s" in text_of(app.query_one("#status", Static))
+        for _ in range(6):
+            await pilot.press("minus")
+        assert engine.interval == 0.1  # the shortest step
+    engine.stop()
+
+
+async def test_s_cycles_the_sort_column_and_r_reverses() -> None:
+    app, engine, _, _ = demo_app(intervals=5)
+    async with app.run_test(size=WIDE) as pilot:
+        assert row_order(app) == [*map(str, engine.cpus), "total"]
+        await pilot.press("s")  # util, highest first
+        assert app.sort_key == "util" and app.reverse
+        utils = [app.model.cores[int(r)].metrics.util for r in row_order(app)[:-1]]  # type: ignore[union-attr]
+        assert utils == sorted(utils, reverse=True)
+        assert row_order(app)[-1] == "total"
+        assert str(app.query_one(DataTable).columns["util"].label) == "Util%▼"  # type: ignore[index]
+        await pilot.press("r")
+        utils = [app.model.cores[int(r)].metrics.util for r in row_order(app)[:-1]]  # type: ignore[union-attr]
+        assert utils == sorted(utils) and row_order(app)[-1] == "total"
+        await pilot.press("s")
+        assert app.sort_key == "ghz"
+    engine.stop()
+
+
+async def test_clicking_a_header_sorts_by_it() -> None:
+    app, engine, _, _ = demo_app(intervals=5)
+    async with app.run_test(size=WIDE) as pilot:
+        widths = layout(WIDE[0] - 2)
+        x = sum(w + 2 for k, w in widths.items() if k in ("cpu", "util", "ghz", "ipc", "ipc_hist")) + 2
+        await pilot.click(DataTable, offset=(x, 0))  # the "LLC miss/s" header
+        assert app.sort_key == "llc_per_s" and app.reverse
+        rates = [app.model.cores[int(r)].metrics.llc_misses_per_s for r in row_order(app)[:-1]]  # type: ignore[union-attr]
+        assert rates == sorted(rates, reverse=True)
+        await pilot.click(DataTable, offset=(x, 0))  # again: reversed
+        assert app.sort_key == "llc_per_s" and not app.reverse
+    engine.stop()
+
+
+async def test_the_highlight_follows_its_core_when_rows_are_resorted() -> None:
+    app, engine, _, clock = demo_app(intervals=5)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("s", "down", "down")
+        chosen = app._cursor_row_key()
+        for _ in range(15):  # phases change: the order changes
+            await tick(app, pilot, engine, clock, 2.0)
+            assert app._cursor_row_key() == chosen
+    engine.stop()
+
+
+async def test_enter_opens_the_detail_of_the_highlighted_core_and_escape_returns() -> None:
+    app, engine, _, clock = demo_app(intervals=10)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("down", "down", "enter")
+        screen = app.screen
+        assert isinstance(screen, DetailScreen) and screen.cpu == 2
+        latest = engine.rings[2].latest()
+        assert latest is not None
+        assert f"{latest.counts['instructions']:,}" in text_of(screen.query_one("#deltas", Static))
+        await tick(app, pilot, engine, clock)
+        latest = engine.rings[2].latest()
+        assert f"{latest.counts['cycles']:,}" in text_of(screen.query_one("#deltas", Static))  # type: ignore[union-attr]
+        assert "100 × llc_misses / llc_references" in text_of(screen.query_one("#formulas", Static))
+        await pilot.press("escape")
+        assert not isinstance(app.screen, DetailScreen)
+    engine.stop()
+
+
+@pytest.mark.parametrize("key", ["question_mark", "h"])
+async def test_help_lists_every_key(key: str) -> None:
+    app, engine, _, _ = demo_app(intervals=1)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press(key)
+        assert isinstance(app.screen, HelpScreen)
+        text = text_of(app.screen.query_one("#help-text", Static))
+        for k in ("q, Ctrl+C", "space, p", "+", "-", "s", "r", "Enter", "Esc", "?, h", "click a header"):
+            assert k in text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+    engine.stop()
+
+
+async def test_narrow_terminal_drops_columns_by_priority_and_resizes_live() -> None:
+    app, engine, _, _ = demo_app(intervals=3)
+    async with app.run_test(size=(80, 24)) as pilot:
+        cols = [c.value for c in app.query_one(DataTable).columns]
+        assert cols == ["cpu", "util", "ghz", "ipc", "ipc_hist", "llc_per_s", "mpki", "task"]
+        await pilot.resize_terminal(160, 50)
+        await pilot.pause()
+        cols = [c.value for c in app.query_one(DataTable).columns]
+        assert "llc_hist" in cols and "br_ratio" in cols and len(cols) == 11
+        assert app.query_one(DataTable).row_count == len(engine.cpus) + 1
+    engine.stop()
+
+
+async def test_a_failing_core_is_marked_and_announced() -> None:
+    app, engine, _, clock = demo_app(intervals=2)
+    async with app.run_test(size=WIDE) as pilot:
+
+        def broken():  # type: ignore[no-untyped-def]
+            raise HardwareError("cpu 3: read of IA32_PERF_GLOBAL_STATUS (0x38e) failed: No such device")
+
+        engine.samplers[3].counters.read = broken  # type: ignore[method-assign]
+        await tick(app, pilot, engine, clock)
+        assert cell(app, "3", "util").strip() == "failed"
+        assert "1 cores failed" in text_of(app.query_one("#banner", Static))
+        assert any("No such device" in str(n.message) for n in app._notifications)
+        assert cell(app, "4", "util").strip() != "failed"  # the others go on
+    engine.stop()
+
+
+async def test_a_suspect_sample_shows_a_question_mark_not_numbers() -> None:
+    app, engine, platform, clock = demo_app(intervals=2)
+    async with app.run_test(size=WIDE) as pilot:
+        platform.machine.set_status_bits(5, R.STATUS_CTR_FRZ)
+        await tick(app, pilot, engine, clock)
+        assert cell(app, "5", "ipc").strip() == "?"
+        assert "1 suspect samples" in text_of(app.query_one("#banner", Static))
+        await tick(app, pilot, engine, clock)
+        assert cell(app, "5", "ipc").strip() != "?"
+    engine.stop()
+
+
+async def test_banner_says_simulated() -> None:
+    app, engine, _, _ = demo_app(intervals=1)
+    async with app.run_test(size=(80, 24)):
+        assert "SIMULATED" in text_of(app.query_one("#banner", Static))
+    engine.stop()
