@@ -208,11 +208,11 @@ def run(args: argparse.Namespace) -> int:
     backend = build_backend(args, platform)
     mode = "SIMULATED" if platform.simulated else backend.name
     engine = Engine(backend, platform, platform.clock, cpus, args.interval)
-    if platform.simulated and args.batch:
-        say("SIMULATED PMU: every number shown is synthetic")
     try:
         engine.start()
         if args.batch:  # the live view shows these in its header instead
+            if platform.simulated:
+                say("SIMULATED PMU: every number shown is synthetic")
             for notice in backend.notices:
                 say(notice)
         if args.batch:

@@ -9,7 +9,7 @@ from pmutop.engine.sample import Sample
 
 # The exact formula of each metric, shown in the detail view and the docs.
 FORMULAS: dict[str, str] = {
-    "util": "ref_cycles / tsc",
+    "util": "ref_cycles / tsc (without ref cycles: busy / total from the kernel's per-CPU times)",
     "ghz": "cycles / ref_cycles × TSC Hz / 1e9",
     "ipc": "instructions / cycles",
     "llc_misses_per_s": "llc_misses / interval",
@@ -39,14 +39,18 @@ def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den
 
 
-def compute(counts: dict[str, int], tsc: int | None, tsc_hz: float | None, interval: float) -> CoreMetrics:
+def compute(
+    counts: dict[str, int], tsc: int | None, tsc_hz: float | None, interval: float, util: float | None = None
+) -> CoreMetrics:
+    """`util` is the kernel's busy fraction, used only where there are no reference cycles."""
     ref = counts.get("ref_cycles")
     cycles = counts.get("cycles")
     instructions = counts.get("instructions")
     misses = counts.get("llc_misses")
-    util = _ratio(ref, tsc)
-    if util is not None:
-        util = min(util, 1.0)  # ref cycles and TSC are read a few ns apart
+    if ref is not None:
+        util = _ratio(ref, tsc)
+        if util is not None:
+            util = min(util, 1.0)  # ref cycles and TSC are read a few ns apart
     speed = _ratio(cycles, ref)
     return CoreMetrics(
         util=util,
@@ -60,7 +64,7 @@ def compute(counts: dict[str, int], tsc: int | None, tsc_hz: float | None, inter
 
 
 def for_sample(s: Sample) -> CoreMetrics:
-    return compute(s.counts, s.tsc, s.tsc_hz, s.interval)
+    return compute(s.counts, s.tsc, s.tsc_hz, s.interval, s.util)
 
 
 def combined(samples: Iterable[Sample]) -> CoreMetrics:
@@ -69,11 +73,14 @@ def combined(samples: Iterable[Sample]) -> CoreMetrics:
     tsc = 0
     interval = 0.0
     weighted_hz = 0.0
+    utils: list[float] = []
     n = 0
     for s in samples:
         if s.error or s.suspect:
             continue
         n += 1
+        if s.util is not None:
+            utils.append(s.util)
         for k, v in s.counts.items():
             counts[k] = counts.get(k, 0) + v
         if s.tsc:
@@ -82,4 +89,5 @@ def combined(samples: Iterable[Sample]) -> CoreMetrics:
         interval = max(interval, s.interval)
     if not n:
         return CoreMetrics()
-    return compute(counts, tsc or None, weighted_hz / tsc if tsc else None, interval)
+    util = sum(utils) / len(utils) if utils else None
+    return compute(counts, tsc or None, weighted_hz / tsc if tsc else None, interval, util)

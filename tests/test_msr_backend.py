@@ -253,10 +253,75 @@ def test_fewer_counters_shrink_the_default_events_llc_first(clock: ManualClock) 
     engine.stop()
 
 
-def test_too_many_explicit_events_is_an_error(clock: ManualClock) -> None:
+def test_more_events_than_counters_rotate_groups_across_intervals(clock: ManualClock) -> None:
+    """Two GP counters, three events: groups {llc-misses, branches} and {branch-misses} take turns.
+    A counted event's value is exact; a resting one is its last rate times the interval."""
     events = parse_events(["llc-misses,branches,branch-misses"])
-    _, _, engine = make(clock, SimConfig(cpus=1, gp_counters=2, seed=3), events=events)
-    with pytest.raises(UsageError, match=r"3 programmable events .* only 2 general-purpose counters"):
+    truth_clock = ManualClock(start_ns=clock.now_ns())
+    platform, backend, engine = make(clock, SimConfig(cpus=1, gp_counters=2, seed=3), events=events)
+    _, _, truth = make(truth_clock, SimConfig(cpus=1, gp_counters=4, seed=3), events=events)
+    engine.start()
+    truth.start()
+    assert backend.counters(0).keys == ["instructions", "cycles", "ref_cycles", "llc_misses", "branches",
+                                        "branch_misses"]
+    evtsels = []
+    previous: dict[str, int] = {}
+    for k in range(6):
+        clock.advance(0.5)
+        truth_clock.advance(0.5)
+        (s,) = engine.tick()
+        (t,) = truth.tick()
+        evtsels.append(platform.machine.msr(0).read(R.evtsel(0)))
+        counted = ["llc_misses", "branches"] if k % 2 == 0 else ["branch_misses"]
+        resting = ["branch_misses"] if k % 2 == 0 else ["llc_misses", "branches"]
+        for key in ["instructions", "cycles", *counted]:
+            assert s.counts[key] == t.counts[key], (k, key)
+        for key in resting:
+            if k == 0:
+                assert key not in s.counts  # never counted yet: nothing to show
+            else:
+                assert s.counts[key] == previous[key], (k, key)  # same rate, same interval length
+        assert s.suspect is None
+        if k >= 2:
+            assert s.estimated == {"llc_misses": 0.5, "branches": 0.5, "branch_misses": 0.5}
+        previous = {key: s.counts[key] for key in counted}
+    # The next interval's group is programmed at the end of each read.
+    assert evtsels[:3] == [0x4300C5, 0x43412E, 0x4300C5]
+    assert engine.stop() == []
+    assert regs(platform, 0, [R.evtsel(0), R.evtsel(1)]) == {R.evtsel(0): 0, R.evtsel(1): 0}
+    truth.stop()
+
+
+def test_rotation_can_be_refused(sim: SimPlatform) -> None:
+    from pmutop.pmu.cpuid_decode import decode_perfmon
+    from pmutop.pmu.plan import plan_counters
+
+    pm = decode_perfmon(sim.cpuid_fn(0))
+    events = parse_events(["llc-misses,branches,branch-misses,llc-references,event=0xc4,umask=1"])
+    with pytest.raises(UsageError, match=r"5 programmable events .* do not fit the 4 general-purpose counters"):
+        plan_counters(pm, events, cpu=0, rotate=False)
+    plan = plan_counters(pm, events, cpu=0)
+    assert [len(g) for g in plan.gp_groups] == [4, 1] and plan.rotating
+
+
+def test_counter_restricted_events_are_placed_on_allowed_counters(clock: ManualClock) -> None:
+    from dataclasses import replace
+
+    llc, br, brm = parse_events(["llc-misses,branches,branch-misses"])
+    only_counter_2 = replace(br, counters=0b0100)
+    only_low_two = replace(brm, counters=0b0011)
+    platform, backend, engine = make(clock, SimConfig(cpus=1, seed=3), events=[llc, only_counter_2, only_low_two])
+    engine.start()
+    placements = {p.event.key: p.index for p in backend.counters(0).setup.plan.gp}
+    assert placements["branches"] == 2
+    assert placements["branch_misses"] in (0, 1)
+    assert regs(platform, 0, [R.evtsel(2)])[R.evtsel(2)] == 0x4300C4
+    engine.stop()
+
+
+def test_software_events_need_the_perf_backend(clock: ManualClock) -> None:
+    _, _, engine = make(clock, SimConfig(cpus=1, seed=3), events=parse_events(["context-switches"]))
+    with pytest.raises(UsageError, match="context-switches is a kernel software event: it needs --backend perf"):
         engine.start()
     engine.stop()
 

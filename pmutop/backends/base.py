@@ -3,9 +3,32 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pmutop.errors import UsageError
+from pmutop.hw.platform import Platform
+from pmutop.pmu.cpuid_decode import CpuIdentity, decode_core_type, decode_identity
+from pmutop.pmu.events import EventSpec
 from pmutop.restore import UndoLog
+
+# Intel event names -> encodings, per CPU model and core type (pmutop.pmu.perfmon.Resolver.resolve).
+EventResolver = Callable[[EventSpec, CpuIdentity, "int | None"], EventSpec]
+
+
+def resolve_for_cpu(
+    platform: Platform, cpu: int, events: list[EventSpec] | None, resolver: EventResolver | None
+) -> list[EventSpec] | None:
+    """The events as this CPU counts them: Intel names looked up for its model and (hybrid) core type."""
+    if events is None or all(e.resolved for e in events):
+        return events
+    if resolver is None:
+        name = next(e.name for e in events if not e.resolved)
+        raise UsageError(f"unknown event {name!r}: Intel event names need the perfmon tables")
+    cpuid = platform.cpuid_fn(cpu)
+    identity = decode_identity(cpuid)
+    core_type = decode_core_type(cpuid)
+    return [resolver(e, identity, core_type.code if core_type else None) for e in events]
 
 
 @dataclass
@@ -17,6 +40,8 @@ class Reading:
     counts: dict[str, int]
     overflows: dict[str, int] = field(default_factory=dict)
     suspect: str | None = None
+    estimated: dict[str, float] = field(default_factory=dict)  # key -> fraction of time counted (< 1)
+    util: float | None = None  # busy fraction from the kernel's per-CPU times, where no ref cycles exist
 
 
 class CpuCounters(ABC):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pmutop.backends.base import Backend, CpuCounters, Reading
+from pmutop.backends.base import Backend, CpuCounters, EventResolver, Reading, resolve_for_cpu
 from pmutop.clock import Clock
 from pmutop.cpulist import format_cpu_list
 from pmutop.errors import HardwareError, PmuInUseError, UsageError
@@ -19,7 +19,7 @@ from pmutop.hw.platform import NMI_WATCHDOG, RDPMC_SYSFS, CounterReader, MsrCoun
 from pmutop.pmu import registers as R
 from pmutop.pmu.cpuid_decode import PerfmonInfo, decode_identity, decode_perfmon
 from pmutop.pmu.events import EventSpec
-from pmutop.pmu.plan import CounterPlan, Placement, plan_counters
+from pmutop.pmu.plan import CounterPlan, plan_counters
 from pmutop.pmu.usage import find_foreign_use
 from pmutop.restore import UndoLog
 
@@ -47,7 +47,13 @@ class CpuSetup:
 
 
 class MsrCpuCounters(CpuCounters):
-    """One CPU programmed through its MSR device; used by that CPU's sampler thread."""
+    """One CPU programmed through its MSR device; used by that CPU's sampler thread.
+
+    With more programmable events than counters, the plan's GP groups take turns: one group per
+    interval. An event's value in an interval where its group was not programmed is its rate over the
+    last interval it was counted, times this interval: an estimate, reported with the fraction of the
+    last rotation's time it was counted.
+    """
 
     def __init__(
         self,
@@ -65,30 +71,44 @@ class MsrCpuCounters(CpuCounters):
         self._clock = clock
         self._read_method = read_method
         plan, pm = setup.plan, setup.perfmon
-        self._fixed_ctrl_ours = R.encode_fixed_ctrl([p.index for p in plan.fixed], user=user, kernel=kernel)
-        self._evtsels = {
-            R.evtsel(p.index): R.encode_evtsel(p.event.raw, user=user, kernel=kernel)  # type: ignore[arg-type]
-            for p in plan.gp
-        }
-        self._ours_mask = R.global_ctrl_mask([p.index for p in plan.gp], [p.index for p in plan.fixed])
+        fixed_idx = sorted({p.index for p in plan.fixed})
+        gp_idx = sorted({p.index for g in plan.gp_groups for p in g})
+        self._fixed_ctrl_ours = R.encode_fixed_ctrl(fixed_idx, user=user, kernel=kernel)
+        self._group_evtsels = [
+            {R.evtsel(p.index): R.encode_evtsel(p.event.raw, user=user, kernel=kernel) for p in g}  # type: ignore[arg-type]
+            for g in plan.gp_groups
+        ] or [{}]
+        self._ours_mask = R.global_ctrl_mask(gp_idx, fixed_idx)
         self._status_writable = R.status_reset_writable_mask(
             pm.version, pm.gp_counters, [i for i in range(R.MAX_FIXED_COUNTERS) if pm.fixed_mask >> i & 1]
         )
-        self._widths = [pm.fixed_width if p.kind == "fixed" else pm.gp_width for p in plan.placements]
-        self._bits = [R.fixed_bit(p.index) if p.kind == "fixed" else R.gp_bit(p.index) for p in plan.placements]
-        self._positions = [plan.value_index(p) for p in plan.placements]
+        all_widths = [pm.fixed_width] * bool(plan.fixed) + [pm.gp_width] * bool(gp_idx)
+        self._wrap_ns = min(shortest_wrap_s(w) for w in all_widths) * 1e9 if all_widths else float("inf")
+        self._min_width = min(all_widths, default=64)
+        self._active = 0
+        self._rates: dict[str, float] = {}  # rotating event -> count per ns when last counted
+        self._counted: dict[str, list[bool]] = {}  # rotating event -> counted? in each recent interval
         self.programmed: dict[int, int] = {}  # control register -> the value we wrote
         self.touched = False  # anything written at all: restore needed
         self._reader: CounterReader | None = None
         self._prev: list[int] = []
         self._prev_tsc = 0
         self._prev_at = 0
-        self._wrap_ns = min(shortest_wrap_s(w) for w in self._widths) * 1e9 if self._widths else float("inf")
-        self._pending_ovf = [False] * len(plan.placements)
+        self._select_group(0)
 
     @property
     def keys(self) -> list[str]:
         return self.setup.plan.keys
+
+    def _select_group(self, g: int) -> None:
+        """Which placements the next reads cover (the fixed counters plus GP group g)."""
+        plan, pm = self.setup.plan, self.setup.perfmon
+        self._active = g
+        self._placements = plan.fixed + (plan.gp_groups[g] if plan.gp_groups else ())
+        self._widths = [pm.fixed_width if p.kind == "fixed" else pm.gp_width for p in self._placements]
+        self._bits = [R.fixed_bit(p.index) if p.kind == "fixed" else R.gp_bit(p.index) for p in self._placements]
+        self._positions = [plan.value_index(p) for p in self._placements]
+        self._pending_ovf = [False] * len(self._placements)
 
     def _write(self, address: int, value: int) -> None:
         self.touched = True
@@ -97,24 +117,29 @@ class MsrCpuCounters(CpuCounters):
     def program(self) -> None:
         s, dev = self.setup, self.setup.dev
         plan = s.plan
+        gp_idx = sorted({p.index for g in plan.gp_groups for p in g})
         # Fixed counters we do not use keep their fields (they are free, or --force kept them).
-        our_nibbles = sum(0xF << (4 * p.index) for p in plan.fixed)
+        our_nibbles = sum(0xF << (4 * i) for i in {p.index for p in plan.fixed})
         other_fixed = s.saved[R.IA32_FIXED_CTR_CTRL] & ~our_nibbles
         self._write(R.IA32_PERF_GLOBAL_CTRL, 0)
-        for p in plan.gp:  # EN must be clear before the counter is written (SDM)
-            self._write(R.evtsel(p.index), 0)
-            self._write(R.pmc(p.index), 0)
+        for i in gp_idx:  # EN must be clear before the counter is written (SDM)
+            self._write(R.evtsel(i), 0)
+            self._write(R.pmc(i), 0)
         self._write(R.IA32_FIXED_CTR_CTRL, other_fixed)
-        for p in plan.fixed:
-            self._write(R.fixed_ctr(p.index), 0)
+        for i in sorted({p.index for p in plan.fixed}):
+            self._write(R.fixed_ctr(i), 0)
         status = dev.read(R.IA32_PERF_GLOBAL_STATUS)
         self._clear_status(status | self._ours_mask)
-        for address, value in self._evtsels.items():
+        for address, value in self._group_evtsels[0].items():
             self._write(address, value)
         fixed_ctrl = other_fixed | self._fixed_ctrl_ours
         self._write(R.IA32_FIXED_CTR_CTRL, fixed_ctrl)
         self._write(R.IA32_PERF_GLOBAL_CTRL, self._ours_mask)
-        self.programmed = {**self._evtsels, R.IA32_FIXED_CTR_CTRL: fixed_ctrl, R.IA32_PERF_GLOBAL_CTRL: self._ours_mask}
+        self.programmed = {
+            **self._group_evtsels[0],
+            R.IA32_FIXED_CTR_CTRL: fixed_ctrl,
+            R.IA32_PERF_GLOBAL_CTRL: self._ours_mask,
+        }
 
     def _clear_status(self, bits: int) -> None:
         # 0x390 is write-1-to-clear: write the bits to clear (writing 0 would clear nothing),
@@ -153,11 +178,10 @@ class MsrCpuCounters(CpuCounters):
         suspect: str | None = None
         counts: dict[str, int] = {}
         overflows: dict[str, int] = {}
-        for n, p in enumerate(self.setup.plan.placements):
+        for n, p in enumerate(self._placements):
             new, old = values[self._positions[n]], self._prev[n]
-            width = self._widths[n]
             key = p.event.key
-            counts[key] = (new - old) & ((1 << width) - 1)
+            counts[key] = (new - old) & ((1 << self._widths[n]) - 1)
             flagged = bool(status & self._bits[n])
             if flagged:
                 overflows[key] = 1
@@ -176,12 +200,47 @@ class MsrCpuCounters(CpuCounters):
             suspect = f"PMU reprogrammed by another agent: {', '.join(changes)}"
         elif at - self._prev_at > self._wrap_ns:
             suspect = (
-                f"interval {(at - self._prev_at) / 1e9:.3g} s is longer than the {min(self._widths)}-bit counters' "
+                f"interval {(at - self._prev_at) / 1e9:.3g} s is longer than the {self._min_width}-bit counters' "
                 f"shortest wrap time ({self._wrap_ns / 1e9:.3g} s); use a shorter --interval"
             )
         tsc_delta = (tsc - self._prev_tsc) & U64
+        interval_ns = at - self._prev_at
         self._prev, self._prev_tsc, self._prev_at = [values[i] for i in self._positions], tsc, at
-        return Reading(at_ns=at, tsc=tsc_delta, counts=counts, overflows=overflows, suspect=suspect)
+        estimated: dict[str, float] = {}
+        if self.setup.plan.rotating:
+            estimated = self._rotate(counts, interval_ns)
+        return Reading(
+            at_ns=at, tsc=tsc_delta, counts=counts, overflows=overflows, suspect=suspect, estimated=estimated
+        )
+
+    def _rotate(self, counts: dict[str, int], interval_ns: int) -> dict[str, float]:
+        """Fill in the resting groups' estimates, then program the next group for the next interval."""
+        groups = self.setup.plan.gp_groups
+        active = {p.event.key for p in groups[self._active]}
+        estimated: dict[str, float] = {}
+        for g in groups:
+            for p in g:
+                key = p.event.key
+                seen = self._counted.setdefault(key, [])
+                seen.append(key in active)
+                del seen[: -len(groups)]
+                if key in active:
+                    self._rates[key] = counts[key] / interval_ns if interval_ns > 0 else 0.0
+                elif key in self._rates:
+                    counts[key] = round(self._rates[key] * interval_ns)
+                estimated[key] = sum(seen) / len(groups)
+        nxt = (self._active + 1) % len(groups)
+        for address, value in self._group_evtsels[nxt].items():
+            if self.programmed.get(address) != value:
+                self._write(address, 0)  # EN off before the event changes (SDM)
+                self._write(address, value)
+                self.programmed[address] = value
+        self._select_group(nxt)
+        # New baselines for the counters that now count other events.
+        assert self._reader is not None
+        _, values = self._reader.read()
+        self._prev = [values[i] for i in self._positions]
+        return estimated
 
     def restore(self) -> list[str]:
         """Put back every register saved before programming. Registers another agent has changed
@@ -206,16 +265,17 @@ class MsrCpuCounters(CpuCounters):
             except HardwareError as e:
                 problems.append(str(e))
 
+        gp_idx = sorted({p.index for g in s.plan.gp_groups for p in g})
         put(R.IA32_PERF_GLOBAL_CTRL, 0)
-        for p in s.plan.gp:
-            put(R.evtsel(p.index), 0)
-            if R.evtsel(p.index) not in foreign:
-                self._restore_gp_counter(p, put, problems)
-        for p in s.plan.fixed:
+        for i in gp_idx:
+            put(R.evtsel(i), 0)
+            if R.evtsel(i) not in foreign:
+                self._restore_gp_counter(i, put, problems)
+        for i in sorted({p.index for p in s.plan.fixed}):
             mask = (1 << s.perfmon.fixed_width) - 1
-            put(R.fixed_ctr(p.index), s.saved[R.fixed_ctr(p.index)] & mask)
-        for p in s.plan.gp:
-            put(R.evtsel(p.index), s.saved[R.evtsel(p.index)])
+            put(R.fixed_ctr(i), s.saved[R.fixed_ctr(i)] & mask)
+        for i in gp_idx:
+            put(R.evtsel(i), s.saved[R.evtsel(i)])
         put(R.IA32_FIXED_CTR_CTRL, s.saved[R.IA32_FIXED_CTR_CTRL])
         try:
             self._clear_status(dev.read(R.IA32_PERF_GLOBAL_STATUS) & self._ours_mask)
@@ -224,17 +284,15 @@ class MsrCpuCounters(CpuCounters):
         put(R.IA32_PERF_GLOBAL_CTRL, s.saved[R.IA32_PERF_GLOBAL_CTRL])
         return problems
 
-    def _restore_gp_counter(self, p: Placement, put, problems: list[str]) -> None:
+    def _restore_gp_counter(self, i: int, put, problems: list[str]) -> None:
         s = self.setup
-        value = s.saved[R.pmc(p.index)] & ((1 << s.perfmon.gp_width) - 1)
+        value = s.saved[R.pmc(i)] & ((1 << s.perfmon.gp_width) - 1)
         if s.full_width_writes:
-            put(R.a_pmc(p.index), value)
+            put(R.a_pmc(i), value)
         elif R.sign_extend_legacy_pmc_write(value, s.perfmon.gp_width) == value:
-            put(R.pmc(p.index), value)
+            put(R.pmc(i), value)
         else:  # legacy writes sign-extend bit 31: this value cannot be written back exactly
-            problems.append(
-                f"cpu {self.cpu}: IA32_PMC{p.index} left at 0 (its old value {value:#x} needs full-width writes)"
-            )
+            problems.append(f"cpu {self.cpu}: IA32_PMC{i} left at 0 (its old value {value:#x} needs full-width writes)")
 
 
 class MsrBackend(Backend):
@@ -253,9 +311,11 @@ class MsrBackend(Backend):
         kernel: bool = True,
         force: bool = False,
         keep_nmi_watchdog: bool = False,
+        resolver: EventResolver | None = None,
     ) -> None:
         super().__init__()
         self.platform = platform
+        self.resolver = resolver
         self.clock = clock
         self.events = events
         self.requested_read = read_method
@@ -275,7 +335,9 @@ class MsrBackend(Backend):
             )
         perfmons = {cpu: self._check_cpu(cpu) for cpu in cpus}
         for cpu in cpus:
-            plan = plan_counters(perfmons[cpu], self.events, cpu=cpu)
+            plan = plan_counters(
+                perfmons[cpu], resolve_for_cpu(self.platform, cpu, self.events, self.resolver), cpu=cpu
+            )
             dev = self.platform.open_msr(cpu, writable=True)
             self.setups[cpu] = CpuSetup(cpu, perfmons[cpu], plan, dev, False, {})
         self._note_dropped()
@@ -352,11 +414,11 @@ class MsrBackend(Backend):
             R.IA32_PERF_GLOBAL_CTRL: dev.read(R.IA32_PERF_GLOBAL_CTRL),
             R.IA32_FIXED_CTR_CTRL: regs[R.IA32_FIXED_CTR_CTRL],
         }
-        for p in s.plan.gp:
-            saved[R.evtsel(p.index)] = regs[R.evtsel(p.index)]
-            saved[R.pmc(p.index)] = dev.read(R.pmc(p.index))
-        for p in s.plan.fixed:
-            saved[R.fixed_ctr(p.index)] = dev.read(R.fixed_ctr(p.index))
+        for i in sorted({p.index for g in s.plan.gp_groups for p in g}):
+            saved[R.evtsel(i)] = regs[R.evtsel(i)]
+            saved[R.pmc(i)] = dev.read(R.pmc(i))
+        for i in sorted({p.index for p in s.plan.fixed}):
+            saved[R.fixed_ctr(i)] = dev.read(R.fixed_ctr(i))
         s.saved = saved
         found = find_foreign_use(pm, regs, tolerate_watchdog=tolerate_watchdog)
         if found:

@@ -61,6 +61,8 @@ class Sampler:
             counts=r.counts,
             overflows=r.overflows,
             suspect=suspect,
+            estimated=r.estimated,
+            util=r.util,
         )
         self.ring.push(sample)
         return sample

@@ -17,3 +17,5 @@ class Sample:
     overflows: dict[str, int] = field(default_factory=dict)  # event key -> wraps seen in this interval
     suspect: str | None = None  # why these numbers must not be shown as truth
     error: str | None = None  # the CPU's sampler stopped (offline, read failure)
+    estimated: dict[str, float] = field(default_factory=dict)  # event key -> fraction of time it was counted
+    util: float | None = None  # busy fraction from the kernel's per-CPU times (when there are no ref cycles)

@@ -5,6 +5,7 @@ Architectural names (CPUID.0AH event list) and raw `event=0x..,umask=0x..[,cmask
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -14,37 +15,89 @@ from pmutop.pmu.registers import RawEvent
 
 @dataclass(frozen=True)
 class EventSpec:
-    name: str  # as the user writes it: "llc-misses", "r412e"
-    raw: RawEvent | None  # encoding for a general-purpose counter; None = fixed counter only
+    name: str  # as the user writes it: "llc-misses", "r412e", "MEM_LOAD_RETIRED.L3_MISS"
+    raw: RawEvent | None  # encoding for a general-purpose counter; None = fixed counter only (or not a PMU event)
     fixed_index: int | None = None  # fixed counter that counts exactly this event
     arch_bit: int | None = None  # CPUID.0AH:EBX "unavailable" bit
+    counters: int | None = None  # bitmask of the GP counters it may use (Intel tables' "Counter"); None = any
+    hardware: int | None = None  # perf's generic PERF_TYPE_HARDWARE config (architectural names)
+    software: int | None = None  # PERF_TYPE_SOFTWARE config: a kernel software event (perf backend only)
+    from_tables: bool = False  # an Intel event name: resolved per CPU from the perfmon tables
+    description: str = ""
 
     @property
     def key(self) -> str:
         """Name used in JSON/CSV output and sample dictionaries."""
         return self.name.replace("-", "_").replace(".", "_").lower()
 
+    @property
+    def resolved(self) -> bool:
+        return not self.from_tables or self.raw is not None or self.fixed_index is not None
+
 
 # ref-cycles has no GP encoding here: the architectural 0x013C counts at the bus clock on a GP counter,
 # not at the TSC rate, so it would not mean the same thing.
+# `hardware` values are perf's enum perf_hw_id (include/uapi/linux/perf_event.h).
 ARCH_EVENTS: dict[str, EventSpec] = {
     e.name: e
     for e in (
-        EventSpec("instructions", RawEvent(0xC0, 0x00), fixed_index=0, arch_bit=1),
-        EventSpec("cycles", RawEvent(0x3C, 0x00), fixed_index=1, arch_bit=0),
-        EventSpec("ref-cycles", None, fixed_index=2, arch_bit=2),
-        EventSpec("llc-references", RawEvent(0x2E, 0x4F), arch_bit=3),
-        EventSpec("llc-misses", RawEvent(0x2E, 0x41), arch_bit=4),
-        EventSpec("branches", RawEvent(0xC4, 0x00), arch_bit=5),
-        EventSpec("branch-misses", RawEvent(0xC5, 0x00), arch_bit=6),
+        EventSpec(
+            "instructions",
+            RawEvent(0xC0, 0x00),
+            fixed_index=0,
+            arch_bit=1,
+            hardware=1,
+            description="instructions retired",
+        ),
+        EventSpec(
+            "cycles",
+            RawEvent(0x3C, 0x00),
+            fixed_index=1,
+            arch_bit=0,
+            hardware=0,
+            description="core cycles while not halted",
+        ),
+        EventSpec(
+            "ref-cycles",
+            None,
+            fixed_index=2,
+            arch_bit=2,
+            hardware=9,
+            description="reference (TSC-rate) cycles while not halted",
+        ),
+        EventSpec(
+            "llc-references", RawEvent(0x2E, 0x4F), arch_bit=3, hardware=2, description="last-level cache references"
+        ),
+        EventSpec("llc-misses", RawEvent(0x2E, 0x41), arch_bit=4, hardware=3, description="last-level cache misses"),
+        EventSpec("branches", RawEvent(0xC4, 0x00), arch_bit=5, hardware=4, description="branch instructions retired"),
+        EventSpec(
+            "branch-misses", RawEvent(0xC5, 0x00), arch_bit=6, hardware=5, description="mispredicted branches retired"
+        ),
     )
 }
+# Kernel software events (enum perf_sw_ids): real per-CPU data even where the PMU is hidden (VMs).
+SOFTWARE_EVENTS: dict[str, EventSpec] = {
+    e.name: e
+    for e in (
+        EventSpec("cpu-clock", None, software=0, description="CPU clock, ns (counts idle time on a CPU-wide event)"),
+        EventSpec("task-clock", None, software=1, description="task clock, ns"),
+        EventSpec("page-faults", None, software=2, description="page faults"),
+        EventSpec("context-switches", None, software=3, description="context switches"),
+        EventSpec("cpu-migrations", None, software=4, description="migrations of tasks to this CPU"),
+        EventSpec("minor-faults", None, software=5, description="minor page faults"),
+        EventSpec("major-faults", None, software=6, description="major page faults"),
+    )
+}
+SOFTWARE_ALIASES = {"cs": "context-switches", "migrations": "cpu-migrations", "faults": "page-faults"}
+DEFAULT_SOFTWARE_EVENTS = ("context-switches", "cpu-migrations", "page-faults")
 FIXED_TRIO = ("instructions", "cycles", "ref-cycles")
 # Programmable defaults in priority order: when counters are short, the tail is dropped first.
 DEFAULT_GP_EVENTS = ("llc-references", "llc-misses", "branches", "branch-misses")
 DEFAULT_EVENTS = FIXED_TRIO + DEFAULT_GP_EVENTS
 
 _RAW_FIELDS = {"event": 0xFF, "umask": 0xFF, "cmask": 0xFF}
+# Intel's names: upper-case words joined by '_' with an optional '.' part, e.g. LONGEST_LAT_CACHE.MISS
+_TABLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*")
 _RAW_FLAGS = ("inv", "edge")
 
 
@@ -110,10 +163,17 @@ def parse_events(values: Iterable[str]) -> list[EventSpec]:
             flags[name] = _flag(token, name, value if eq else None)
         else:
             finish_raw()
-            spec = ARCH_EVENTS.get(token.lower())
+            lower = token.lower()
+            spec = ARCH_EVENTS.get(lower) or SOFTWARE_EVENTS.get(SOFTWARE_ALIASES.get(lower, lower))
             if spec is None:
-                known = ", ".join(ARCH_EVENTS)
-                raise UsageError(f"unknown event {token!r} in --events (known: {known}, or event=0x..,umask=0x..)")
+                if not _TABLE_NAME.fullmatch(token):
+                    known = ", ".join([*ARCH_EVENTS, *SOFTWARE_EVENTS])
+                    raise UsageError(
+                        f"unknown event {token!r} in --events (known: {known}, an Intel event name such as "
+                        "MEM_LOAD_RETIRED.L3_MISS, or event=0x..,umask=0x..)"
+                    )
+                # Resolved per CPU by the backend, from the perfmon tables of that CPU's model and core type.
+                spec = EventSpec(token.upper(), None, from_tables=True)
             specs.append(spec)
     finish_raw()
 

@@ -1,4 +1,9 @@
-"""Placing events on counters: the fixed trio on fixed counters, the rest on general-purpose ones."""
+"""Placing events on counters: the fixed trio on fixed counters, the rest on general-purpose ones.
+
+When more programmable events are asked for than there are counters, they are split into groups that
+each fit (respecting per-event counter restrictions from Intel's tables); the msr backend rotates the
+groups across intervals and reports those events as estimates.
+"""
 
 from __future__ import annotations
 
@@ -19,10 +24,19 @@ class Placement:
 @dataclass(frozen=True)
 class CounterPlan:
     fixed: tuple[Placement, ...]
-    gp: tuple[Placement, ...]
+    gp_groups: tuple[tuple[Placement, ...], ...]  # one group: no rotation
     n_fixed_read: int  # fixed counters 0..n-1 are read each tick
     n_gp_read: int  # GP counters 0..n-1 are read each tick
     dropped: tuple[tuple[str, str], ...]  # (event name, reason) for events left out
+
+    @property
+    def gp(self) -> tuple[Placement, ...]:
+        """The GP placements of the first group (all of them when nothing rotates)."""
+        return self.gp_groups[0] if self.gp_groups else ()
+
+    @property
+    def rotating(self) -> bool:
+        return len(self.gp_groups) > 1
 
     def value_index(self, p: Placement) -> int:
         """Position of this placement's value in a reader's output (fixed first, then GP)."""
@@ -34,7 +48,11 @@ class CounterPlan:
 
     @property
     def keys(self) -> list[str]:
-        return [p.event.key for p in self.placements]
+        """Every event counted, in order: fixed, then each group's GP events."""
+        keys = [p.event.key for p in self.fixed]
+        for group in self.gp_groups:
+            keys += [p.event.key for p in group if p.event.key not in keys]
+        return keys
 
 
 def _leading_ones(mask: int) -> int:
@@ -44,12 +62,71 @@ def _leading_ones(mask: int) -> int:
     return n
 
 
-def plan_counters(perfmon: PerfmonInfo, requested: list[EventSpec] | None, *, cpu: int) -> CounterPlan:
+def assign(events: list[EventSpec], n_counters: int) -> list[int] | None:
+    """Counter index for each event honouring its allowed-counter mask, or None if impossible.
+
+    Most-constrained events choose first; a small backtracking search makes it exact (n <= 8).
+    """
+    order = sorted(range(len(events)), key=lambda i: bin(_mask(events[i], n_counters)).count("1"))
+    chosen: dict[int, int] = {}
+    used: set[int] = set()
+
+    def place(k: int) -> bool:
+        if k == len(order):
+            return True
+        i = order[k]
+        mask = _mask(events[i], n_counters)
+        for c in range(n_counters):
+            if mask >> c & 1 and c not in used:
+                used.add(c)
+                chosen[i] = c
+                if place(k + 1):
+                    return True
+                used.discard(c)
+        return False
+
+    return [chosen[i] for i in range(len(events))] if place(0) else None
+
+
+def _mask(e: EventSpec, n: int) -> int:
+    full = (1 << n) - 1
+    return full if e.counters is None else e.counters & full
+
+
+def _groups(events: list[EventSpec], n: int) -> list[list[Placement]]:
+    """Fill groups in order; an event that fits no open group starts a new one."""
+    groups: list[list[EventSpec]] = []
+    for e in events:
+        if not _mask(e, n):
+            raise UsageError(f"{e.name} may only use GP counters {e.counters:#x}, which this CPU does not have")
+        for g in groups:
+            if len(g) < n and assign([*g, e], n) is not None:
+                g.append(e)
+                break
+        else:
+            groups.append([e])
+    placed = []
+    for g in groups:
+        idx = assign(g, n)
+        assert idx is not None
+        placed.append(sorted((Placement(e, "gp", i) for e, i in zip(g, idx, strict=True)), key=lambda p: p.index))
+    return placed
+
+
+def plan_counters(
+    perfmon: PerfmonInfo, requested: list[EventSpec] | None, *, cpu: int, rotate: bool = True
+) -> CounterPlan:
     """Place `requested` events (None = the default set) on this CPU's counters.
 
-    Explicitly requested events that cannot be counted are errors; default events that do not fit
-    are dropped (LLC events are kept before branch events) and listed in `dropped`.
+    Default events that do not fit are dropped (LLC events are kept before branch events) and listed
+    in `dropped`. Explicitly requested events that cannot be counted are errors; when they outnumber
+    the GP counters they are split into rotation groups (or, with rotate=False, refused).
     """
+    for e in requested or []:
+        if e.software is not None:
+            raise UsageError(f"{e.name} is a kernel software event: it needs --backend perf")
+        if not e.resolved:
+            raise UsageError(f"{e.name} must be resolved from Intel's tables first")
     explicit = {e.key for e in requested} if requested is not None else set()
     if requested is None:
         events = [ARCH_EVENTS[n] for n in DEFAULT_EVENTS]
@@ -72,26 +149,38 @@ def plan_counters(perfmon: PerfmonInfo, requested: list[EventSpec] | None, *, cp
         if e.arch_bit is not None and e.name in perfmon.unavailable_events:
             refuse(e, "CPUID.0AH marks this architectural event unavailable")
         elif e.fixed_index is not None and e.fixed_index < fixed_avail:
+            # Two names for one fixed counter (INST_RETIRED.ANY and instructions) read the same counter.
             fixed.append(Placement(e, "fixed", e.fixed_index))
         elif e.raw is not None:
             gp_wanted.append(e)
         else:
             refuse(e, f"it needs fixed counter {e.fixed_index}, which this CPU does not have")
 
-    for e in gp_wanted[gp_avail:]:
-        if e.key in explicit:
-            names = ", ".join(x.name for x in gp_wanted)
+    defaults = [e for e in gp_wanted if e.key not in explicit]
+    wanted = [e for e in gp_wanted if e.key in explicit]
+    if gp_avail == 0 and wanted:
+        raise UsageError(f"cpu {cpu}: no general-purpose counters for {', '.join(e.name for e in wanted)}")
+    if wanted:
+        groups = _groups(wanted, gp_avail)
+        if len(groups) > 1 and not rotate:
+            names = ", ".join(x.name for x in wanted)
             raise UsageError(
-                f"cpu {cpu}: {len(gp_wanted)} programmable events ({names}) but only {gp_avail} "
-                "general-purpose counters"
+                f"cpu {cpu}: {len(wanted)} programmable events ({names}) do not fit the {gp_avail} "
+                "general-purpose counters at once"
             )
-        dropped.append((e.name, f"only {gp_avail} general-purpose counters"))
-    gp = [Placement(e, "gp", i) for i, e in enumerate(gp_wanted[:gp_avail])]
+        for e in defaults:
+            dropped.append((e.name, "the requested events use the general-purpose counters"))
+    else:
+        fitting = defaults[:gp_avail]
+        for e in defaults[gp_avail:]:
+            dropped.append((e.name, f"only {gp_avail} general-purpose counters"))
+        groups = [[Placement(e, "gp", i) for i, e in enumerate(fitting)]] if fitting else []
     fixed.sort(key=lambda p: p.index)
+    n_gp_read = max((p.index + 1 for g in groups for p in g), default=0)
     return CounterPlan(
         fixed=tuple(fixed),
-        gp=tuple(gp),
+        gp_groups=tuple(tuple(g) for g in groups),
         n_fixed_read=(fixed[-1].index + 1) if fixed else 0,
-        n_gp_read=len(gp),
+        n_gp_read=n_gp_read,
         dropped=tuple(dropped),
     )

@@ -11,7 +11,7 @@ from pmutop.engine.engine import Engine
 from pmutop.engine.sample import Sample
 from pmutop.errors import HardwareError
 from pmutop.metrics import for_sample
-from pmutop.sinks.records import METRIC_ORDER, count_columns, record
+from pmutop.sinks.records import METRIC_ORDER, count_columns, rate_columns, record
 
 
 def _fmt(value: float | None, spec: str, scale: float = 1.0) -> str:
@@ -45,6 +45,8 @@ class TablePrinter:
         flags = []
         if s.overflows:
             flags.append("ovf:" + ",".join(s.overflows))
+        if s.estimated:
+            flags.append(f"est:{min(s.estimated.values()):.0%}")
         if s.suspect:
             flags.append("SUSPECT")
         if s.suspect:
@@ -64,13 +66,25 @@ class TablePrinter:
 class CsvPrinter:
     def __init__(self, out: IO[str], keys: list[str], mode: str) -> None:
         self.mode = mode
-        self.columns = ["time", "cpu", "interval", *count_columns(keys), *METRIC_ORDER, "overflows", "suspect", "mode"]
+        self.columns = [
+            "time",
+            "cpu",
+            "interval",
+            *count_columns(keys),
+            *rate_columns(keys),
+            *METRIC_ORDER,
+            "overflows",
+            "estimated",
+            "suspect",
+            "mode",
+        ]
         self.writer = csv.writer(out, lineterminator="\n")
         self.writer.writerow(self.columns)
 
     def write(self, s: Sample) -> None:
         rec = record(s, self.mode)
         rec["overflows"] = ";".join(f"{k}={v}" for k, v in rec["overflows"].items())
+        rec["estimated"] = ";".join(f"{k}={v:.3g}" for k, v in rec["estimated"].items())
         self.writer.writerow(["" if rec.get(c) is None else rec[c] for c in self.columns])
 
 

@@ -27,8 +27,14 @@ def count_columns(keys: list[str]) -> list[str]:
     return [k for k in COUNT_ORDER if k in present] + [k for k in keys if k not in COUNT_ORDER]
 
 
+def rate_columns(keys: list[str]) -> list[str]:
+    """A per-second rate for every counted event."""
+    return [f"{k}_per_s" for k in keys]
+
+
 def record(s: Sample, mode: str) -> dict[str, Any]:
-    """time, cpu, interval, raw deltas (only those counted), derived metrics, overflows, suspect, mode."""
+    """time, cpu, interval, raw deltas and their rates (only those counted), derived metrics, overflows,
+    estimated (event -> fraction of time counted, for multiplexed or rotated events), suspect, mode."""
     rec: dict[str, Any] = {"time": round(s.time, 6), "cpu": s.cpu, "interval": round(s.interval, 6)}
     counts = dict(s.counts)
     if s.tsc is not None:
@@ -36,10 +42,13 @@ def record(s: Sample, mode: str) -> dict[str, Any]:
     for k in count_columns(list(s.counts)):
         if k in counts:
             rec[k] = counts[k]
+    for k in s.counts:
+        rec[f"{k}_per_s"] = None if s.suspect or not s.interval else s.counts[k] / s.interval
     metrics = for_sample(s).as_dict()
     for k in METRIC_ORDER:
         rec[k] = None if s.suspect else metrics[k]
     rec["overflows"] = dict(s.overflows)
+    rec["estimated"] = dict(s.estimated)
     rec["suspect"] = s.suspect
     rec["mode"] = mode
     return rec

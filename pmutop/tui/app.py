@@ -26,7 +26,7 @@ from pmutop.engine.engine import Engine
 from pmutop.runinfo import RunInfo
 from pmutop.sources.tasks import NoTasks, TaskSource, TopTask
 from pmutop.tui import format as F
-from pmutop.tui.columns import BY_KEY, COLUMN_FORMULAS, SORTABLE, layout, render_cell
+from pmutop.tui.columns import BY_KEY, COLUMN_FORMULAS, columns_for, layout, render_cell
 from pmutop.tui.model import CoreState, ViewModel
 from pmutop.tui.plot import HistoryPlot
 
@@ -58,13 +58,13 @@ def machine_text(info: RunInfo) -> Text:
     return t
 
 
-def status_text(info: RunInfo, engine: Engine, sort_key: str, reverse: bool, paused: bool) -> Text:
+def status_text(info: RunInfo, engine: Engine, sort_title: str, reverse: bool, paused: bool) -> Text:
     elapsed = max(0, engine.clock.now_ns() - engine.epoch_ns) / 1e9 if engine.epoch_ns else 0.0
     arrow = "▼" if reverse else "▲"
     t = Text()
     t.append(f"{info.backend}/{info.read_method}", style="bold")
     t.append(f"  ·  interval {F.interval_text(engine.interval)}  ·  {F.duration(elapsed)}")
-    t.append(f"  ·  sort {BY_KEY[sort_key].title} {arrow}")
+    t.append(f"  ·  sort {sort_title} {arrow}")
     if paused:
         t.append("  PAUSED", style="bold black on cyan")
     return t
@@ -243,6 +243,12 @@ class PmutopApp(App[int]):
         self.sort_key = "cpu"
         self.reverse = False
         self.widths: dict[str, int] = {}
+        keys: list[str] = []
+        for cpu in engine.cpus:  # hybrid CPUs may count different sets
+            keys += [k for k in engine.backend.counters(cpu).keys if k not in keys]
+        self.columns = columns_for(keys)
+        self.by_key = {c.key: c for c in self.columns}
+        self.sortable = tuple(c.key for c in self.columns if c.sort_value is not None)
         self._cells: dict[tuple[str, str], str] = {}  # (row, column) -> plain text shown
         self._pending_tasks: dict[int, TopTask] | None = None
         self._stop = threading.Event()
@@ -298,13 +304,13 @@ class PmutopApp(App[int]):
         yield TOTAL_ROW, self.model.total
 
     def _column_label(self, key: str) -> Text:
-        col = BY_KEY[key]
+        col = self.by_key[key]
         title = col.title + (("▼" if self.reverse else "▲") if key == self.sort_key else "")
         return Text(title, justify=col.justify)  # type: ignore[arg-type]
 
     def _build_table(self, width: int) -> None:
         """(Re)create the columns for this width; rows keep their keys. Only on start and resize."""
-        widths = layout(width - SCROLLBAR)
+        widths = layout(width - SCROLLBAR, self.columns)
         if widths == self.widths:
             return
         table = self.query_one(DataTable)
@@ -382,7 +388,7 @@ class PmutopApp(App[int]):
 
     def _refresh_header(self) -> None:
         self.query_one("#status", Static).update(
-            status_text(self.info, self.engine, self.sort_key, self.reverse, self.paused)
+            status_text(self.info, self.engine, self.by_key[self.sort_key].title, self.reverse, self.paused)
         )
         banner = banner_text(self.info, self.model, self.paused)
         widget = self.query_one("#banner", Static)
@@ -409,7 +415,7 @@ class PmutopApp(App[int]):
 
     def _sort(self) -> None:
         """Order rows by the sort column; the total row always stays last."""
-        col = BY_KEY[self.sort_key]
+        col = self.by_key[self.sort_key]
         cores = self.model.cores
         reverse = self.reverse
 
@@ -437,7 +443,7 @@ class PmutopApp(App[int]):
     @on(DataTable.HeaderSelected)
     def _header_clicked(self, event: DataTable.HeaderSelected) -> None:
         key = event.column_key.value or ""
-        if key in SORTABLE:
+        if key in self.sortable:
             self._set_sort(key, not self.reverse if key == self.sort_key else key != "cpu")
 
     @on(DataTable.RowSelected)
@@ -472,8 +478,8 @@ class PmutopApp(App[int]):
         self._refresh_header()
 
     def action_cycle_sort(self) -> None:
-        i = SORTABLE.index(self.sort_key)
-        key = SORTABLE[(i + 1) % len(SORTABLE)]
+        i = self.sortable.index(self.sort_key)
+        key = self.sortable[(i + 1) % len(self.sortable)]
         self._set_sort(key, key != "cpu")  # metrics sort highest first, CPUs in order
 
     def action_reverse_sort(self) -> None:

@@ -22,6 +22,8 @@ class Column:
     priority: int  # 0 is never dropped; higher numbers are dropped first on narrow screens
     sort_value: Callable[[CoreState], float] | None  # None: not sortable
     justify: str = "right"
+    needs: tuple[str, ...] = ()  # event keys the column is computed from (shown only when all are counted)
+    event: str | None = None  # an extra event's rate column
 
 
 def _metric(name: str) -> Callable[[CoreState], float]:
@@ -32,19 +34,58 @@ def _metric(name: str) -> Callable[[CoreState], float]:
     return value
 
 
+def _rate(key: str) -> Callable[[CoreState], float]:
+    def value(core: CoreState) -> float:
+        s = core.latest
+        if s is None or core.metrics is None or key not in s.counts or not s.interval:
+            return float("-inf")
+        return s.counts[key] / s.interval
+
+    return value
+
+
 COLUMNS: tuple[Column, ...] = (
     Column("cpu", "CPU", 6, 6, 0, lambda c: c.cpu, justify="left"),
-    Column("util", "Util%", 6, 6, 1, _metric("util")),
-    Column("ghz", "GHz", 5, 5, 2, _metric("ghz")),
-    Column("ipc", "IPC", 5, 5, 0, _metric("ipc")),
-    Column("ipc_hist", "IPC history", 10, 30, 3, None, justify="left"),
-    Column("llc_per_s", "LLC miss/s", 11, 11, 1, _metric("llc_misses_per_s")),
-    Column("mpki", "MPKI", 6, 6, 2, _metric("llc_mpki")),
-    Column("llc_ratio", "LLC miss%", 10, 10, 5, _metric("llc_miss_ratio")),
-    Column("llc_hist", "LLC miss/s history", 10, 30, 6, None, justify="left"),
-    Column("br_ratio", "Br miss%", 9, 9, 5, _metric("branch_miss_ratio")),
+    Column("util", "Util%", 6, 6, 1, _metric("util"), needs=()),
+    Column("ghz", "GHz", 5, 5, 2, _metric("ghz"), needs=("cycles", "ref_cycles")),
+    Column("ipc", "IPC", 5, 5, 0, _metric("ipc"), needs=("instructions", "cycles")),
+    Column("ipc_hist", "IPC history", 10, 30, 3, None, justify="left", needs=("instructions", "cycles")),
+    Column("llc_per_s", "LLC miss/s", 11, 11, 1, _metric("llc_misses_per_s"), needs=("llc_misses",)),
+    Column("mpki", "MPKI", 6, 6, 2, _metric("llc_mpki"), needs=("llc_misses", "instructions")),
+    Column("llc_ratio", "LLC miss%", 10, 10, 5, _metric("llc_miss_ratio"), needs=("llc_misses", "llc_references")),
+    Column("llc_hist", "LLC miss/s history", 10, 30, 6, None, justify="left", needs=("llc_misses",)),
+    Column("br_ratio", "Br miss%", 9, 9, 5, _metric("branch_miss_ratio"), needs=("branch_misses", "branches")),
     Column("task", "Top task", 12, 28, 4, None, justify="left"),
 )
+STANDARD_EVENTS = frozenset(
+    ("instructions", "cycles", "ref_cycles", "llc_references", "llc_misses", "branches", "branch_misses")
+)
+SHORT_TITLES = {
+    "context_switches": "Ctx sw/s",
+    "cpu_migrations": "Migr/s",
+    "page_faults": "Faults/s",
+    "minor_faults": "MinFlt/s",
+    "major_faults": "MajFlt/s",
+    "cpu_clock": "CPU clk/s",
+    "task_clock": "Task clk/s",
+}
+
+
+def columns_for(keys: list[str]) -> tuple[Column, ...]:
+    """The columns a run can fill: standard ones whose events are counted, plus a rate per other event."""
+    counted = set(keys)
+    standard = [c for c in COLUMNS if set(c.needs) <= counted]
+    extras = []
+    for key in keys:
+        if key in STANDARD_EVENTS:
+            continue
+        title = SHORT_TITLES.get(key, (key[:11] + "/s") if len(key) > 11 else key + "/s")
+        width = max(9, len(title) + 1)
+        extras.append(Column(f"ev:{key}", title, width, width, 3, _rate(key), needs=(key,), event=key))
+    task = standard.pop()  # the task name stays last
+    return (*standard, *extras, task)
+
+
 BY_KEY = {c.key: c for c in COLUMNS}
 # The exact formula behind each derived column, as displayed (percent columns are ratios × 100).
 COLUMN_FORMULAS: dict[str, str] = {
@@ -56,31 +97,51 @@ COLUMN_FORMULAS: dict[str, str] = {
     "llc_ratio": "100 × llc_misses / llc_references",
     "br_ratio": "100 × branch_misses / branches",
 }
-SORTABLE = tuple(c.key for c in COLUMNS if c.sort_value is not None)
 FLEXIBLE = ("ipc_hist", "llc_hist", "task")
+# Which counted events each column depends on: an estimated input makes the cell an estimate ("~").
+ESTIMATE_INPUTS = {c.key: c.needs for c in COLUMNS} | {"util": ("ref_cycles",)}
 
 
-def layout(width: int) -> dict[str, int]:
+def layout(width: int, columns: tuple[Column, ...] = COLUMNS) -> dict[str, int]:
     """Columns that fit in `width` cells (in display order) and the width each gets."""
+    by_key = {c.key: c for c in columns}
     chosen: set[str] = set()
     used = 0
-    for col in sorted(COLUMNS, key=lambda c: c.priority):
+    for col in sorted(columns, key=lambda c: c.priority):
         need = col.min_width + 2 * CELL_PADDING
         if used + need <= width or col.priority == 0:
             chosen.add(col.key)
             used += need
-    widths = {c.key: c.min_width for c in COLUMNS if c.key in chosen}
+    widths = {c.key: c.min_width for c in columns if c.key in chosen}
     spare = max(0, width - used)
     for key in FLEXIBLE:  # leftover space widens the sparklines and the task name
         if key in widths:
-            extra = min(spare, BY_KEY[key].max_width - widths[key])
+            extra = min(spare, by_key[key].max_width - widths[key])
             widths[key] += extra
             spare -= extra
-    return {c.key: widths[c.key] for c in COLUMNS if c.key in widths}
+    return {c.key: widths[c.key] for c in columns if c.key in widths}
+
+
+def _estimate_mark(text: Text, key: str, core: CoreState) -> Text:
+    """Prefix '~' when an input of this cell was multiplexed or rotated (an estimate)."""
+    s = core.latest
+    if s is None or not s.estimated:
+        return text
+    inputs = (key[3:],) if key.startswith("ev:") else ESTIMATE_INPUTS.get(key, ())
+    if not any(k in s.estimated for k in inputs):
+        return text
+    plain = text.plain
+    stripped = plain.lstrip()
+    pad = max(0, len(plain) - len(stripped) - 1)
+    return Text(" " * pad + "~" + stripped, style=text.style)
 
 
 def render_cell(key: str, core: CoreState, model: ViewModel, width: int) -> Text:
     """The text of one cell. A failed core shows its state instead of numbers; a suspect sample '?'."""
+    return _estimate_mark(_render(key, core, model, width), key, core)
+
+
+def _render(key: str, core: CoreState, model: ViewModel, width: int) -> Text:
     m = core.metrics
     if key == "cpu":
         label = "all" if core.cpu < 0 else core.label
@@ -117,4 +178,10 @@ def render_cell(key: str, core: CoreState, model: ViewModel, width: int) -> Text
         return F.styled(F.fixed(m.llc_miss_ratio, ".1f", width, 100), F.miss_ratio_style(m.llc_miss_ratio))
     if key == "br_ratio":
         return F.styled(F.fixed(m.branch_miss_ratio, ".2f", width, 100), F.branch_style(m.branch_miss_ratio))
+    if key.startswith("ev:"):
+        s = core.latest
+        name = key[3:]
+        if s is None or name not in s.counts or not s.interval:
+            return Text(F.MISSING.rjust(width), style="dim")
+        return Text(F.si(s.counts[name] / s.interval, width))
     raise KeyError(key)
