@@ -15,12 +15,13 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from pmutop import __version__
-from pmutop.backends.base import Backend
+from pmutop.backends.base import Backend, EventResolver
 from pmutop.backends.msr import MsrBackend
+from pmutop.backends.perf import PerfBackend
 from pmutop.backends.sim import SimBackend
 from pmutop.cpulist import select_cpus
 from pmutop.engine.engine import Engine
-from pmutop.errors import PmutopError, UsageError
+from pmutop.errors import HardwareError, PmuInUseError, PmutopError, UsageError
 from pmutop.hw.platform import HostPlatform, Platform
 from pmutop.pmu.events import parse_events
 from pmutop.restore import Terminated, exit_on_signals, install_exit_handlers
@@ -29,7 +30,7 @@ from pmutop.sources.tasks import NoTasks, PsutilTasks, SimTasks, TaskSource
 from pmutop.sysroot import Sysroot
 
 PROG = "pmutop"
-COMMANDS = ("info",)
+COMMANDS = ("info", "events")
 
 
 def say(message: str) -> None:
@@ -77,7 +78,8 @@ def run_parser() -> OneLineParser:
     p = OneLineParser(
         prog=PROG,
         description="Live per-core hardware performance counters: IPC, utilisation, GHz, LLC misses.",
-        epilog="Commands: `pmutop info [--sysroot DIR] [--json]` describes the PMU and which backend would run.",
+        epilog="Commands: `pmutop info [--sysroot DIR] [--json]` describes the PMU and which backend would run; "
+        "`pmutop events [--search WORD] [--json] [--download]` lists the events this CPU can count.",
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--cores", metavar="LIST", help="CPUs to monitor: 0-3, 0,2,4-7 or all (default: all online)")
@@ -85,7 +87,10 @@ def run_parser() -> OneLineParser:
         "--interval", type=_positive_float, default=1.0, metavar="SECONDS", help="sampling interval (default 1.0)"
     )
     p.add_argument(
-        "--backend", choices=("auto", "msr", "sim"), default="auto", help="auto (default): msr; sim: the simulated PMU"
+        "--backend",
+        choices=("auto", "msr", "perf", "sim"),
+        default="auto",
+        help="auto (default): msr when root with free counters, else perf (see `pmutop info`); sim: simulated",
     )
     p.add_argument("--demo", action="store_true", help="same as --backend sim: a simulated PMU, labelled SIMULATED")
     p.add_argument("--read", choices=("rdpmc", "msr"), help="how counters are read (default rdpmc on this host)")
@@ -100,6 +105,12 @@ def run_parser() -> OneLineParser:
     ring = p.add_mutually_exclusive_group()
     ring.add_argument("--user-only", action="store_true", help="count user mode only")
     ring.add_argument("--kernel-only", action="store_true", help="count kernel mode only")
+    p.add_argument(
+        "--perfmon-dir",
+        metavar="DIR",
+        help="Intel perfmon tables for event names (default: $PMUTOP_PERFMON_DIR, else the cache that "
+        "`pmutop events --download` fills)",
+    )
     p.add_argument("--force", action="store_true", help="take over counters another agent is using")
     p.add_argument(
         "--keep-nmi-watchdog",
@@ -160,9 +171,59 @@ def build_platform(args: argparse.Namespace) -> Platform:
     return HostPlatform(Sysroot(args.sysroot))
 
 
+def event_resolver(perfmon_dir: str | None) -> EventResolver:
+    """Intel event names, resolved lazily: the tables are read only when such a name is used."""
+    from pmutop.pmu.perfmon import PerfmonTables, Resolver
+
+    resolver = Resolver(PerfmonTables.locate(perfmon_dir))
+    return resolver.resolve
+
+
+def choose_backend(args: argparse.Namespace, platform: Platform) -> tuple[str, bool, str | None]:
+    """(backend, software_only, why hardware events are unavailable) for --backend auto/perf."""
+    if args.backend in ("sim", "msr"):
+        return args.backend, False, None
+    assert isinstance(platform, HostPlatform)
+    if args.backend == "auto" and not platform.sysroot.is_host:
+        return "msr", False, None  # perf counts this host's CPUs only: the msr backend says what is wrong
+    from pmutop.info import gather, verdict
+
+    facts = gather(platform, probe=False)
+    v = verdict(facts)
+    perf = facts.get("perf") or {}
+    if args.backend == "perf":
+        if not perf.get("checked"):
+            raise UsageError("--backend perf counts this host's CPUs; it cannot be combined with --sysroot")
+        if perf.get("hardware_ok"):
+            return "perf", False, None
+        if perf.get("software_ok"):
+            return "perf", True, perf.get("hardware_problem")
+        raise HardwareError(str(perf.get("software_problem")))
+    if v["backend"] is None:
+        fix = next((f for f in v["fixes"]), "")
+        message = "no backend can run here: " + "; ".join(v["reasons"]) + (f" (fix: {fix})" if fix else "")
+        busy = (facts.get("counters_in_use") or {}).get("busy")
+        raise PmuInUseError(message) if busy else HardwareError(message)
+    return v["backend"], v["events"] == "software", perf.get("hardware_problem")
+
+
 def build_backend(args: argparse.Namespace, platform: Platform) -> Backend:
     events = parse_events(args.events) if args.events else None
-    cls = SimBackend if args.backend == "sim" else MsrBackend
+    resolver = event_resolver(args.perfmon_dir) if events and any(not e.resolved for e in events) else None
+    name, software_only, problem = choose_backend(args, platform)
+    if name == "perf":
+        assert isinstance(platform, HostPlatform)
+        return PerfBackend(
+            platform,
+            platform.clock,
+            events,
+            user=not args.kernel_only,
+            kernel=not args.user_only,
+            resolver=resolver,
+            software_only=software_only,
+            hardware_problem=problem,
+        )
+    cls = SimBackend if name == "sim" else MsrBackend
     return cls(
         platform,
         platform.clock,
@@ -172,6 +233,7 @@ def build_backend(args: argparse.Namespace, platform: Platform) -> Backend:
         kernel=not args.user_only,
         force=args.force,
         keep_nmi_watchdog=args.keep_nmi_watchdog,
+        resolver=resolver,
     )
 
 
@@ -231,6 +293,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         with exit_on_signals():
+            if argv and argv[0] == "events":
+                from pmutop.events_cmd import events_main
+
+                print(events_main(argv[1:]))
+                return 0
             if argv and argv[0] == "info":
                 args = info_parser().parse_args(argv[1:])
                 if not os.path.isdir(args.sysroot):

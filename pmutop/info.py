@@ -167,8 +167,26 @@ def gather(platform: HostPlatform, *, probe: bool = True) -> dict[str, Any]:
         facts["counters_in_use"] = _counters_in_use(platform, cpus, perfmons, facts["nmi_watchdog"] == 1)
     else:
         facts["counters_in_use"] = {"checked": False, "detail": "the msr device is not readable"}
+    facts["perf"] = _perf_facts(platform, cpus[0])
     facts["verdict"] = verdict(facts)
     return facts
+
+
+def _perf_facts(platform: HostPlatform, cpu: int) -> dict[str, Any]:
+    """Can perf_event_open count hardware / software events CPU-wide here? (This host's CPUs only.)"""
+    if not platform.sysroot.is_host:
+        return {"checked": False, "detail": "perf counts this host's CPUs only"}
+    from pmutop.backends.perf import probe_hardware_events, probe_software_events
+
+    hw = probe_hardware_events(cpu)
+    sw = probe_software_events(cpu)
+    return {
+        "checked": True,
+        "hardware_ok": hw is None,
+        "hardware_problem": hw,
+        "software_ok": sw is None,
+        "software_problem": sw,
+    }
 
 
 def _probe(
@@ -201,8 +219,8 @@ def _probe(
     return {"ran": True, "ok": ok, "detail": "; ".join(r[2] for r in results)}
 
 
-def verdict(f: dict[str, Any]) -> dict[str, Any]:
-    """Which backend and read method a plain `pmutop` would use, or why none can run and the fix."""
+def _msr_problems(f: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Why the msr backend cannot run (empty when it can), and the fixes."""
     reasons: list[str] = []
     fixes: list[str] = []
     vendor = f.get("vendor")
@@ -232,13 +250,49 @@ def verdict(f: dict[str, Any]) -> dict[str, Any]:
     if busy and not reasons:
         reasons.append(f"counters in use: {busy[0]}")
         fixes.append("stop the other tool, or pass --force to take over")
+    return reasons, fixes
+
+
+def verdict(f: dict[str, Any]) -> dict[str, Any]:
+    """Which backend and read method a plain `pmutop` (--backend auto) uses, or why none can run and the fix.
+
+    msr when root, the msr device is writable, the PMU is present and the counters are free; otherwise
+    perf when hardware events open; otherwise perf with software events (IPC and cache columns
+    unavailable). Nothing falls back to simulated numbers.
+    """
+    reasons, fixes = _msr_problems(f)
     if reasons:
-        return {
-            "backend": None,
-            "read_method": None,
-            "reasons": reasons,
-            "fixes": [*fixes, "`pmutop --demo` runs on the simulated PMU anywhere"],
-        }
+        perf = f.get("perf") or {}
+        demo = "`pmutop --demo` runs on the simulated PMU anywhere"
+        if perf.get("hardware_ok"):
+            return {
+                "backend": "perf",
+                "events": "hardware",
+                "read_method": "read()",
+                "reasons": [f"msr backend unavailable: {reasons[0]}", "perf hardware events open"],
+                "fixes": [],
+            }
+        if perf.get("software_ok"):
+            return {
+                "backend": "perf",
+                "events": "software",
+                "read_method": "read()",
+                "reasons": [
+                    f"msr backend unavailable: {reasons[0]}",
+                    f"hardware events unavailable: {perf.get('hardware_problem')}",
+                    "IPC and cache columns are unavailable: pmutop shows kernel software events "
+                    "(context switches, migrations, page faults) and utilisation from the kernel's CPU times",
+                ],
+                "fixes": [
+                    "for IPC and cache metrics give the VM a virtual PMU (e.g. QEMU/KVM `-cpu host,pmu=on`)"
+                    if f.get("hypervisor")
+                    else "the CPU exposes no hardware events to perf here",
+                    demo,
+                ],
+            }
+        if perf.get("checked"):
+            reasons.append(f"perf: {perf.get('software_problem') or perf.get('hardware_problem')}")
+        return {"backend": None, "events": None, "read_method": None, "reasons": reasons, "fixes": [*fixes, demo]}
 
     notes: list[str] = []
     sysfs = f.get("rdpmc_sysfs") or {}
@@ -259,7 +313,7 @@ def verdict(f: dict[str, Any]) -> dict[str, Any]:
         notes.append(f"rdpmc probe failed ({probe.get('detail', 'not run')}); counters are read through msr files")
     if f.get("nmi_watchdog") == 1:
         notes.append("the NMI watchdog owns a counter: pmutop pauses it for the run and restores it")
-    return {"backend": "msr", "read_method": method, "reasons": notes, "fixes": []}
+    return {"backend": "msr", "events": "hardware", "read_method": method, "reasons": notes, "fixes": []}
 
 
 def _yes(b: object) -> str:
@@ -311,9 +365,21 @@ def render_text(f: dict[str, Any]) -> str:
         lines.append(("Counters", "free" if not use["busy"] else "; ".join(use["busy"])))
     else:
         lines.append(("Counters", f"not checked ({use.get('detail', '')})"))
+    perf = f.get("perf") or {}
+    if perf.get("checked"):
+        hw = "hardware events open" if perf["hardware_ok"] else f"hardware events: {perf['hardware_problem']}"
+        sw = "software events open" if perf["software_ok"] else f"software events: {perf['software_problem']}"
+        lines.append(("perf", f"{hw}; {sw}"))
+    else:
+        lines.append(("perf", f"not checked ({perf.get('detail', '')})"))
     v = f["verdict"]
     if v["backend"]:
-        lines.append(("Verdict", f"pmutop would use the {v['backend']} backend, reading with {v['read_method']}"))
+        lines.append(
+            (
+                "Verdict",
+                f"pmutop would use the {v['backend']} backend ({v['events']} events), reading with {v['read_method']}",
+            )
+        )
     else:
         lines.append(("Verdict", "no backend can run here"))
     for r in v["reasons"]:

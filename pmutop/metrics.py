@@ -47,7 +47,7 @@ def compute(
     cycles = counts.get("cycles")
     instructions = counts.get("instructions")
     misses = counts.get("llc_misses")
-    if ref is not None:
+    if ref is not None and tsc:
         util = _ratio(ref, tsc)
         if util is not None:
             util = min(util, 1.0)  # ref cycles and TSC are read a few ns apart

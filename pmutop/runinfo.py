@@ -23,6 +23,7 @@ class RunInfo:
     cpus: list[int]
     core_types: dict[int, str] = field(default_factory=dict)  # cpu -> "P" / "E" on hybrid parts
     notices: list[str] = field(default_factory=list)
+    hardware_problem: str | None = None  # perf with software events only: why there are no hardware events
 
     @property
     def watchdog_paused(self) -> bool:
@@ -60,4 +61,7 @@ def collect(platform: Platform, backend: Backend, cpus: list[int], hostname: str
         cpus=list(cpus),
         core_types=core_types,
         notices=list(backend.notices),
+        hardware_problem=getattr(backend, "hardware_problem", None)
+        if getattr(backend, "software_only", False)
+        else None,
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 from pmutop.backends.sim import SimBackend
 from pmutop.clock import ManualClock
 from pmutop.engine.engine import Engine
+from pmutop.pmu.events import EventSpec
 from pmutop.runinfo import collect
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
@@ -24,12 +25,19 @@ VIEWS: dict[str, tuple[str, ...]] = {"main": (), "detail": ("down", "enter"), "h
 
 
 def demo_app(
-    *, seed: int = 1, cpus: int = 12, e_cores: int = 4, intervals: int = 60, interval: float = 1.0
+    *,
+    seed: int = 1,
+    cpus: int = 12,
+    e_cores: int = 4,
+    intervals: int = 60,
+    interval: float = 1.0,
+    events: list[EventSpec] | None = None,
+    gp_counters: int = 4,
 ) -> tuple[PmutopApp, Engine, SimPlatform, ManualClock]:
     """A live view over a simulated machine that has already run `intervals` intervals."""
     clock = ManualClock(start_ns=1_000_000_000)
-    platform = SimPlatform(SimConfig(cpus=cpus, e_cores=e_cores, seed=seed), clock)
-    backend = SimBackend(platform, clock)
+    platform = SimPlatform(SimConfig(cpus=cpus, e_cores=e_cores, seed=seed, gp_counters=gp_counters), clock)
+    backend = SimBackend(platform, clock, events)
     engine = Engine(backend, platform, clock, platform.online_cpus(), interval, threaded=False)
     engine.start()
     for _ in range(intervals):

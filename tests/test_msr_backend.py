@@ -262,8 +262,14 @@ def test_more_events_than_counters_rotate_groups_across_intervals(clock: ManualC
     _, _, truth = make(truth_clock, SimConfig(cpus=1, gp_counters=4, seed=3), events=events)
     engine.start()
     truth.start()
-    assert backend.counters(0).keys == ["instructions", "cycles", "ref_cycles", "llc_misses", "branches",
-                                        "branch_misses"]
+    assert backend.counters(0).keys == [
+        "instructions",
+        "cycles",
+        "ref_cycles",
+        "llc_misses",
+        "branches",
+        "branch_misses",
+    ]
     evtsels = []
     previous: dict[str, int] = {}
     for k in range(6):

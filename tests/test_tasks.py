@@ -39,4 +39,3 @@ def test_simulated_tasks_follow_the_workload_phase(sim: SimPlatform) -> None:
             assert cpu not in tasks
         else:
             assert tasks[cpu].name.startswith("sim-") and tasks[cpu].pid == 4000 + cpu
-

@@ -11,10 +11,11 @@ from textual.widgets import DataTable, Static
 from pmutop.errors import HardwareError
 from pmutop.metrics import for_sample
 from pmutop.pmu import registers as R
+from pmutop.pmu.events import parse_events
 from pmutop.screenshots import demo_app
 from pmutop.tui import format as F
 from pmutop.tui.app import DetailScreen, HelpScreen, PmutopApp
-from pmutop.tui.columns import layout
+from pmutop.tui.columns import columns_for, layout
 
 WIDE = (160, 50)
 
@@ -275,3 +276,23 @@ async def test_banner_says_simulated() -> None:
     async with app.run_test(size=(80, 24)):
         assert "SIMULATED" in text_of(app.query_one("#banner", Static))
     engine.stop()
+
+
+async def test_rotated_events_are_marked_as_estimates() -> None:
+    events = parse_events(["llc-references,llc-misses,branches,branch-misses"])
+    app, engine, _, clock = demo_app(intervals=4, events=events, gp_counters=2, cpus=2, e_cores=0)
+    async with app.run_test(size=WIDE) as pilot:
+        await tick(app, pilot, engine, clock)
+        assert cell(app, "0", "llc_per_s").strip().startswith("~")
+        assert cell(app, "0", "br_ratio").strip().startswith("~")
+        assert not cell(app, "0", "ipc").strip().startswith("~")  # fixed counters never rotate
+    engine.stop()
+
+
+def test_columns_follow_the_counted_events() -> None:
+    software = [c.key for c in columns_for(["context_switches", "cpu_migrations", "page_faults"])]
+    assert software == ["cpu", "util", "ev:context_switches", "ev:cpu_migrations", "ev:page_faults", "task"]
+    full = [c.key for c in columns_for(["instructions", "cycles", "ref_cycles", "llc_misses", "r01c4"])]
+    assert full == ["cpu", "util", "ghz", "ipc", "ipc_hist", "llc_per_s", "mpki", "llc_hist", "ev:r01c4", "task"]
+    titles = {c.key: c.title for c in columns_for(["context_switches", "mem_load_retired_l3_miss"])}
+    assert titles["ev:context_switches"] == "Ctx sw/s" and titles["ev:mem_load_retired_l3_miss"] == "mem_load_re/s"

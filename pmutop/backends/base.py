@@ -12,8 +12,9 @@ from pmutop.pmu.cpuid_decode import CpuIdentity, decode_core_type, decode_identi
 from pmutop.pmu.events import EventSpec
 from pmutop.restore import UndoLog
 
-# Intel event names -> encodings, per CPU model and core type (pmutop.pmu.perfmon.Resolver.resolve).
-EventResolver = Callable[[EventSpec, CpuIdentity, "int | None"], EventSpec]
+# Intel event names -> encodings, per CPU model, core type and hybrid native model ID
+# (pmutop.pmu.perfmon.Resolver.resolve).
+EventResolver = Callable[[EventSpec, CpuIdentity, "int | None", "int | None"], EventSpec]
 
 
 def resolve_for_cpu(
@@ -28,7 +29,8 @@ def resolve_for_cpu(
     cpuid = platform.cpuid_fn(cpu)
     identity = decode_identity(cpuid)
     core_type = decode_core_type(cpuid)
-    return [resolver(e, identity, core_type.code if core_type else None) for e in events]
+    code, native = (core_type.code, core_type.native_model_id) if core_type else (None, None)
+    return [resolver(e, identity, code, native) for e in events]
 
 
 @dataclass

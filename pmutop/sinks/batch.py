@@ -5,40 +5,71 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import IO, Any
 
 from pmutop.engine.engine import Engine
 from pmutop.engine.sample import Sample
 from pmutop.errors import HardwareError
-from pmutop.metrics import for_sample
-from pmutop.sinks.records import METRIC_ORDER, count_columns, rate_columns, record
+from pmutop.metrics import CoreMetrics, for_sample
+from pmutop.sinks.records import METRIC_ORDER, count_columns, extra_events, rate_columns, rate_title, record
 
 
-def _fmt(value: float | None, spec: str, scale: float = 1.0) -> str:
-    return "-" if value is None else format(value * scale, spec)
+def _fmt(value: float | None, spec: str, width: int, scale: float = 1.0) -> str:
+    return ("-" if value is None else format(value * scale, spec)).rjust(width)
 
 
-def _si(value: float | None) -> str:
+def _si(value: float | None, width: int) -> str:
     if value is None:
-        return "-"
+        return "-".rjust(width)
     for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(value) >= div:
-            return f"{value / div:.1f}{unit}"
-    return f"{value:.0f}"
+            return f"{value / div:.1f}{unit}".rjust(width)
+    return f"{value:.0f}".rjust(width)
+
+
+@dataclass(frozen=True)
+class TableColumn:
+    title: str
+    width: int
+    needs: tuple[str, ...]
+    cell: Callable[[CoreMetrics, Sample], str]
+
+
+TABLE_COLUMNS = (
+    TableColumn("util%", 6, (), lambda m, s: _fmt(m.util, ".1f", 6, 100)),
+    TableColumn("GHz", 5, ("cycles", "ref_cycles"), lambda m, s: _fmt(m.ghz, ".2f", 5)),
+    TableColumn("IPC", 5, ("instructions", "cycles"), lambda m, s: _fmt(m.ipc, ".2f", 5)),
+    TableColumn("LLCmiss/s", 9, ("llc_misses",), lambda m, s: _si(m.llc_misses_per_s, 9)),
+    TableColumn("MPKI", 6, ("llc_misses", "instructions"), lambda m, s: _fmt(m.llc_mpki, ".2f", 6)),
+    TableColumn("LLCmiss%", 8, ("llc_misses", "llc_references"), lambda m, s: _fmt(m.llc_miss_ratio, ".1f", 8, 100)),
+    TableColumn("brmiss%", 7, ("branch_misses", "branches"), lambda m, s: _fmt(m.branch_miss_ratio, ".2f", 7, 100)),
+)
+
+
+def _rate_column(key: str) -> TableColumn:
+    title = rate_title(key)
+    width = max(9, len(title))
+
+    def cell(m: CoreMetrics, s: Sample) -> str:
+        value = s.counts.get(key)
+        return _si(None if value is None or not s.interval else value / s.interval, width)
+
+    return TableColumn(title, width, (key,), cell)
 
 
 class TablePrinter:
-    HEADER = (
-        f"{'time':>8} {'cpu':>4} {'util%':>6} {'GHz':>5} {'IPC':>5} {'LLCmiss/s':>9} {'MPKI':>6} "
-        f"{'LLCmiss%':>8} {'brmiss%':>7}  flags"
-    )
+    """Human-readable rows; the columns are those the counted events can fill."""
 
     def __init__(self, out: IO[str], keys: list[str], mode: str) -> None:
         self.out = out
-        self.mode = mode
         self.simulated = mode == "SIMULATED"
-        header = self.HEADER + ("  SIMULATED" if self.simulated else "")
-        print(header, file=out)
+        counted = set(keys)
+        self.columns = [c for c in TABLE_COLUMNS if set(c.needs) <= counted]
+        self.columns += [_rate_column(k) for k in extra_events(keys)]
+        header = f"{'time':>8} {'cpu':>4} " + " ".join(f"{c.title:>{c.width}}" for c in self.columns) + "  flags"
+        print(header + ("  SIMULATED" if self.simulated else ""), file=out)
 
     def write(self, s: Sample) -> None:
         m = for_sample(s)
@@ -49,18 +80,11 @@ class TablePrinter:
             flags.append(f"est:{min(s.estimated.values()):.0%}")
         if s.suspect:
             flags.append("SUSPECT")
-        if s.suspect:
-            cells = " ".join(f"{'?':>{w}}" for w in (6, 5, 5, 9, 6, 8, 7))
+            cells = " ".join("?".rjust(c.width) for c in self.columns)
         else:
-            cells = (
-                f"{_fmt(m.util, '6.1f', 100)} {_fmt(m.ghz, '5.2f')} {_fmt(m.ipc, '5.2f')} "
-                f"{_si(m.llc_misses_per_s):>9} {_fmt(m.llc_mpki, '6.2f')} {_fmt(m.llc_miss_ratio, '8.1f', 100)} "
-                f"{_fmt(m.branch_miss_ratio, '7.2f', 100)}"
-            )
+            cells = " ".join(c.cell(m, s) for c in self.columns)
         line = f"{s.time:8.2f} {s.cpu:>4} {cells}  {' '.join(flags) or '-'}"
-        if self.simulated:
-            line += "  SIMULATED"
-        print(line, file=self.out)
+        print(line + ("  SIMULATED" if self.simulated else ""), file=self.out)
 
 
 class CsvPrinter:

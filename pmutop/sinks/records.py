@@ -19,6 +19,26 @@ COUNT_ORDER = (
     "branch_misses",
 )
 METRIC_ORDER = tuple(CoreMetrics.__dataclass_fields__)
+STANDARD_EVENTS = frozenset(COUNT_ORDER) - {"tsc"}  # the events the derived metrics are made of
+SHORT_TITLES = {
+    "context_switches": "Ctx sw/s",
+    "cpu_migrations": "Migr/s",
+    "page_faults": "Faults/s",
+    "minor_faults": "MinFlt/s",
+    "major_faults": "MajFlt/s",
+    "cpu_clock": "CPU clk/s",
+    "task_clock": "Task clk/s",
+}
+
+
+def rate_title(key: str) -> str:
+    """A short column title for an event's per-second rate."""
+    return SHORT_TITLES.get(key, (key[:11] if len(key) > 11 else key) + "/s")
+
+
+def extra_events(keys: list[str]) -> list[str]:
+    """Counted events that are not inputs of the standard metrics (shown as their own rates)."""
+    return [k for k in keys if k not in STANDARD_EVENTS]
 
 
 def count_columns(keys: list[str]) -> list[str]:

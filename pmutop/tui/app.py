@@ -81,6 +81,8 @@ def banner_text(info: RunInfo, model: ViewModel, paused: bool) -> Text:
         badge("SIMULATED PMU: synthetic numbers", "bold black on yellow")
     if paused:
         badge("PAUSED", "bold black on cyan")
+    if info.hardware_problem:
+        badge("no hardware events: IPC and cache columns unavailable (pmutop info says why)", "bold white on red")
     if info.hypervisor:
         badge("VM: counters are virtualised", "black on magenta")
     if info.watchdog_paused:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
+from pmutop.sinks.records import extra_events, rate_title
 from pmutop.tui import format as F
 from pmutop.tui.model import CoreState, ViewModel
 
@@ -57,18 +58,6 @@ COLUMNS: tuple[Column, ...] = (
     Column("br_ratio", "Br miss%", 9, 9, 5, _metric("branch_miss_ratio"), needs=("branch_misses", "branches")),
     Column("task", "Top task", 12, 28, 4, None, justify="left"),
 )
-STANDARD_EVENTS = frozenset(
-    ("instructions", "cycles", "ref_cycles", "llc_references", "llc_misses", "branches", "branch_misses")
-)
-SHORT_TITLES = {
-    "context_switches": "Ctx sw/s",
-    "cpu_migrations": "Migr/s",
-    "page_faults": "Faults/s",
-    "minor_faults": "MinFlt/s",
-    "major_faults": "MajFlt/s",
-    "cpu_clock": "CPU clk/s",
-    "task_clock": "Task clk/s",
-}
 
 
 def columns_for(keys: list[str]) -> tuple[Column, ...]:
@@ -76,10 +65,8 @@ def columns_for(keys: list[str]) -> tuple[Column, ...]:
     counted = set(keys)
     standard = [c for c in COLUMNS if set(c.needs) <= counted]
     extras = []
-    for key in keys:
-        if key in STANDARD_EVENTS:
-            continue
-        title = SHORT_TITLES.get(key, (key[:11] + "/s") if len(key) > 11 else key + "/s")
+    for key in extra_events(keys):
+        title = rate_title(key)
         width = max(9, len(title) + 1)
         extras.append(Column(f"ev:{key}", title, width, width, 3, _rate(key), needs=(key,), event=key))
     task = standard.pop()  # the task name stays last

@@ -39,6 +39,30 @@ class CoreState:
         return f"{self.cpu}{' ' + self.core_type if self.core_type else ''}"
 
 
+def summed(samples: list[Sample]) -> Sample | None:
+    """The cores' latest samples added up: the total row's raw counts and event rates."""
+    if not samples:
+        return None
+    counts: dict[str, int] = {}
+    estimated: dict[str, float] = {}
+    for s in samples:
+        for k, v in s.counts.items():
+            counts[k] = counts.get(k, 0) + v
+        for k, f in s.estimated.items():
+            estimated[k] = min(f, estimated.get(k, 1.0))
+    last = samples[-1]
+    return Sample(
+        cpu=-1,
+        seq=last.seq,
+        time=last.time,
+        interval=max(s.interval for s in samples),
+        tsc=sum(s.tsc or 0 for s in samples) or None,
+        tsc_hz=last.tsc_hz,
+        counts=counts,
+        estimated=estimated,
+    )
+
+
 class ViewModel:
     def __init__(self, cpus: list[int], core_types: dict[int, str] | None = None) -> None:
         core_types = core_types or {}
@@ -68,7 +92,7 @@ class ViewModel:
                 self.total.history[k].append(getattr(m, k))
         live = [c.latest for c in self.cores.values() if c.latest is not None and c.error is None]
         self.total.metrics = combined(live)
-        self.total.latest = live[-1] if live else None
+        self.total.latest = summed(live)
         self.total.overflow_totals = {}
         for core in self.cores.values():
             for k, v in core.overflow_totals.items():

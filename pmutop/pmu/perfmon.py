@@ -1,0 +1,601 @@
+"""Intel event names from Intel's perfmon tables (github.com/intel/perfmon, BSD-3-Clause).
+
+A perfmon directory holds `mapfile.csv` (which event files describe which CPU) and per-model JSON event
+lists. pmutop reads only the core event files (EventType `core` / `hybridcore`) and only the fields a
+PERFEVTSEL can express: event select, umask, cmask, inv, edge. Events that need anything more (an
+offcore-response or load-latency MSR, extended umask bits, AnyThread, fixed counters pmutop does not
+drive) are listed but refused with a one-line reason.
+
+Formats seen in the real tables (all handled below):
+- EventCode "0x2E", "0XB7" (capital X), "0xB7, 0xBB" / "0x2A,0x2B" (two codes: the offcore pair).
+- UMask "0x1" / "0x01" / "0x01,0x02" (one umask per code of the pair); UMaskExt "0x00" (newer parts).
+- Counter "0,1,2,3" or "Fixed counter N"; older tables add CounterHTOff (the counters with HT off).
+  Nehalem/Westmere/Bonnell/Silvermont number fixed counters from 1 ("Fixed counter 1" = IA32_FIXED_CTR0).
+- MSRIndex "0" / "0x00" for none, else "0x1a6,0x1a7", "0x1A6", "0x3F6", "0x3F7"; MSRValue likewise.
+- CounterMask/Invert/EdgeDetect/AnyThread/Deprecated/Offcore are decimal strings.
+- Files are either a bare JSON array of events or {"Header": {...}, "Events": [...]}.
+"""
+
+from __future__ import annotations
+
+import csv
+import http.client
+import io
+import json
+import os
+import re
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pmutop.errors import PmutopError, UsageError
+from pmutop.pmu.cpuid_decode import CORE_TYPE_ATOM, CORE_TYPE_CORE, CpuIdentity
+from pmutop.pmu.events import EventSpec
+from pmutop.pmu.registers import MAX_FIXED_COUNTERS, RawEvent
+
+PERFMON_URL = "https://raw.githubusercontent.com/intel/perfmon/main"
+PERFMON_ENV = "PMUTOP_PERFMON_DIR"
+MAPFILE = "mapfile.csv"
+LICENSE = "LICENSE"
+DOWNLOAD_TIMEOUT = 30.0  # seconds per file
+_MAX_DOWNLOAD = 64 << 20  # the largest core table is a few MB; refuse anything absurd
+
+_CORE_EVENT_TYPES = ("core", "hybridcore")
+_INTEL = "GenuineIntel"
+_CORE_TYPE_NAMES = {CORE_TYPE_ATOM: "Atom (0x20)", CORE_TYPE_CORE: "Core (0x40)"}
+_MSR_NAMES = {
+    0x1A6: "MSR_OFFCORE_RSP_0",
+    0x1A7: "MSR_OFFCORE_RSP_1",
+    0x3F6: "MSR_PEBS_LD_LAT_THRESHOLD",
+    0x3F7: "MSR_PEBS_FRONTEND",
+}
+_FIXED_LABEL = re.compile(r"fixed\s*counter\s*(\d+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class IntelEvent:
+    name: str  # as in the table, e.g. "MEM_LOAD_RETIRED.L3_MISS"
+    event_code: int  # the first code when the table gives two
+    umask: int  # the first umask when the table gives one per code
+    cmask: int = 0
+    inv: bool = False
+    edge: bool = False
+    counters: int | None = None  # GP counters it may use; None = any the core has
+    fixed_counter: int | None = None  # 0-based IA32_FIXED_CTRn; such events count on that fixed counter only
+    needs_msr: bool = False  # offcore response, load latency, frontend...: an extra MSR must be programmed
+    msr_index: tuple[int, ...] = ()
+    msr_value: int = 0
+    paired_code: int | None = None  # the second code of "0xB7, 0xBB" (offcore pair)
+    any_thread: bool = False
+    umask_ext: int = 0
+    equal: bool = False
+    deprecated: bool = False
+    description: str = ""
+    counter_text: str = ""  # the table's Counter field, for display
+
+    @property
+    def problem(self) -> str | None:
+        """Why pmutop cannot count this event as the table defines it, or None."""
+        if self.needs_msr:
+            return f"needs an extra MSR ({self._msr_text()}) that pmutop cannot program"
+        if self.fixed_counter is not None and self.fixed_counter >= MAX_FIXED_COUNTERS:
+            return (
+                f"counts only on fixed counter {self.fixed_counter}, "
+                f"and pmutop drives fixed counters 0-{MAX_FIXED_COUNTERS - 1}"
+            )
+        if self.umask_ext:
+            return f"needs extended umask bits (UMaskExt {self.umask_ext:#04x}) that pmutop cannot program"
+        if self.any_thread:
+            return "needs the AnyThread bit, which pmutop never sets"
+        if self.equal:
+            return "needs the EQ bit, which pmutop cannot program"
+        for what, value in (("event code", self.event_code), ("umask", self.umask), ("counter mask", self.cmask)):
+            if not 0 <= value <= 0xFF:
+                return f"has {what} {value:#x}, which does not fit the 8-bit PERFEVTSEL field"
+        return None
+
+    def _msr_text(self) -> str:
+        if not self.msr_index:  # the generic OFFCORE_RESPONSE of older tables: code pair, no MSR listed
+            return "offcore response MSR_OFFCORE_RSP_0/1, 0x1a6/0x1a7"
+        names = "/".join(_MSR_NAMES.get(i, "MSR") for i in self.msr_index)
+        addresses = "/".join(f"{i:#x}" for i in self.msr_index)
+        return f"{names} {addresses} = {self.msr_value:#x}"
+
+    @property
+    def encoding(self) -> str:
+        """Short text form: `fixed 0` or `event=0x2e,umask=0x41[,cmask=1,inv,edge]`."""
+        if self.fixed_counter is not None:
+            return f"fixed {self.fixed_counter}"
+        parts = [f"event={self.event_code:#04x}", f"umask={self.umask:#04x}"]
+        if self.cmask:
+            parts.append(f"cmask={self.cmask}")
+        if self.inv:
+            parts.append("inv")
+        if self.edge:
+            parts.append("edge")
+        return ",".join(parts)
+
+
+def cache_dir() -> Path:
+    """Where `pmutop events --download` keeps the tables: $XDG_CACHE_HOME/pmutop/perfmon."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"  # XDG: relative values are invalid
+    return base / "pmutop" / "perfmon"
+
+
+def cpuid_string(identity: CpuIdentity) -> str:
+    """perf's x86 CPUID string: vendor-family(decimal)-model(hex)-stepping(hex), e.g. GenuineIntel-6-55-4."""
+    return f"{identity.vendor}-{identity.family}-{identity.model:X}-{identity.stepping:X}"
+
+
+def _key_matches(key: str, identity: CpuIdentity) -> bool:
+    """Match a mapfile key the way perf does (tools/perf/arch/x86/util/header.c, strcmp_cpuid_str).
+
+    The key is a regular expression that must match the whole string. A key with a stepping part
+    (three '-') is matched against vendor-family-model-stepping, any other key against the string
+    without the stepping. perf prints the model without padding (family 18 model 1 is "18-1");
+    a two-digit form is tried too, in case a table spells small models "01".
+    """
+    try:
+        pattern = re.compile(key, re.IGNORECASE)
+    except re.error:
+        return False
+    with_stepping = key.count("-") >= 3
+    for model in dict.fromkeys((f"{identity.model:X}", f"{identity.model:02X}")):
+        text = f"{identity.vendor}-{identity.family}-{model}"
+        if with_stepping:
+            text += f"-{identity.stepping:X}"
+        if pattern.fullmatch(text):
+            return True
+    return False
+
+
+def _int(value: Any, default: int = 0) -> int:
+    """Table numbers: hex "0x2E"/"0XB7" or decimal "16"; lists give their first element."""
+    if value is None:
+        return default
+    text = str(value).split(",")[0].strip()
+    if not text:
+        return default
+    return int(text, 0) if text[:2].lower() == "0x" else int(text, 10)
+
+
+def _ints(value: Any) -> tuple[int, ...]:
+    if value is None:
+        return ()
+    return tuple(_int(part) for part in str(value).split(",") if part.strip())
+
+
+def _flag(value: Any) -> bool:
+    return _int(value) != 0
+
+
+def _gp_set(text: str) -> set[int]:
+    if not text or _FIXED_LABEL.search(text):
+        return set()
+    return {_int(part) for part in text.split(",") if part.strip()}
+
+
+def _mask(counters: set[int]) -> int:
+    mask = 0
+    for c in counters:
+        mask |= 1 << c
+    return mask
+
+
+def _parse_file(raw: list[dict[str, Any]]) -> dict[str, IntelEvent]:
+    # The GP counters the file's core has: an event allowed on all of them is unrestricted (None).
+    # CounterHTOff (older tables) lists the counters with Hyper-Threading off; it is always a superset of
+    # Counter, and the planner intersects with the counters CPUID reports, so the union is right either way.
+    full: set[int] = set()
+    for e in raw:
+        full |= _gp_set(str(e.get("Counter", ""))) | _gp_set(str(e.get("CounterHTOff", "")))
+    # Nehalem/Westmere/Bonnell/Silvermont tables count fixed counters from 1; a file that never says
+    # "Fixed counter 0" uses that numbering.
+    labels = [_FIXED_LABEL.search(str(e.get("Counter", ""))) for e in raw]
+    one_based = not any(m and int(m.group(1)) == 0 for m in labels)
+
+    events: dict[str, IntelEvent] = {}
+    for e, label in zip(raw, labels, strict=True):
+        try:
+            ev = _parse_event(e, label, one_based, full)
+        except (ValueError, TypeError, KeyError):
+            continue  # one odd row in a future table should not make the rest unusable
+        events.setdefault(ev.name.upper(), ev)  # a repeated name: the first definition wins
+    return events
+
+
+def _parse_event(e: dict[str, Any], label: re.Match[str] | None, one_based: bool, full: set[int]) -> IntelEvent:
+    name = str(e["EventName"]).strip()
+    if not name:
+        raise ValueError("no name")
+    codes = _ints(e.get("EventCode"))
+    if not codes:
+        raise ValueError("no event code")
+    umask = _int(e.get("UMask"))
+    counter_text = str(e.get("Counter", "")).strip()
+    fixed: int | None = None
+    if label is not None and codes[0] == 0 and umask > 0:
+        # perf's pseudo-encoding event=0x00,umask=N means fixed counter N-1; it is right even where
+        # the label is not (Jaketown's THREAD_ANY says "Fixed counter 2" with umask 0x02).
+        fixed = umask - 1
+    elif label is not None:
+        fixed = int(label.group(1)) - (1 if one_based else 0)
+    gp = _gp_set(counter_text) | _gp_set(str(e.get("CounterHTOff", "")))
+    msr_index = tuple(i for i in _ints(e.get("MSRIndex")) if i != 0)
+    msr_value = _int(e.get("MSRValue"))
+    paired = codes[1] if len(codes) > 1 else None
+    # Old tables list the generic OFFCORE_RESPONSE with MSRIndex 0 and Offcore 0: the code pair gives it away.
+    needs_msr = bool(msr_index) or msr_value != 0 or _flag(e.get("Offcore")) or paired is not None
+    return IntelEvent(
+        name=name,
+        event_code=codes[0],
+        umask=umask,
+        cmask=_int(e.get("CounterMask")),
+        inv=_flag(e.get("Invert")),
+        edge=_flag(e.get("EdgeDetect")),
+        counters=None if fixed is not None or not gp or gp == full else _mask(gp),
+        fixed_counter=fixed,
+        needs_msr=needs_msr,
+        msr_index=msr_index,
+        msr_value=msr_value,
+        paired_code=paired,
+        any_thread=_flag(e.get("AnyThread")),
+        umask_ext=_int(e.get("UMaskExt")),
+        equal=_flag(e.get("Equal")),
+        deprecated=_flag(e.get("Deprecated")),
+        description=" ".join(str(e.get("BriefDescription") or "").split()),
+        counter_text=counter_text,
+    )
+
+
+_LOADED: dict[Path, tuple[tuple[int, int], dict[str, IntelEvent]]] = {}
+
+
+def _event_list(data: Any) -> list[dict[str, Any]] | None:
+    if isinstance(data, dict):
+        data = data.get("Events")
+    if isinstance(data, list) and all(isinstance(e, dict) for e in data):
+        return data
+    return None
+
+
+def load_events(path: Path) -> dict[str, IntelEvent]:
+    """Events of one perfmon JSON file (bare array or {"Header", "Events"}), by upper-case name.
+
+    Parsed once per file version (cached on path, mtime and size).
+    """
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise PmutopError(
+            f"cannot read Intel event table {path}: {e.strerror} (fetch it with `pmutop events --download`)"
+        ) from None
+    stamp = (st.st_mtime_ns, st.st_size)
+    cached = _LOADED.get(path)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    try:
+        data = json.loads(path.read_bytes())
+    except OSError as e:
+        raise PmutopError(f"cannot read Intel event table {path}: {e.strerror}") from None
+    except ValueError as e:
+        raise PmutopError(f"{path} is not a perfmon event table: {e}") from None
+    raw = _event_list(data)
+    if raw is None:
+        raise PmutopError(f"{path} is not a perfmon event table (no event list)")
+    events = _parse_file(raw)
+    _LOADED[path] = (stamp, events)
+    return events
+
+
+@dataclass(frozen=True)
+class MapRow:
+    key: str
+    filename: str  # as in the mapfile: "/SKX/events/skylakex_core.json"
+    event_type: str
+    core_type: int | None
+    native_model_id: int | None
+    role: str
+
+
+def _safe_relative(filename: str) -> PurePosixPath:
+    """A mapfile path as a relative path that cannot leave the root (the mapfile may come from the network)."""
+    rel = PurePosixPath(filename.strip().lstrip("/"))
+    if not rel.parts or any(p in ("..", ".") for p in rel.parts) or "\\" in filename:
+        raise ValueError(f"unsafe path {filename!r}")
+    return rel
+
+
+def parse_mapfile(text: str) -> list[MapRow]:
+    rows: list[MapRow] = []
+    for rec in csv.DictReader(io.StringIO(text)):
+        key = (rec.get("Family-model") or "").strip()
+        filename = (rec.get("Filename") or "").strip()
+        if not key or not filename:
+            continue
+        try:
+            _safe_relative(filename)
+            core_type = _int(rec.get("Core Type"), -1)
+            native = _int(rec.get("Native Model ID"), -1)
+        except ValueError:
+            continue
+        rows.append(
+            MapRow(
+                key=key,
+                filename=filename,
+                event_type=(rec.get("EventType") or "").strip().lower(),
+                core_type=None if core_type < 0 else core_type,
+                native_model_id=None if native < 0 else native,
+                role=(rec.get("Core Role Name") or "").strip(),
+            )
+        )
+    return rows
+
+
+def core_rows(rows: Iterable[MapRow], identity: CpuIdentity) -> list[MapRow]:
+    """Every core/hybridcore row of the mapfile that describes this CPU model."""
+    return [r for r in rows if r.event_type in _CORE_EVENT_TYPES and _key_matches(r.key, identity)]
+
+
+def choose_rows(
+    rows: list[MapRow], core_type: int | None, native_model_id: int | None = None
+) -> tuple[list[MapRow], list[str]]:
+    """The rows for one core type out of `core_rows`, and notes on any guess made."""
+    notes: list[str] = []
+    chosen = [r for r in rows if r.event_type == "core"]
+    hybrid = [r for r in rows if r.event_type == "hybridcore"]
+    if not hybrid:
+        return chosen, notes
+    want = core_type
+    if want is None:
+        want = CORE_TYPE_CORE
+        notes.append("hybrid CPU model but no core type from CPUID 0x1A: using the Core (0x40) event table")
+    matching = [r for r in hybrid if r.core_type == want]
+    if len(matching) > 1 and native_model_id is not None:
+        # Arrow Lake lists two Atom tables told apart by the native model ID (CPUID 0x1A EAX[23:0]).
+        exact = [r for r in matching if r.native_model_id == native_model_id]
+        matching = exact or matching
+    if len(matching) > 1:
+        notes.append(
+            f"several {_CORE_TYPE_NAMES.get(want, hex(want))} event tables for this model: using "
+            f"{PurePosixPath(matching[0].filename).name} ({matching[0].role})"
+        )
+        matching = matching[:1]
+    return chosen + matching, notes
+
+
+class PerfmonTables:
+    """A perfmon directory: mapfile.csv plus the JSON event files it names."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.notes: list[str] = []
+        self._rows: list[MapRow] | None = None
+        self._merged: dict[tuple[str, int, int, int, int | None, int | None], dict[str, IntelEvent]] = {}
+
+    def __repr__(self) -> str:
+        return f"PerfmonTables({str(self.root)!r})"
+
+    @classmethod
+    def locate(cls, explicit: str | None) -> PerfmonTables | None:
+        """--perfmon-dir, then $PMUTOP_PERFMON_DIR, then the download cache; None when none has a mapfile.
+
+        A directory the user named but that holds no mapfile.csv is an error, not a silent fallback.
+        """
+        for value, what in ((explicit, "--perfmon-dir"), (os.environ.get(PERFMON_ENV), PERFMON_ENV)):
+            if value:
+                root = Path(value).expanduser()
+                if not (root / MAPFILE).is_file():
+                    raise UsageError(f"{what} {value}: no {MAPFILE} there (not a copy of Intel's perfmon tables)")
+                return cls(root)
+        root = cache_dir()
+        return cls(root) if (root / MAPFILE).is_file() else None
+
+    def rows(self) -> list[MapRow]:
+        if self._rows is None:
+            path = self.root / MAPFILE
+            try:
+                self._rows = parse_mapfile(path.read_text(encoding="utf-8", errors="replace"))
+            except OSError as e:
+                raise PmutopError(f"cannot read {path}: {e.strerror}") from None
+        return self._rows
+
+    def _note(self, notes: Iterable[str]) -> None:
+        for n in notes:
+            if n not in self.notes:
+                self.notes.append(n)
+
+    def path_of(self, row: MapRow) -> Path:
+        return self.root.joinpath(*_safe_relative(row.filename).parts)
+
+    def files_for(self, identity: CpuIdentity, core_type: int | None, native_model_id: int | None = None) -> list[Path]:
+        """The core event files that describe this CPU (one per table; a hybrid CPU gets its core type's)."""
+        if identity.vendor != _INTEL:
+            return []
+        chosen, notes = choose_rows(core_rows(self.rows(), identity), core_type, native_model_id)
+        self._note(notes)
+        return list(dict.fromkeys(self.path_of(r) for r in chosen))
+
+    def load_events(self, path: Path) -> dict[str, IntelEvent]:
+        return load_events(path)
+
+    def events_for(
+        self, identity: CpuIdentity, core_type: int | None, native_model_id: int | None = None
+    ) -> dict[str, IntelEvent]:
+        """Upper-case name -> event, merged over this CPU's core files (the first file wins a clash)."""
+        key = (identity.vendor, identity.family, identity.model, identity.stepping, core_type, native_model_id)
+        merged = self._merged.get(key)
+        if merged is None:
+            merged = {}
+            for path in self.files_for(identity, core_type, native_model_id):
+                for name, ev in load_events(path).items():
+                    merged.setdefault(name, ev)
+            self._merged[key] = merged
+        return merged
+
+
+def to_spec(ev: IntelEvent) -> EventSpec:
+    """The EventSpec pmutop programs for a table event; UsageError when it cannot be counted as defined."""
+    why = ev.problem
+    if why is not None:
+        raise UsageError(f"{ev.name} {why}; pick another event (see `pmutop events --search WORD`)")
+    fixed_only = ev.fixed_counter is not None
+    raw = None if fixed_only else RawEvent(ev.event_code, ev.umask, ev.cmask, ev.inv, ev.edge)
+    return EventSpec(
+        name=ev.name,
+        raw=raw,
+        fixed_index=ev.fixed_counter,
+        counters=ev.counters,
+        from_tables=True,
+        description=ev.description,
+    )
+
+
+NO_TABLES_HINT = "run `pmutop events --download`, or give --perfmon-dir DIR (or set PMUTOP_PERFMON_DIR)"
+
+
+class Resolver:
+    """Turns Intel event names (EventSpec.from_tables) into encodings for one CPU."""
+
+    def __init__(self, tables: PerfmonTables | None) -> None:
+        self.tables = tables
+
+    def resolve(
+        self,
+        spec: EventSpec,
+        identity: CpuIdentity,
+        core_type: int | None,
+        native_model_id: int | None = None,
+    ) -> EventSpec:
+        if not spec.from_tables:
+            return spec
+        if identity.vendor != _INTEL:
+            raise UsageError(
+                f"unknown event {spec.name!r}: not an architectural or software event, and Intel's perfmon "
+                f"tables do not describe {identity.vendor or 'this vendor'}'s CPUs"
+            )
+        if self.tables is None:
+            # Said as "unknown event" first: a typo is likelier than an Intel name on a machine without tables.
+            raise UsageError(
+                f"unknown event {spec.name!r}: not an architectural or software event, and Intel event names "
+                f"need Intel's perfmon tables: {NO_TABLES_HINT}"
+            )
+        files = self.tables.files_for(identity, core_type, native_model_id)
+        if not files:
+            raise UsageError(
+                f"unknown event {spec.name!r}: {self.tables.root / MAPFILE} has no core event table for "
+                f"{cpuid_string(identity)} (update the tables with `pmutop events --download`)"
+            )
+        ev = self.tables.events_for(identity, core_type, native_model_id).get(spec.name.upper())
+        if ev is None:
+            names = ", ".join(p.name for p in files)
+            raise UsageError(
+                f"unknown event {spec.name!r}: not an architectural or software event, "
+                f"and not in Intel's tables for this CPU ({names})"
+            )
+        return to_spec(ev)  # named as Intel spells it, whatever case the user typed
+
+
+# --- download -------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Fetcher:
+    base_url: str
+    timeout: float = DOWNLOAD_TIMEOUT
+
+    def url(self, rel: str) -> str:
+        return f"{self.base_url.rstrip('/')}/{urllib.parse.quote(rel.lstrip('/'))}"
+
+    def get(self, rel: str) -> bytes:
+        data = self.get_optional(rel, missing_ok=False)
+        assert data is not None  # missing_ok=False raises instead
+        return data
+
+    def get_optional(self, rel: str, *, missing_ok: bool = True) -> bytes | None:
+        """The file's bytes; None for a missing file when missing_ok (HTTP 404, or no such file://)."""
+        url = self.url(rel)
+        try:
+            request = urllib.request.Request(url, headers={"User-Agent": "pmutop"})
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                data = response.read(_MAX_DOWNLOAD + 1)
+        except urllib.error.HTTPError as e:
+            if missing_ok and e.code == 404:
+                return None
+            raise PmutopError(f"cannot download {url}: HTTP {e.code} {e.reason}") from None
+        except urllib.error.URLError as e:
+            reason = e.reason
+            if missing_ok and isinstance(reason, FileNotFoundError):  # file:// URL without that file
+                return None
+            text = reason.strerror if isinstance(reason, OSError) and reason.strerror else str(reason)
+            raise PmutopError(f"cannot download {url}: {text}") from None
+        except TimeoutError:
+            raise PmutopError(f"cannot download {url}: no answer within {self.timeout:g} s") from None
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            raise PmutopError(f"cannot download {url}: {e.__class__.__name__}: {e}") from None
+        if len(data) > _MAX_DOWNLOAD:
+            raise PmutopError(f"cannot download {url}: larger than {_MAX_DOWNLOAD >> 20} MB")
+        return data
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write via a temporary file in the same directory and rename, so readers never see half a file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o644)  # mkstemp makes 0600; the tables are public data other users may read
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as e:
+        raise PmutopError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def download(base_url: str, dest: Path, wanted: list[tuple[CpuIdentity, int | None]]) -> list[Path]:
+    """Fetch mapfile.csv, Intel's LICENSE and the core event files of the wanted CPUs into `dest`.
+
+    For each CPU model every core table is fetched (both halves of a hybrid part), so CPUs that are
+    offline now still find theirs later. Returns the files written, mapfile first.
+    """
+    dest = Path(dest)
+    fetcher = _Fetcher(base_url)
+    mapfile = fetcher.get(MAPFILE)
+    text = mapfile.decode("utf-8", errors="replace")
+    if not text.lstrip("\ufeff").startswith("Family-model"):
+        raise PmutopError(f"cannot download {fetcher.url(MAPFILE)}: the answer is not a perfmon mapfile.csv")
+    rows = parse_mapfile(text)
+    needed: list[str] = []
+    for identity, _core_type in wanted:
+        if identity.vendor != _INTEL:
+            continue
+        for row in core_rows(rows, identity):
+            rel = str(_safe_relative(row.filename))
+            if rel not in needed:
+                needed.append(rel)
+    # Fetch everything before writing anything, so a failure leaves the old copy whole.
+    blobs: list[tuple[Path, bytes]] = [(dest / MAPFILE, mapfile)]
+    for rel in needed:
+        data = fetcher.get(rel)
+        try:
+            if _event_list(json.loads(data)) is None:
+                raise ValueError("no event list")
+        except ValueError:
+            raise PmutopError(f"cannot download {fetcher.url(rel)}: the answer is not a perfmon event table") from None
+        blobs.append((dest.joinpath(*PurePosixPath(rel).parts), data))
+    license_text = fetcher.get_optional(LICENSE)
+    if license_text is not None:
+        blobs.append((dest / LICENSE, license_text))
+    for path, data in blobs:
+        _write_atomic(path, data)
+    return [path for path, _ in blobs]

@@ -1,0 +1,180 @@
+"""The perf backend on this real machine (software events), against `perf stat` over the same seconds."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pmutop.backends.perf import PerfBackend, encode_for_perf, probe_software_events
+from pmutop.engine.engine import Engine
+from pmutop.errors import HardwareError, UsageError
+from pmutop.hw import perf_event as P
+from pmutop.hw.platform import HostPlatform
+from pmutop.pmu.events import ARCH_EVENTS, SOFTWARE_EVENTS, parse_events
+from pmutop.sysroot import Sysroot
+
+needs_perf_events = pytest.mark.skipif(
+    probe_software_events(0) is not None, reason="CPU-wide software perf events cannot be opened here"
+)
+
+PING_PONG = r"""
+import os, sys, time
+cpu, seconds = int(sys.argv[1]), float(sys.argv[2])
+os.sched_setaffinity(0, {cpu})
+a_r, a_w = os.pipe(); b_r, b_w = os.pipe()
+end = time.monotonic() + seconds
+if os.fork() == 0:
+    os.sched_setaffinity(0, {cpu})
+    while os.read(a_r, 1):
+        os.write(b_w, b"x")
+    os._exit(0)
+print("ready", flush=True)
+while time.monotonic() < end:  # every round trip is two context switches on this CPU
+    os.write(a_w, b"x"); os.read(b_r, 1)
+os.close(a_w)
+"""
+
+
+def start_load(cpu: int, seconds: float) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PING_PONG, str(cpu), str(seconds)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+@needs_perf_events
+@pytest.mark.skipif(shutil.which("perf") is None, reason="perf (linux-perf) is not installed")
+def test_context_switch_rate_agrees_with_perf_stat(tmp_path: Path) -> None:
+    cpu = max(os.sched_getaffinity(0))
+    load = start_load(cpu, 8.0)
+    try:
+        time.sleep(0.5)  # let the load settle into its steady rate
+        perf = subprocess.Popen(
+            ["perf", "stat", "-a", "-A", "-e", "context-switches", "-I", "500", "-x,", "--", "sleep", "4"],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        ours = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pmutop",
+                "--backend",
+                "perf",
+                "--events",
+                "context-switches",
+                "--batch",
+                "--count",
+                "8",
+                "--interval",
+                "0.5",
+                "--format",
+                "json",
+                "--cores",
+                str(cpu),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        _, perf_err = perf.communicate(timeout=60)
+    finally:
+        load.kill()
+        load.wait()
+    assert ours.returncode == 0, ours.stderr
+    records = [json.loads(line) for line in ours.stdout.splitlines()]
+    assert len(records) == 8 and all(r["cpu"] == cpu and r["mode"] == "perf" for r in records)
+    ours_rate = sum(r["context_switches"] for r in records) / sum(r["interval"] for r in records)
+    rows = [line.split(",") for line in perf_err.splitlines() if f",CPU{cpu}," in line]
+    assert rows, perf_err
+    perf_rate = sum(int(r[2]) for r in rows) / float(rows[-1][0])
+    assert perf_rate > 2000  # the ping-pong really ran on that CPU
+    assert ours_rate == pytest.approx(perf_rate, rel=0.15)
+    # The per-second rate in each record is the delta over its interval.
+    for r in records:
+        assert r["context_switches_per_s"] == pytest.approx(r["context_switches"] / r["interval"])
+
+
+@needs_perf_events
+def test_software_only_run_has_kernel_utilisation_and_no_invented_hardware_numbers() -> None:
+    platform = HostPlatform(Sysroot("/"))
+    backend = PerfBackend(platform, platform.clock, software_only=True, hardware_problem="no PMU (test)")
+    cpu = max(os.sched_getaffinity(0))
+    engine = Engine(backend, platform, platform.clock, [cpu], 0.3)
+    load = start_load(cpu, 3.0)
+    try:
+        engine.start()
+        assert engine.wait_for_samples({cpu: 2}, timeout=10)
+    finally:
+        engine.stop()
+        load.kill()
+        load.wait()
+    s = engine.rings[cpu].latest()
+    assert s is not None and s.error is None
+    assert set(s.counts) == {"context_switches", "cpu_migrations", "page_faults"}
+    assert s.counts["context_switches"] > 100
+    assert s.util is not None and s.util > 0.3  # the ping-pong keeps that CPU busy
+    assert "instructions" not in s.counts and not s.estimated
+    assert any("IPC and cache columns are unavailable" in n for n in backend.notices)
+
+
+def test_hardware_events_on_a_software_only_machine_are_refused() -> None:
+    platform = HostPlatform(Sysroot("/"))
+    backend = PerfBackend(
+        platform,
+        platform.clock,
+        parse_events(["llc-misses"]),
+        software_only=True,
+        hardware_problem="the VM exposes no PMU",
+    )
+    engine = Engine(backend, platform, platform.clock, [0], 1.0)
+    with pytest.raises(
+        HardwareError,
+        match=r"cannot count llc-misses: hardware events are unavailable here "
+        r"\(the VM exposes no PMU\)",
+    ):
+        engine.start()
+    engine.stop()
+
+
+def test_perf_backend_refuses_a_sysroot(tmp_path: Path) -> None:
+    platform = HostPlatform(Sysroot(tmp_path))
+    engine = Engine(PerfBackend(platform, platform.clock), platform, platform.clock, [0], 1.0)
+    with pytest.raises(UsageError, match="this host's CPUs"):
+        engine.start()
+    engine.stop()
+
+
+def _pmu(name: str, type_: int) -> P.PmuInfo:
+    formats = {
+        k: P.parse_format(v)
+        for k, v in {
+            "event": "config:0-7",
+            "umask": "config:8-15",
+            "edge": "config:18",
+            "inv": "config:23",
+            "cmask": "config:24-31",
+        }.items()
+    }
+    return P.PmuInfo(name=name, type=type_, cpus=None, cpumask=None, formats=formats)
+
+
+def test_encodings_for_perf() -> None:
+    cpu_pmu = _pmu("cpu", 4)
+    atom = _pmu("cpu_atom", 10)
+    assert encode_for_perf(ARCH_EVENTS["llc-misses"], cpu_pmu, 0)[1:3] == (P.PERF_TYPE_HARDWARE, 3)
+    # hybrid: the generic event carries the PMU type in config[63:32]
+    assert encode_for_perf(ARCH_EVENTS["cycles"], atom, 16)[1:3] == (P.PERF_TYPE_HARDWARE, 10 << 32)
+    assert encode_for_perf(SOFTWARE_EVENTS["context-switches"], None, 0)[1:3] == (P.PERF_TYPE_SOFTWARE, 3)
+    (raw,) = parse_events(["event=0xa3,umask=0x08,cmask=8,inv"])
+    assert encode_for_perf(raw, atom, 16)[1:3] == (10, 0xA3 | 0x08 << 8 | 1 << 23 | 8 << 24)
+    with pytest.raises(HardwareError, match="no core PMU"):
+        encode_for_perf(raw, None, 0)
