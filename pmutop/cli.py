@@ -189,6 +189,8 @@ def choose_backend(args: argparse.Namespace, platform: Platform) -> tuple[str, b
     from pmutop.info import gather, verdict
 
     facts = gather(platform, probe=False)
+    if args.force and facts.get("counters_in_use", {}).get("busy"):
+        facts["counters_in_use"] = {"checked": True, "busy": []}  # --force: take the counters over with msr
     v = verdict(facts)
     perf = facts.get("perf") or {}
     if args.backend == "perf":

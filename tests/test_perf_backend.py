@@ -178,3 +178,33 @@ def test_encodings_for_perf() -> None:
     assert encode_for_perf(raw, atom, 16)[1:3] == (10, 0xA3 | 0x08 << 8 | 1 << 23 | 8 << 24)
     with pytest.raises(HardwareError, match="no core PMU"):
         encode_for_perf(raw, None, 0)
+
+
+def test_groups_fit_the_counters_and_split_when_they_do_not(tmp_path: Path) -> None:
+    """Skylake-X: 4 GP counters. Default events make one group; six raw events make a fixed-counter
+    group plus GP groups of at most four, which the kernel multiplexes."""
+    from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
+
+    build_sysroot(tmp_path, [0], SKYLAKE_X_LEAVES)
+    platform = HostPlatform(Sysroot(tmp_path))
+    pmus = {"cpu": _pmu("cpu", 4)}
+    default = PerfBackend(platform, platform.clock)
+    (group,) = default._group_specs(0, pmus)
+    assert [e.name for e in group] == [
+        "instructions",
+        "cycles",
+        "ref_cycles",
+        "llc_references",
+        "llc_misses",
+        "branches",
+        "branch_misses",
+    ]
+    raws = parse_events([f"event=0x{e:02x},umask=0x01" for e in (0xC4, 0xC5, 0xD1, 0xD2, 0xA3, 0x48)])
+    many = PerfBackend(platform, platform.clock, raws)
+    groups = many._group_specs(0, pmus)
+    assert [len(g) for g in groups] == [3, 4, 2]
+    assert [e.name for e in groups[0]] == ["instructions", "cycles", "ref_cycles"]
+    assert all(e.type == 4 for g in groups[1:] for e in g)  # raw events on the core PMU's type
+    assert any("6 events for 4 counters" in n for n in many.notices)
+    (build_sysroot(tmp_path, [0], SKYLAKE_X_LEAVES, settings={"proc/sys/kernel/nmi_watchdog": "1"}))
+    assert [len(g) for g in PerfBackend(platform, platform.clock, raws)._group_specs(0, pmus)] == [3, 3, 3]

@@ -33,9 +33,6 @@ def shortest_wrap_s(width: int) -> float:
     return (1 << width) / MAX_EVENTS_PER_S
 
 
-PERF_CAP_FW_WRITE = 1 << 13
-
-
 @dataclass
 class CpuSetup:
     cpu: int
@@ -378,8 +375,7 @@ class MsrBackend(Backend):
         ident = decode_identity(cpuid)
         if ident.vendor != "GenuineIntel":
             raise HardwareError(
-                f"cpu {cpu}: the msr backend programs Intel PMUs; this CPU is {ident.vendor}"
-                " (--demo shows the simulated PMU)"
+                f"cpu {cpu}: the msr backend programs Intel PMUs; this CPU is {ident.vendor} (use --backend perf)"
             )
         pm = decode_perfmon(cpuid)
         if pm.version == 0:
@@ -451,7 +447,7 @@ class MsrBackend(Backend):
         if not ident.pdcm:
             return False
         try:
-            return bool(s.dev.read(R.IA32_PERF_CAPABILITIES) & PERF_CAP_FW_WRITE)
+            return bool(s.dev.read(R.IA32_PERF_CAPABILITIES) & R.PERF_CAP_FW_WRITE)
         except HardwareError:
             return False
 

@@ -20,6 +20,10 @@ IA32_PERF_GLOBAL_STATUS_SET = 0x391  # v4+, write-only
 IA32_PERF_GLOBAL_INUSE = 0x392  # v4+
 IA32_A_PMC0 = 0x4C1  # full-width alias, only when PERF_CAPABILITIES[13]
 
+# IA32_PERF_CAPABILITIES bits
+PERF_CAP_FW_WRITE = 1 << 13  # full-width writes through IA32_A_PMCx
+PERF_CAP_PERF_METRICS = 1 << 15
+
 MAX_GP_COUNTERS = 8  # legacy address blocks hold 8 (0x186..0x18D); v6 parts with more use another range
 MAX_FIXED_COUNTERS = 4
 

@@ -5,7 +5,7 @@ sampling, overflow and restore code runs unchanged against it. Counters advance 
 from a deterministic per-CPU `Workload`, only while enabled.
 
 Approximations (no real hardware gives these numbers):
-* Non-architectural (event, umask) pairs count a fixed fraction (0.1%-50%, from a hash of the pair) of
+* Non-architectural (event, umask) pairs count a fixed fraction (0.001%-30%, log-uniform, from a hash of the pair) of
   instructions. Event code 0 counts nothing.
 * CMASK > 0 turns any event into "cycles where the condition holds": a hash-derived fraction p of
   cycles, divided by CMASK (larger thresholds hold less often); INV counts the other (1 - p) share.
@@ -34,7 +34,6 @@ from pmutop.sim.workload import Amounts, Counts, Workload, hash_unit
 
 _BUS_HZ = 100_000_000  # the architectural ref event on a GP counter ticks at the bus clock
 _PPM = 1_000_000
-_FW_WRITE = 1 << 13
 _PDCM = 1 << 15
 _HYBRID = 1 << 15
 _ANYTHREAD_DEPRECATED = 1 << 15
@@ -124,7 +123,8 @@ def _event_fn(evtsel: int, tsc_hz: int) -> _CountFn:
     fn = _ARCH_EVENTS.get((event, umask))
     if fn is not None:
         return fn
-    ppm = 1_000 + int(499_000 * hash_unit(event, umask, 0x726177))
+    # Log-uniform between 0.001% and 30% of instructions: most real events are rare per instruction.
+    ppm = int(10 * 30_000 ** hash_unit(event, umask, 0x726177))
     return _fraction(lambda a: a.instructions, ppm)
 
 
@@ -309,7 +309,7 @@ class _SimCpu:
             return self.fixed[fx]
         readers: dict[int, Callable[[], int]] = {
             r.IA32_TIME_STAMP_COUNTER: self.tsc,
-            r.IA32_PERF_CAPABILITIES: lambda: _FW_WRITE if cfg.full_width_writes else 0,
+            r.IA32_PERF_CAPABILITIES: lambda: r.PERF_CAP_FW_WRITE if cfg.full_width_writes else 0,
             r.IA32_FIXED_CTR_CTRL: lambda: self.fixed_ctrl,
             r.IA32_PERF_GLOBAL_STATUS: lambda: self.status,
             r.IA32_PERF_GLOBAL_CTRL: lambda: self.global_ctrl,
