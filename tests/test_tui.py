@@ -296,3 +296,28 @@ def test_columns_follow_the_counted_events() -> None:
     assert full == ["cpu", "util", "ghz", "ipc", "ipc_hist", "llc_per_s", "mpki", "llc_hist", "ev:r01c4", "task"]
     titles = {c.key: c.title for c in columns_for(["context_switches", "mem_load_retired_l3_miss"])}
     assert titles["ev:context_switches"] == "Ctx sw/s" and titles["ev:mem_load_retired_l3_miss"] == "mem_load_re/s"
+
+
+async def test_detail_view_shows_how_much_of_the_time_estimates_were_counted() -> None:
+    events = parse_events(["llc-references,llc-misses,branches,branch-misses"])
+    app, engine, _, clock = demo_app(intervals=4, events=events, gp_counters=2, cpus=2, e_cores=0)
+    async with app.run_test(size=WIDE) as pilot:
+        await tick(app, pilot, engine, clock)
+        await pilot.press("enter")
+        text = text_of(app.screen.query_one("#deltas", Static))
+        assert "counted" in text
+        line = next(row for row in text.splitlines() if row.strip().startswith("llc_misses"))
+        assert "~" in line and line.rstrip().endswith("50%")
+        cycles = next(row for row in text.splitlines() if row.strip().startswith("cycles"))
+        assert "~" not in cycles and "%" not in cycles
+    engine.stop()
+
+
+async def test_the_all_row_sums_event_rates_over_cores() -> None:
+    app, engine, _, clock = demo_app(intervals=2, events=parse_events(["event=0xd1,umask=0x01"]), cpus=3, e_cores=0)
+    async with app.run_test(size=WIDE) as pilot:
+        await tick(app, pilot, engine, clock)
+        rates = [engine.rings[c].latest().counts["r01d1"] for c in engine.cpus]  # type: ignore[union-attr]
+        assert cell(app, "total", "ev:r01d1") == F.si(sum(rates) / 1.0, len(cell(app, "total", "ev:r01d1")))
+        assert cell(app, "1", "ev:r01d1") == F.si(rates[1] / 1.0, len(cell(app, "1", "ev:r01d1")))
+    engine.stop()

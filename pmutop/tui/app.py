@@ -193,15 +193,21 @@ class DetailScreen(Screen[None]):
         if s is None:
             grid.add_row("last interval", "waiting for the first sample", "")
             return grid
-        grid.add_row(Text("last interval", style="bold"), f"{s.interval:.3f} s", "overflows")
+        # Multiplexed or rotated events: the share of the time they were really counted.
+        counted = ["counted"] if s.estimated else []
+        if counted:
+            grid.add_column(style="yellow", justify="right")
+        grid.add_row(Text("last interval", style="bold"), f"{s.interval:.3f} s", "overflows", *counted)
         counts = dict(s.counts)
         if s.tsc is not None:
             counts["tsc"] = s.tsc
-        for k, v in counts.items():
+        for k in [*counts, *(k for k in s.estimated if k not in counts)]:
             ovf = core.overflow_totals.get(k, 0)
-            grid.add_row(k, f"{v:,}", str(ovf) if ovf else "")
+            value = f"~{counts[k]:,}" if k in s.estimated and k in counts else f"{counts[k]:,}" if k in counts else "-"
+            fraction = [f"{s.estimated[k]:.0%}" if k in s.estimated else ""] if counted else []
+            grid.add_row(k, value, str(ovf) if ovf else "", *fraction)
         if s.tsc_hz:
-            grid.add_row("TSC Hz", f"{s.tsc_hz / 1e9:.4f} G", "")
+            grid.add_row("TSC Hz", f"{s.tsc_hz / 1e9:.4f} G", "", *([""] if counted else []))
         return grid
 
     @staticmethod
