@@ -21,6 +21,13 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def one_record(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict, str]:
+    """One interval of cpu 0 on the simulated PMU, as a JSON record."""
+    args = ("--demo", "--batch", "--count", "1", "--interval", "0.05", "--cores", "0", "--format", "json")
+    code, out, err = run(capsys, *args, *extra)
+    return code, json.loads(out) if code == 0 else {}, err
+
+
 def test_json_lines_carry_deltas_and_the_metrics_of_those_deltas(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(
         capsys, "--demo", "--batch", "--count", "3", "--interval", "0.1", "--cores", "0-2", "--format", "json"
@@ -47,23 +54,8 @@ def test_json_lines_carry_deltas_and_the_metrics_of_those_deltas(capsys: pytest.
 
 
 def test_events_not_counted_are_absent(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(
-        capsys,
-        "--demo",
-        "--sim-gp",
-        "2",
-        "--batch",
-        "--count",
-        "1",
-        "--interval",
-        "0.05",
-        "--cores",
-        "0",
-        "--format",
-        "json",
-    )
+    code, rec, err = one_record(capsys, "--sim-gp", "2")
     assert code == 0, err
-    rec = json.loads(out)
     assert "llc_misses" in rec and "branches" not in rec and "branch_misses" not in rec
     assert rec["branch_miss_ratio"] is None
     assert "not counting branches on cpu 0: only 2 general-purpose counters" in err
@@ -91,23 +83,8 @@ def test_table_marks_every_line_simulated(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_raw_event_is_reported_under_its_name(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(
-        capsys,
-        "--demo",
-        "--batch",
-        "--count",
-        "1",
-        "--interval",
-        "0.05",
-        "--cores",
-        "0",
-        "--format",
-        "json",
-        "--events",
-        "llc-misses,event=0xc4,umask=0x00",
-    )
+    code, rec, err = one_record(capsys, "--events", "llc-misses,event=0xc4,umask=0x00")
     assert code == 0, err
-    rec = json.loads(out)
     assert rec["r00c4"] > 0 and rec["llc_misses"] >= 0 and "llc_references" not in rec
     assert rec["llc_miss_ratio"] is None and rec["ipc"] is not None
 
