@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pmutop.clock import Clock
 from pmutop.errors import UsageError
 from pmutop.hw.platform import Platform
 from pmutop.pmu.cpuid_decode import CpuIdentity, decode_core_type, decode_identity
@@ -69,7 +70,22 @@ class Backend(ABC):
     name: str  # "msr", "sim", "perf"
     simulated: bool = False
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        platform: Platform,
+        clock: Clock,
+        events: list[EventSpec] | None = None,
+        *,
+        user: bool = True,
+        kernel: bool = True,
+        resolver: EventResolver | None = None,
+    ) -> None:
+        """`events` None means the backend's default set; `resolver` looks up Intel event names."""
+        self.platform = platform
+        self.clock = clock
+        self.events = events
+        self.user, self.kernel = user, kernel
+        self.resolver = resolver
         self.notices: list[str] = []  # what pmutop changed or chose, told to the user once
         self.read_method = "?"
 

@@ -310,13 +310,8 @@ class MsrBackend(Backend):
         keep_nmi_watchdog: bool = False,
         resolver: EventResolver | None = None,
     ) -> None:
-        super().__init__()
-        self.platform = platform
-        self.resolver = resolver
-        self.clock = clock
-        self.events = events
+        super().__init__(platform, clock, events, user=user, kernel=kernel, resolver=resolver)
         self.requested_read = read_method
-        self.user, self.kernel = user, kernel
         self.force = force
         self.keep_nmi_watchdog = keep_nmi_watchdog
         self.setups: dict[int, CpuSetup] = {}

@@ -134,12 +134,8 @@ class PerfBackend(Backend):
         software_only: bool = False,
         hardware_problem: str | None = None,
     ) -> None:
-        super().__init__()
-        self.platform = platform
-        self.clock = clock
-        self.events = events
-        self.user, self.kernel = user, kernel
-        self.resolver = resolver
+        super().__init__(platform, clock, events, user=user, kernel=kernel, resolver=resolver)
+        self.platform: HostPlatform = platform  # perf counts this host's CPUs only
         self.software_only = software_only
         self.hardware_problem = hardware_problem  # why hardware events are unavailable (software-only mode)
         self.read_method = "read()"

@@ -26,7 +26,7 @@ def fixed(value: float | None, spec: str, width: int, scale: float = 1.0) -> str
     return MISSING.rjust(width) if value is None else format(value * scale, spec).rjust(width)
 
 
-# (threshold, style) pairs, first match wins; None = default colour.
+# Colour thresholds: a style name, or None for the default colour.
 def ipc_style(ipc: float | None) -> str | None:
     if ipc is None:
         return None
@@ -34,31 +34,26 @@ def ipc_style(ipc: float | None) -> str | None:
         return "bold red"
     if ipc < 1.0:
         return "yellow"
-    if ipc >= 2.0:
-        return "green"
-    return None
+    return "green" if ipc >= 2.0 else None
+
+
+def worse_above(value: float | None, yellow: float, red: float) -> str | None:
+    """For metrics where higher is worse (MPKI, miss ratios)."""
+    if value is None:
+        return None
+    return "bold red" if value >= red else "yellow" if value >= yellow else None
 
 
 def mpki_style(mpki: float | None) -> str | None:
-    if mpki is None:
-        return None
-    if mpki >= 10:
-        return "bold red"
-    if mpki >= 2:
-        return "yellow"
-    return None
+    return worse_above(mpki, 2, 10)
 
 
 def miss_ratio_style(ratio: float | None) -> str | None:
-    if ratio is None:
-        return None
-    return "bold red" if ratio >= 0.6 else "yellow" if ratio >= 0.3 else None
+    return worse_above(ratio, 0.3, 0.6)
 
 
 def branch_style(ratio: float | None) -> str | None:
-    if ratio is None:
-        return None
-    return "bold red" if ratio >= 0.05 else "yellow" if ratio >= 0.02 else None
+    return worse_above(ratio, 0.02, 0.05)
 
 
 def util_style(util: float | None) -> str | None:
