@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,28 +34,64 @@ os.sched_setaffinity(0, {cpu})
 a_r, a_w = os.pipe(); b_r, b_w = os.pipe()
 end = time.monotonic() + seconds
 if os.fork() == 0:
+    # Keep only our ends: with a copy of a_w open here, read(a_r) would never see EOF once the
+    # parent is gone, and this process would outlive the test.
+    os.close(a_w); os.close(b_r)
     os.sched_setaffinity(0, {cpu})
-    while os.read(a_r, 1):
-        os.write(b_w, b"x")
+    try:
+        while os.read(a_r, 1):
+            os.write(b_w, b"x")
+    except OSError:  # the parent died mid round trip (EPIPE): just leave
+        pass
     os._exit(0)
+os.close(a_r); os.close(b_w)
 print("ready", flush=True)
 while time.monotonic() < end:  # every round trip is two context switches on this CPU
     os.write(a_w, b"x"); os.read(b_r, 1)
 os.close(a_w)
+os.wait()
 """
 
 
-def start_load(cpu: int, seconds: float) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", PING_PONG, str(cpu), str(seconds)], stdout=subprocess.PIPE, text=True
-    )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    return proc
+@pytest.fixture
+def start_load() -> Iterator[Callable[[int, float], subprocess.Popen[str]]]:
+    """Starts ping-pong loads; on teardown kills each one's whole process group (parent and forked child)."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(cpu: int, seconds: float) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", PING_PONG, str(cpu), str(seconds)],
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own process group, so teardown reaches the forked child too
+        )
+        procs.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        return proc
+
+    try:
+        yield start
+    finally:
+        for proc in procs:
+            stop_load(proc)
+
+
+def stop_load(proc: subprocess.Popen[str]) -> None:
+    # The load waits for its child before exiting, so once it is reaped the whole group is gone; only a
+    # live one is killed (a reaped pid may belong to someone else by now).
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 @needs_perf_events
 @pytest.mark.skipif(shutil.which("perf") is None, reason="perf (linux-perf) is not installed")
-def test_context_switch_rate_agrees_with_perf_stat(tmp_path: Path) -> None:
+def test_context_switch_rate_agrees_with_perf_stat(
+    tmp_path: Path, start_load: Callable[[int, float], subprocess.Popen[str]]
+) -> None:
     cpu = max(os.sched_getaffinity(0))
     load = start_load(cpu, 8.0)
     try:
@@ -87,8 +126,7 @@ def test_context_switch_rate_agrees_with_perf_stat(tmp_path: Path) -> None:
         )
         _, perf_err = perf.communicate(timeout=60)
     finally:
-        load.kill()
-        load.wait()
+        stop_load(load)
     assert ours.returncode == 0, ours.stderr
     records = [json.loads(line) for line in ours.stdout.splitlines()]
     assert len(records) == 8 and all(r["cpu"] == cpu and r["mode"] == "perf" for r in records)
@@ -104,7 +142,9 @@ def test_context_switch_rate_agrees_with_perf_stat(tmp_path: Path) -> None:
 
 
 @needs_perf_events
-def test_software_only_run_has_kernel_utilisation_and_no_invented_hardware_numbers() -> None:
+def test_software_only_run_has_kernel_utilisation_and_no_invented_hardware_numbers(
+    start_load: Callable[[int, float], subprocess.Popen[str]],
+) -> None:
     platform = HostPlatform(Sysroot("/"))
     backend = PerfBackend(platform, platform.clock, software_only=True, hardware_problem="no PMU (test)")
     cpu = max(os.sched_getaffinity(0))
@@ -115,8 +155,7 @@ def test_software_only_run_has_kernel_utilisation_and_no_invented_hardware_numbe
         assert engine.wait_for_samples({cpu: 2}, timeout=10)
     finally:
         engine.stop()
-        load.kill()
-        load.wait()
+        stop_load(load)
     s = engine.rings[cpu].latest()
     assert s is not None and s.error is None
     assert set(s.counts) == {"context_switches", "cpu_migrations", "page_faults"}
