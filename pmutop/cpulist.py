@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from pmutop.errors import UsageError
 
+# The largest NR_CPUS an x86 kernel can be built with (CONFIG_MAXSMP sets NR_CPUS=8192), so CPU numbers are
+# 0..8191. Checked before a range is expanded: "0-1000000000" must not build a billion-element list.
+MAX_CPUS = 8192
+_SHOWN = 60  # characters of a bad list echoed in a message: the line stays short whatever was typed
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= _SHOWN else repr(text[:_SHOWN]) + f"... ({len(text)} characters)"
+
 
 def parse_cpu_list(text: str, *, what: str = "CPU list") -> list[int]:
     """Parse "0-3,6" into [0, 1, 2, 3, 6]; raises UsageError naming the bad part."""
@@ -17,12 +26,17 @@ def parse_cpu_list(text: str, *, what: str = "CPU list") -> list[int]:
         try:
             lo = int(lo_s, 10)
             hi = int(hi_s, 10) if sep else lo
-        except ValueError:
-            raise UsageError(f"bad {what} {text!r}: {part!r} is not a number or range") from None
+        except ValueError:  # also a number too long for int() (over 4300 digits)
+            raise UsageError(f"bad {what} {_shown(text)}: {_shown(part)} is not a number or range") from None
         if lo < 0 or hi < 0:
-            raise UsageError(f"bad {what} {text!r}: {part!r} is negative")
+            raise UsageError(f"bad {what} {_shown(text)}: {_shown(part)} is negative")
         if hi < lo:
-            raise UsageError(f"bad {what} {text!r}: range {part!r} is reversed")
+            raise UsageError(f"bad {what} {_shown(text)}: range {_shown(part)} is reversed")
+        if hi >= MAX_CPUS:
+            big = str(hi) if len(str(hi)) <= 20 else f"{str(hi)[:20]}..."
+            raise UsageError(
+                f"bad {what} {_shown(text)}: CPU {big} is beyond the largest CPU number Linux supports ({MAX_CPUS - 1})"
+            )
         cpus.update(range(lo, hi + 1))
     return sorted(cpus)
 
@@ -41,15 +55,31 @@ def format_cpu_list(cpus: list[int] | set[int]) -> str:
     return ",".join(out)
 
 
-def select_cpus(spec: str | None, online: list[int]) -> list[int]:
-    """`--cores` value -> CPUs to monitor. None or "all" means every online CPU."""
+def select_cpus(spec: str | None, online: list[int], possible: list[int] | None = None) -> list[int]:
+    """`--cores` value -> CPUs to monitor. None or "all" means every online CPU.
+
+    With `possible` (sysfs `possible`), a CPU that is not there is told apart from one that is offline.
+    """
     if spec is None or spec.strip().lower() == "all":
         return list(online)
     wanted = parse_cpu_list(spec, what="--cores value")
-    missing = [c for c in wanted if c not in online]
-    if missing:
+    on = set(online)
+    missing = [c for c in wanted if c not in on]
+    if not missing:
+        return wanted
+    if possible is None:
         raise UsageError(
             f"--cores {spec}: CPU {format_cpu_list(missing)} is offline or does not exist "
             f"(online: {format_cpu_list(online) or 'none'})"
         )
-    return wanted
+    there = set(possible)
+    absent = [c for c in missing if c not in there]
+    offline = [c for c in missing if c in there]
+    problems = []
+    if absent:
+        problems.append(
+            f"CPU {format_cpu_list(absent)} does not exist (possible: {format_cpu_list(possible) or 'none'})"
+        )
+    if offline:
+        problems.append(f"CPU {format_cpu_list(offline)} is offline (online: {format_cpu_list(online) or 'none'})")
+    raise UsageError(f"--cores {spec}: {'; '.join(problems)}")

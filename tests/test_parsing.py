@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pmutop.cpulist import format_cpu_list, parse_cpu_list, select_cpus
+from pmutop.cpulist import MAX_CPUS, format_cpu_list, parse_cpu_list, select_cpus
 from pmutop.errors import UsageError
 from pmutop.pmu.events import parse_events
 from pmutop.pmu.registers import RawEvent
@@ -40,6 +40,46 @@ def test_select_cpus() -> None:
     with pytest.raises(UsageError, match="CPU 4-5 is offline or does not exist") as e:
         select_cpus("2-5", online)
     assert e.value.exit_code == 2
+
+
+@pytest.mark.parametrize("text", ["0-1000000000", "8192", "0-8192", "1,99999999999999999999"])
+def test_cpu_numbers_beyond_the_kernel_limit_are_refused_before_expanding(text: str) -> None:
+    # 0-1000000000 used to build a billion-element set (24 GB) before any check.
+    with pytest.raises(UsageError) as e:
+        parse_cpu_list(text, what="--cores value")
+    assert e.value.exit_code == 2
+    message = str(e.value)
+    assert "\n" not in message and len(message) < 200
+    assert "is beyond the largest CPU number Linux supports (8191)" in message
+
+
+def test_cpu_lists_up_to_the_kernel_limit_are_accepted() -> None:
+    assert parse_cpu_list("8190-8191") == [8190, 8191]
+    assert len(parse_cpu_list("0-8191")) == MAX_CPUS == 8192
+
+
+def test_a_huge_cpu_list_is_echoed_shortened() -> None:
+    with pytest.raises(UsageError) as e:
+        parse_cpu_list("0," * 50_000 + "x", what="--cores value")
+    assert len(str(e.value)) < 200 and "'x' is not a number or range" in str(e.value)
+
+
+def test_select_cpus_tells_missing_from_offline_when_it_knows_the_possible_cpus() -> None:
+    online, possible = [0, 1, 2, 3], list(range(8))
+    assert select_cpus("0-1", online, possible) == [0, 1]
+    assert select_cpus(None, online, possible=possible) == online
+    with pytest.raises(UsageError) as e:
+        select_cpus("2-5", online, possible=possible)
+    assert str(e.value) == "--cores 2-5: CPU 4-5 is offline (online: 0-3)"
+    with pytest.raises(UsageError) as e:
+        select_cpus("9", online, possible=possible)
+    assert str(e.value) == "--cores 9: CPU 9 does not exist (possible: 0-7)"
+    with pytest.raises(UsageError) as e:
+        select_cpus("3-9", online, possible=possible)
+    assert str(e.value) == "--cores 3-9: CPU 8-9 does not exist (possible: 0-7); CPU 4-7 is offline (online: 0-3)"
+    assert e.value.exit_code == 2
+    with pytest.raises(UsageError, match=r"^bad --cores value '0-9000': CPU 9000 is beyond the largest CPU number"):
+        select_cpus("0-9000", online, possible=possible)
 
 
 def test_architectural_names_are_case_insensitive_and_deduplicated() -> None:
