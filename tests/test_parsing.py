@@ -117,3 +117,70 @@ def test_bad_events_name_the_token(value: str, message: str) -> None:
     with pytest.raises(UsageError, match=message) as e:
         parse_events([value])
     assert e.value.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("perf_style", "long_form"),
+    [
+        ("r01d1", "event=0xd1,umask=0x01"),
+        ("r1d1", "event=0xd1,umask=0x01"),
+        ("r412e", "event=0x2e,umask=0x41"),
+        ("R412E", "event=0x2e,umask=0x41"),
+        ("r003c", "event=0x3c"),
+        ("r48001c4", "event=0xc4,umask=1,cmask=4,inv"),
+        ("r1c0400a3", "event=0xa3,umask=0x00,cmask=0x1c,edge"),
+        ("rff84ffff", "event=0xff,umask=0xff,cmask=255,inv,edge"),
+    ],
+)
+def test_perf_style_raw_events_are_the_same_spec_as_the_long_form(perf_style: str, long_form: str) -> None:
+    assert parse_events([perf_style]) == parse_events([long_form])
+
+
+def test_raw_names_pmutop_prints_parse_back_to_the_same_spec() -> None:
+    for raw in (
+        RawEvent(0xD1, 0x01),
+        RawEvent(0x2E, 0x41),
+        RawEvent(0xC4, 0x01, cmask=4, inv=True),
+        RawEvent(0x0E, 0x01, cmask=1, inv=True, edge=True),
+        RawEvent(0xFF, 0xFF, cmask=0xFF, inv=True, edge=True),
+    ):
+        long_form = f"event={raw.event:#x},umask={raw.umask:#x},cmask={raw.cmask},inv={raw.inv:d},edge={raw.edge:d}"
+        (spec,) = parse_events([long_form])
+        assert spec.raw == raw
+        assert parse_events([spec.name]) == [spec]
+
+
+def test_perf_style_raw_events_in_lists_deduplicate_with_the_long_form() -> None:
+    specs = parse_events(["r412e,r1d1", "event=0x2e,umask=0x41,llc-misses"])
+    assert [s.name for s in specs] == ["r412e", "r01d1", "llc-misses"]  # the long r412e is the same event
+    specs = parse_events(["r412e,r1d1,branches"])
+    assert [s.raw for s in specs] == [RawEvent(0x2E, 0x41), RawEvent(0xD1, 0x01), RawEvent(0xC4, 0x00)]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("r1412e", "'r1412e': bit 16 (USR) cannot be set: pmutop sets USR/OS/EN itself"),
+        ("r2412e", "'r2412e': bit 17 (OS) cannot be set"),
+        ("r8412e", "'r8412e': bit 19 (PC) cannot be set"),
+        ("r10412e", "'r10412e': bit 20 (INT) cannot be set"),
+        ("r20412e", "'r20412e': bit 21 (ANY) cannot be set"),
+        ("r40412e", "'r40412e': bit 22 (EN) cannot be set"),
+        ("r7f412e", "'r7f412e': bits 16 (USR), 17 (OS), 19 (PC), 20 (INT), 21 (ANY), 22 (EN) cannot be set"),
+        ("r10000412e", "'r10000412e': bits above 31 cannot be set (a raw event is at most r<8 hex digits>)"),
+        ("r4100", "'r4100': event select 0 is not an event"),
+        ("r0", "'r0': event select 0 is not an event"),
+    ],
+)
+def test_bad_perf_style_raw_events_are_one_line(value: str, message: str) -> None:
+    with pytest.raises(UsageError) as e:
+        parse_events([value])
+    assert e.value.exit_code == 2
+    assert str(e.value).startswith(f"bad --events token {message}")
+    assert "\n" not in str(e.value)
+
+
+def test_a_huge_perf_style_raw_event_is_echoed_shortened() -> None:
+    with pytest.raises(UsageError) as e:
+        parse_events(["r" + "f" * 100_000])
+    assert len(str(e.value)) < 300 and "bits above 31 cannot be set" in str(e.value)

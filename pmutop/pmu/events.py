@@ -1,6 +1,7 @@
 """Event names pmutop understands and the `--events` syntax.
 
-Architectural names (CPUID.0AH event list) and raw `event=0x..,umask=0x..[,cmask=..,inv,edge]`.
+Architectural names (CPUID.0AH event list), raw `event=0x..,umask=0x..[,cmask=..,inv,edge]`, and the
+perf-style `r<config hex>` pmutop prints raw events as (e.g. `r412e`, `r48001c4`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pmutop.errors import UsageError
-from pmutop.pmu.registers import RawEvent
+from pmutop.pmu.registers import (
+    EVTSEL_ANY,
+    EVTSEL_CMASK_SHIFT,
+    EVTSEL_EDGE,
+    EVTSEL_EN,
+    EVTSEL_EVENT_MASK,
+    EVTSEL_INT,
+    EVTSEL_INV,
+    EVTSEL_OS,
+    EVTSEL_PC,
+    EVTSEL_UMASK_SHIFT,
+    EVTSEL_USR,
+    RawEvent,
+)
 
 
 @dataclass(frozen=True)
@@ -99,6 +113,23 @@ _RAW_FIELDS = {"event": 0xFF, "umask": 0xFF, "cmask": 0xFF}
 # Intel's names: upper-case words joined by '_' with an optional '.' part, e.g. LONGEST_LAT_CACHE.MISS
 _TABLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*")
 _RAW_FLAGS = ("inv", "edge")
+# perf's raw syntax, as raw_event_spec names events. Intel names always hold a '_', so they never match.
+_PERF_RAW = re.compile(r"[rR]([0-9a-fA-F]+)")
+# PERFEVTSEL bits a user may not set through r<hex>: pmutop owns USR/OS/EN (--user-only/--kernel-only)
+# and never sets PC, INT (no PMI handler is ours) or AnyThread.
+_RAW_FORBIDDEN = (
+    (EVTSEL_USR, "USR"),
+    (EVTSEL_OS, "OS"),
+    (EVTSEL_PC, "PC"),
+    (EVTSEL_INT, "INT"),
+    (EVTSEL_ANY, "ANY"),
+    (EVTSEL_EN, "EN"),
+)
+_SHOWN = 40  # characters of a bad token echoed in a message
+
+
+def _shown(token: str) -> str:
+    return repr(token) if len(token) <= _SHOWN else repr(token[:_SHOWN]) + f"... ({len(token)} characters)"
 
 
 def raw_event_spec(raw: RawEvent) -> EventSpec:
@@ -106,13 +137,39 @@ def raw_event_spec(raw: RawEvent) -> EventSpec:
     return EventSpec(f"r{raw.config:04x}", raw)
 
 
+def perf_raw_event(token: str, digits: str) -> RawEvent:
+    """`r<hex>` (perf's raw config) -> the RawEvent whose `config` it is; UsageError for bits pmutop owns."""
+    config = int(digits, 16)
+    if config >> 32:
+        raise UsageError(
+            f"bad --events token {_shown(token)}: bits above 31 cannot be set (a raw event is at most r<8 hex digits>)"
+        )
+    bad = [(bit.bit_length() - 1, name) for bit, name in _RAW_FORBIDDEN if config & bit]
+    if bad:
+        which = ", ".join(f"{n} ({name})" for n, name in bad)
+        raise UsageError(
+            f"bad --events token {_shown(token)}: {'bit' if len(bad) == 1 else 'bits'} {which} cannot be set: "
+            "pmutop sets USR/OS/EN itself (see --user-only/--kernel-only) and never PC, INT or ANY"
+        )
+    event = config & EVTSEL_EVENT_MASK
+    if event == 0:
+        raise UsageError(f"bad --events token {_shown(token)}: event select 0 is not an event")
+    return RawEvent(
+        event,
+        config >> EVTSEL_UMASK_SHIFT & 0xFF,
+        config >> EVTSEL_CMASK_SHIFT & 0xFF,
+        inv=bool(config & EVTSEL_INV),
+        edge=bool(config & EVTSEL_EDGE),
+    )
+
+
 def _number(token: str, field: str, value: str, limit: int) -> int:
     try:
         n = int(value, 0)
     except ValueError:
-        raise UsageError(f"bad --events token {token!r}: {field} must be a number like 0x2e") from None
+        raise UsageError(f"bad --events token {_shown(token)}: {field} must be a number like 0x2e") from None
     if not 0 <= n <= limit:
-        raise UsageError(f"bad --events token {token!r}: {field} is {limit.bit_length()} bits (0-{limit:#x})")
+        raise UsageError(f"bad --events token {_shown(token)}: {field} is {limit.bit_length()} bits (0-{limit:#x})")
     return n
 
 
@@ -121,7 +178,7 @@ def _flag(token: str, name: str, value: str | None) -> bool:
         return True
     if value == "0":
         return False
-    raise UsageError(f"bad --events token {token!r}: {name} takes no value, or 0/1")
+    raise UsageError(f"bad --events token {_shown(token)}: {name} takes no value, or 0/1")
 
 
 def parse_events(values: Iterable[str]) -> list[EventSpec]:
@@ -150,17 +207,20 @@ def parse_events(values: Iterable[str]) -> list[EventSpec]:
             finish_raw()
             fields = {"event": _number(token, "event", value, 0xFF)}
             if fields["event"] == 0:
-                raise UsageError(f"bad --events token {token!r}: event select 0 is not an event")
+                raise UsageError(f"bad --events token {_shown(token)}: event select 0 is not an event")
         elif name in _RAW_FIELDS and eq:
             if fields is None:
-                raise UsageError(f"bad --events token {token!r}: {name}= must follow event=0x..")
+                raise UsageError(f"bad --events token {_shown(token)}: {name}= must follow event=0x..")
             if name in fields:
-                raise UsageError(f"bad --events token {token!r}: {name} given twice")
+                raise UsageError(f"bad --events token {_shown(token)}: {name} given twice")
             fields[name] = _number(token, name, value, _RAW_FIELDS[name])
         elif name in _RAW_FLAGS:
             if fields is None:
-                raise UsageError(f"bad --events token {token!r}: {name} must follow event=0x..")
+                raise UsageError(f"bad --events token {_shown(token)}: {name} must follow event=0x..")
             flags[name] = _flag(token, name, value if eq else None)
+        elif perf_raw := _PERF_RAW.fullmatch(token):
+            finish_raw()
+            specs.append(raw_event_spec(perf_raw_event(token, perf_raw.group(1))))
         else:
             finish_raw()
             lower = token.lower()
@@ -169,8 +229,8 @@ def parse_events(values: Iterable[str]) -> list[EventSpec]:
                 if not _TABLE_NAME.fullmatch(token):
                     known = ", ".join([*ARCH_EVENTS, *SOFTWARE_EVENTS])
                     raise UsageError(
-                        f"unknown event {token!r} in --events (known: {known}, an Intel event name such as "
-                        "MEM_LOAD_RETIRED.L3_MISS, or event=0x..,umask=0x..)"
+                        f"unknown event {_shown(token)} in --events (known: {known}, an Intel event name such as "
+                        "MEM_LOAD_RETIRED.L3_MISS, event=0x..,umask=0x.. or r<hex> such as r412e)"
                     )
                 # Resolved per CPU by the backend, from the perfmon tables of that CPU's model and core type.
                 spec = EventSpec(token.upper(), None, from_tables=True)
