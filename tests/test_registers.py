@@ -56,6 +56,11 @@ def test_the_allowlist_holds_only_pmu_control_and_counters() -> None:
     assert {0x186, 0x18D, 0xC1, 0x4C1, 0x309, 0x30C, 0x38D, 0x38F, 0x390} <= R.PMU_WRITABLE_MSRS
     for forbidden in (0x10, 0x38E, 0x391, 0x392, 0x345, 0x1A0, 0x199, 0x1D9, 0xE7, 0xE8):
         assert forbidden not in R.PMU_WRITABLE_MSRS
+    # Just past the legacy blocks: not PMU counters (0x18E was the address of the ">8 events" failure).
+    for forbidden in (0x18E, 0xC9, 0x4C9, 0x30D):
+        assert forbidden not in R.PMU_WRITABLE_MSRS
+    # PMU v6 counters 0-31 and fixed 0-3 (tests/test_v6_registers.py checks the whole map).
+    assert {0x1900, 0x1901, 0x1924, 0x1925, 0x197C, 0x197D, 0x1980, 0x198C} <= R.PMU_WRITABLE_MSRS
 
 
 def test_msr_file_snapshot_layout_and_allowlist(tmp_path: Path) -> None:

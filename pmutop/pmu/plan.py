@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pmutop.errors import UsageError
 from pmutop.pmu.cpuid_decode import PerfmonInfo
 from pmutop.pmu.events import ARCH_EVENTS, DEFAULT_EVENTS, FIXED_TRIO, EventSpec
+from pmutop.pmu.registers import register_map
 
 
 @dataclass(frozen=True)
@@ -65,27 +66,34 @@ def _leading_ones(mask: int) -> int:
 def assign(events: list[EventSpec], n_counters: int) -> list[int] | None:
     """Counter index for each event honouring its allowed-counter mask, or None if impossible.
 
-    Most-constrained events choose first; a small backtracking search makes it exact (n <= 8).
+    A bipartite matching (augmenting paths, Kuhn's algorithm): exact, and polynomial. A plain backtracking
+    search was fine for 8 counters but explores 10! placements to prove that an 11th event restricted to
+    Lion Cove's counters 0-9 does not fit.
     """
-    order = sorted(range(len(events)), key=lambda i: bin(_mask(events[i], n_counters)).count("1"))
-    chosen: dict[int, int] = {}
-    used: set[int] = set()
+    owner: dict[int, int] = {}  # counter -> event
 
-    def place(k: int) -> bool:
-        if k == len(order):
+    def augment(i: int, seen: set[int]) -> bool:
+        allowed = [c for c in range(n_counters) if _mask(events[i], n_counters) >> c & 1]
+        # A free counter first (the lowest), so unrestricted events keep counters 0, 1, 2... in order;
+        # only then move an earlier event elsewhere to make room.
+        free = next((c for c in allowed if c not in owner), None)
+        if free is not None:
+            owner[free] = i
             return True
-        i = order[k]
-        mask = _mask(events[i], n_counters)
-        for c in range(n_counters):
-            if mask >> c & 1 and c not in used:
-                used.add(c)
-                chosen[i] = c
-                if place(k + 1):
+        for c in allowed:
+            if c not in seen:
+                seen.add(c)
+                if augment(owner[c], seen):
+                    owner[c] = i
                     return True
-                used.discard(c)
         return False
 
-    return [chosen[i] for i in range(len(events))] if place(0) else None
+    # Most-constrained first only makes the result predictable (same as before); any order is exact.
+    order = sorted(range(len(events)), key=lambda i: _mask(events[i], n_counters).bit_count())
+    if not all(augment(i, set()) for i in order):
+        return None
+    chosen = {i: c for c, i in owner.items()}
+    return [chosen[i] for i in range(len(events))]
 
 
 def _mask(e: EventSpec, n: int) -> int:
@@ -134,8 +142,12 @@ def plan_counters(
         # The fixed counters are free, and util/GHz/IPC need them, so they are always counted.
         events = [ARCH_EVENTS[n] for n in FIXED_TRIO if ARCH_EVENTS[n].key not in explicit] + list(requested)
 
-    fixed_avail = _leading_ones(perfmon.fixed_mask)
-    gp_avail = _leading_ones(perfmon.gp_mask)
+    # Counters below the first hole of each bitmap (readers fetch 0..n-1 in one rdpmc sweep, and rdpmc of a
+    # missing counter faults), and only as many as this PMU version has registers for: the same map
+    # (registers.register_map) gives the addresses and the MSR allowlist, so nothing placed can be refused.
+    regs = register_map(perfmon.version)
+    fixed_avail = min(_leading_ones(perfmon.fixed_mask), regs.max_fixed)
+    gp_avail = min(_leading_ones(perfmon.gp_mask), regs.max_gp)
     fixed: list[Placement] = []
     gp_wanted: list[EventSpec] = []
     dropped: list[tuple[str, str]] = []

@@ -5,14 +5,18 @@ Pure data and encoders: nothing here touches hardware.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from pmutop.errors import HardwareError
 
 IA32_TIME_STAMP_COUNTER = 0x10
 IA32_PMC0 = 0xC1  # legacy GP counters: writes are sign-extended from bit 31
 IA32_PERFEVTSEL0 = 0x186
 IA32_FIXED_CTR0 = 0x309
 IA32_PERF_CAPABILITIES = 0x345
-IA32_FIXED_CTR_CTRL = 0x38D
+IA32_FIXED_CTR_CTRL = 0x38D  # the same address on v6 ("the MSR address of the fixed counter control is not changed")
 IA32_PERF_GLOBAL_STATUS = 0x38E
 IA32_PERF_GLOBAL_CTRL = 0x38F
 IA32_PERF_GLOBAL_STATUS_RESET = 0x390  # called OVF_CTRL before v4; write-1-to-clear
@@ -20,37 +24,187 @@ IA32_PERF_GLOBAL_STATUS_SET = 0x391  # v4+, write-only
 IA32_PERF_GLOBAL_INUSE = 0x392  # v4+
 IA32_A_PMC0 = 0x4C1  # full-width alias, only when PERF_CAPABILITIES[13]
 
+# PMU v6 "MSR aliasing": one block of 4 MSRs per counter (CTR, CFG_A = event select, CFG_B, CFG_C).
+# Linux arch/x86/include/asm/msr-index.h MSR_IA32_PMC_V6_GP0_CTR / _GP0_CFG_A / _FX0_CTR / _STEP, added by
+# commit 149fd4712bcd "perf/x86/intel: Support Perfmon MSRs aliasing" (tip perf/core, July 2024; v6.11).
+# The SDM names them IA32_PMC_GPn_CTR / IA32_PMC_GPn_CFG_A / IA32_PMC_FXn_CTR.
+IA32_PMC_V6_GP0_CTR = 0x1900
+IA32_PMC_V6_GP0_CFG_A = 0x1901  # CFG_B (+2, auto-counter reload) and CFG_C (+3) are never pmutop's
+IA32_PMC_V6_FX0_CTR = 0x1980
+IA32_PMC_V6_STEP = 4
+
 # IA32_PERF_CAPABILITIES bits
 PERF_CAP_FW_WRITE = 1 << 13  # full-width writes through IA32_A_PMCx
 PERF_CAP_PERF_METRICS = 1 << 15
 
-MAX_GP_COUNTERS = 8  # legacy address blocks hold 8 (0x186..0x18D); v6 parts with more use another range
-MAX_FIXED_COUNTERS = 4
+# How many counters a register map can address. The legacy blocks hold 8 GP counters (0x186..0x18D,
+# 0xC1..0xC8, 0x4C1..0x4C8: 0x18E, 0xC9.., 0x4C9.. are other registers) and 4 fixed (0x309..0x30C; fixed
+# 4-6 exist only on Atom v6 cores, Linux asm/perf_event.h). The v6 range is what the kernel can address:
+# INTEL_PMC_MAX_GENERIC = 32 (CPUID 0x23.1 EAX is a 32-bit bitmap) and INTEL_PMC_MAX_FIXED = 16
+# (asm/perf_event.h); 32 GP blocks of 4 end exactly at IA32_PMC_V6_FX0_CTR.
+LEGACY_MAX_GP = 8
+LEGACY_MAX_FIXED = 4
+V6_MAX_GP = 32
+V6_MAX_FIXED = 16
+MAX_GP_COUNTERS = V6_MAX_GP  # the most GP counters any map (and so the planner) can use
+MAX_FIXED_COUNTERS = 4  # pmutop drives fixed counters 0-3 only (instructions, cycles, ref-cycles, slots)
 
 
+class CounterIndexError(HardwareError, IndexError):
+    """A counter index this PMU's register map has no MSR for."""
+
+
+@dataclass(frozen=True)
+class CounterRegisters:
+    """Where one PMU keeps its counters and event selects: made by `register_map(version)`, never by hand.
+
+    Counter i's registers are `base + step * i`. On the legacy map a GP counter has two write addresses:
+    IA32_PMCx sign-extends bit 31, IA32_A_PMCx takes full-width values (if PERF_CAPABILITIES[13]).
+    """
+
+    kind: str  # "legacy" or "v6"
+    max_gp: int
+    max_fixed: int
+    step: int
+    evtsel0: int
+    pmc0: int
+    full_width_pmc0: int
+    fixed0: int
+    gp_name: str = field(repr=False, default="")  # format strings for MSR_NAMES, {i} = index
+    evtsel_name: str = field(repr=False, default="")
+    full_width_name: str = field(repr=False, default="")
+    fixed_name: str = field(repr=False, default="")
+
+    def _gp(self, base: int, i: int) -> int:
+        if not 0 <= i < self.max_gp:
+            raise CounterIndexError(
+                f"GP counter {i} has no {self.kind} PMU register (counters 0-{self.max_gp - 1} only"
+                + ("; more than 8 exist only in the PMU v6 range)" if self.kind == "legacy" else ")")
+            )
+        return base + self.step * i
+
+    def evtsel(self, i: int) -> int:
+        """Event select of GP counter i (IA32_PERFEVTSELx, or IA32_PMC_GPx_CFG_A on v6)."""
+        return self._gp(self.evtsel0, i)
+
+    def pmc(self, i: int) -> int:
+        """GP counter i as read (also the sign-extending write address on the legacy map)."""
+        return self._gp(self.pmc0, i)
+
+    def counter(self, i: int, *, full_width: bool) -> int:
+        """Where to write a value into GP counter i; `full_width` = IA32_PERF_CAPABILITIES[13] (FW_WRITE).
+
+        Without FW_WRITE only values that survive sign extension from bit 31 may be written (check with
+        `sign_extend_legacy_pmc_write`); that rule is kept on v6 too, as Linux does (see `register_map`).
+        """
+        return self._gp(self.full_width_pmc0 if full_width else self.pmc0, i)
+
+    def fixed_ctr(self, i: int) -> int:
+        if not 0 <= i < self.max_fixed:
+            raise CounterIndexError(f"fixed counter {i} has no {self.kind} PMU register (0-{self.max_fixed - 1} only)")
+        return self.fixed0 + self.step * i
+
+    def gp_registers(self, i: int) -> tuple[int, ...]:
+        """Every address pmutop may write for GP counter i (event select, counter, full-width counter)."""
+        return tuple(dict.fromkeys((self.evtsel(i), self.pmc(i), self.counter(i, full_width=True))))
+
+    def writable(self, n_gp: int | None = None, n_fixed: int | None = None) -> Iterator[int]:
+        """Every counter and event-select address of GP counters 0..n_gp-1 and fixed 0..n_fixed-1
+        (default: all this map can address)."""
+        n_gp = self.max_gp if n_gp is None else min(n_gp, self.max_gp)
+        n_fixed = self.max_fixed if n_fixed is None else min(n_fixed, self.max_fixed)
+        for i in range(n_gp):
+            yield from self.gp_registers(i)
+        for i in range(n_fixed):
+            yield self.fixed_ctr(i)
+
+    def names(self) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for i in range(self.max_gp):
+            out[self.evtsel(i)] = self.evtsel_name.format(i=i)
+            out[self.pmc(i)] = self.gp_name.format(i=i)
+            out.setdefault(self.counter(i, full_width=True), self.full_width_name.format(i=i))
+        for i in range(self.max_fixed):
+            out[self.fixed_ctr(i)] = self.fixed_name.format(i=i)
+        return out
+
+
+LEGACY_REGISTERS = CounterRegisters(
+    kind="legacy",
+    max_gp=LEGACY_MAX_GP,
+    max_fixed=LEGACY_MAX_FIXED,
+    step=1,
+    evtsel0=IA32_PERFEVTSEL0,
+    pmc0=IA32_PMC0,
+    full_width_pmc0=IA32_A_PMC0,
+    fixed0=IA32_FIXED_CTR0,
+    gp_name="IA32_PMC{i}",
+    evtsel_name="IA32_PERFEVTSEL{i}",
+    full_width_name="IA32_A_PMC{i}",
+    fixed_name="IA32_FIXED_CTR{i}",
+)
+
+# Linux intel_pmu_init (commit 149fd4712bcd): `if (x86_pmu.version >= 6)` it sets perfctr = GP0_CTR,
+# eventsel = GP0_CFG_A, fixedctr = FX0_CTR and addr_offset = intel_pmu_v6_addr_offset (STEP * index), so
+# every counter, 0-7 included, is programmed in this range; x86_pmu_event_addr / x86_pmu_config_addr /
+# x86_pmu_fixed_ctr_addr (arch/x86/events/perf_event.h) add the offset to the base.
+# Full width: that block runs after the full-width one (`if (intel_cap.full_width_write)`: max_period =
+# cntval_mask >> 1, perfctr = MSR_IA32_PMC0), overriding perfctr but not max_period. So with FW_WRITE the
+# kernel writes full-width values to GPn_CTR (there is no separate alias); without it its periods stay below
+# 2^31, whose counter values are the same whether or not the write sign-extends bit 31.
+# rdpmc is unchanged: event_base_rdpmc = x86_pmu_rdpmc_index(idx) = idx for Intel (no rdpmc_index hook), so
+# GP counter 9 is read with ECX = 9 (arch/x86/events/core.c x86_assign_hw_event).
+V6_REGISTERS = CounterRegisters(
+    kind="v6",
+    max_gp=V6_MAX_GP,
+    max_fixed=V6_MAX_FIXED,
+    step=IA32_PMC_V6_STEP,
+    evtsel0=IA32_PMC_V6_GP0_CFG_A,
+    pmc0=IA32_PMC_V6_GP0_CTR,
+    full_width_pmc0=IA32_PMC_V6_GP0_CTR,
+    fixed0=IA32_PMC_V6_FX0_CTR,
+    gp_name="IA32_PMC_GP{i}_CTR",
+    evtsel_name="IA32_PMC_GP{i}_CFG_A",
+    full_width_name="IA32_PMC_GP{i}_CTR",
+    fixed_name="IA32_PMC_FX{i}_CTR",
+)
+
+
+def register_map(version: int) -> CounterRegisters:
+    """The registers the kernel programs on an architectural PMU of this version (v6 range from v6 on)."""
+    return V6_REGISTERS if version >= 6 else LEGACY_REGISTERS
+
+
+# The module-level helpers name the legacy registers (counters 0-7); use register_map(version) for a real PMU.
 def pmc(i: int) -> int:
-    return IA32_PMC0 + i
+    return LEGACY_REGISTERS.pmc(i)
 
 
 def a_pmc(i: int) -> int:
-    return IA32_A_PMC0 + i
+    return LEGACY_REGISTERS.counter(i, full_width=True)
 
 
 def evtsel(i: int) -> int:
-    return IA32_PERFEVTSEL0 + i
+    return LEGACY_REGISTERS.evtsel(i)
 
 
 def fixed_ctr(i: int) -> int:
-    return IA32_FIXED_CTR0 + i
+    return LEGACY_REGISTERS.fixed_ctr(i)
 
 
-# The only MSRs pmutop ever writes. Everything else (status, INUSE, TSC, capabilities) is read-only to us.
+# Control registers pmutop writes; their addresses are the same on every version.
+CONTROL_WRITABLE_MSRS: frozenset[int] = frozenset(
+    [IA32_FIXED_CTR_CTRL, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_STATUS_RESET]
+)
+
+# The only MSRs pmutop ever writes: the counters and event selects of both maps for every index the planner
+# can place (GP up to each map's limit, fixed 0-3), plus the control registers. Everything else (status,
+# INUSE, TSC, capabilities, CFG_B/CFG_C) is read-only to us.
 PMU_WRITABLE_MSRS: frozenset[int] = frozenset(
-    [evtsel(i) for i in range(MAX_GP_COUNTERS)]
-    + [pmc(i) for i in range(MAX_GP_COUNTERS)]
-    + [a_pmc(i) for i in range(MAX_GP_COUNTERS)]
-    + [fixed_ctr(i) for i in range(MAX_FIXED_COUNTERS)]
-    + [IA32_FIXED_CTR_CTRL, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_STATUS_RESET]
+    itertools.chain(
+        CONTROL_WRITABLE_MSRS,
+        *(m.writable(n_fixed=MAX_FIXED_COUNTERS) for m in (LEGACY_REGISTERS, V6_REGISTERS)),
+    )
 )
 
 MSR_NAMES: dict[int, str] = {
@@ -62,10 +216,8 @@ MSR_NAMES: dict[int, str] = {
     IA32_PERF_GLOBAL_STATUS_RESET: "IA32_PERF_GLOBAL_STATUS_RESET",
     IA32_PERF_GLOBAL_STATUS_SET: "IA32_PERF_GLOBAL_STATUS_SET",
     IA32_PERF_GLOBAL_INUSE: "IA32_PERF_GLOBAL_INUSE",
-    **{evtsel(i): f"IA32_PERFEVTSEL{i}" for i in range(MAX_GP_COUNTERS)},
-    **{pmc(i): f"IA32_PMC{i}" for i in range(MAX_GP_COUNTERS)},
-    **{a_pmc(i): f"IA32_A_PMC{i}" for i in range(MAX_GP_COUNTERS)},
-    **{fixed_ctr(i): f"IA32_FIXED_CTR{i}" for i in range(MAX_FIXED_COUNTERS)},
+    **LEGACY_REGISTERS.names(),
+    **V6_REGISTERS.names(),
 }
 
 

@@ -63,7 +63,7 @@ class SimConfig:
         checks = [
             (self.cpus >= 1, "cpus must be >= 1"),
             (2 <= self.version <= 5, "version must be 2..5"),
-            (1 <= self.gp_counters <= r.MAX_GP_COUNTERS, "gp_counters must be 1..8"),
+            (1 <= self.gp_counters <= r.LEGACY_MAX_GP, "gp_counters must be 1..8"),
             (0 <= self.fixed_counters <= r.MAX_FIXED_COUNTERS, "fixed_counters must be 0..4"),
             (8 <= self.gp_width <= 64, "gp_width must be 8..64"),
             (8 <= self.fixed_width <= 64, "fixed_width must be 8..64"),
