@@ -312,6 +312,68 @@ def test_hybrid_note_only_without_leaf23_counts() -> None:
     assert HYBRID_PCORE_NOTE not in perfmon(leaf23_cpu(ext_bit=False, hybrid_core=0x20)).notes
 
 
+# Lunar Lake (family 6 model 0xBD) as Linux sees it: PMU v6, per-core-type counters from CPUID 0x23.1.
+# Lion Cove P-core: 10 GP counters (intel_lnc_event_constraints restrict events to 0x3ff) and fixed 0-3 (SLOTS
+# on fixed 3); Skymont E-core: fixed 0-2 and 4-6 (intel_skt_event_constraints, asm/perf_event.h "fixed
+# counter 4..6 (Atom only)"), i.e. 0x77. The E-core's 8 GP counters and what leaf 0xA reports are assumptions.
+LNL_SIGNATURE = 0x000B06D1  # family 6, model 0xBD, stepping 1
+
+
+def lunar_lake_cpu(core: int, gp_mask: int, fixed_mask: int, leaf0a_gp: int = 8) -> CpuDump:
+    return fake_cpu(
+        max_leaf=0x23,
+        leaf1=(LNL_SIGNATURE, 0, 1 << 15, 0),
+        l7_0=(1, 0, 0, 1 << 15),
+        l7_1=(1 << 8, 0, 0, 0),
+        l0A_0=(0x08300006 | leaf0a_gp << 8, 0, 0x7, 0x8603),
+        l1A_0=(core << 24 | 1, 0, 0, 0),
+        l23_0=(0b11, 0b011, 0, 0),
+        l23_1=(gp_mask, fixed_mask, 0, 0),
+    )
+
+
+def test_lunar_lake_p_core_v6_ten_gp_counters() -> None:
+    dump = lunar_lake_cpu(0x40, 0x3FF, 0xF)
+    assert decode_identity(cpuid_fn(dump)).uarch == "Lunar Lake"
+    info = perfmon(dump)
+    assert info.version == 6
+    assert (info.gp_counters, info.gp_mask, info.gp_width) == (10, 0x3FF, 48)
+    assert (info.fixed_counters, info.fixed_mask) == (4, 0xF)
+    assert info.leaf23 is not None and info.leaf23.gp_mask == 0x3FF
+    assert HYBRID_PCORE_NOTE not in info.notes
+    assert not any("contiguous" in n for n in info.notes)
+
+
+def test_lunar_lake_e_core() -> None:
+    info = perfmon(lunar_lake_cpu(0x20, 0xFF, 0x77))
+    assert (info.version, info.gp_counters, info.gp_mask) == (6, 8, 0xFF)
+    assert (info.fixed_counters, info.fixed_mask) == (6, 0x77)
+
+
+@pytest.mark.parametrize(
+    ("gp_mask", "count"),
+    [(0xFFFF, 16), (0xFFFFFFFF, 32), (0x2FF, 9), (0x3FE, 9)],
+)
+def test_leaf23_gp_bitmaps_beyond_eight(gp_mask: int, count: int) -> None:
+    info = perfmon(lunar_lake_cpu(0x40, gp_mask, 0xF))
+    assert (info.gp_counters, info.gp_mask) == (count, gp_mask)
+    holes = [n for n in info.notes if "not contiguous" in n]
+    if gp_mask & (gp_mask + 1):
+        assert holes == [
+            f"GP counter bitmap {gp_mask:#x} is not contiguous: only the counters below the first gap are used"
+        ]
+    else:
+        assert holes == []
+
+
+def test_v6_without_leaf23_counts_from_leaf_0a() -> None:
+    # A hypervisor may expose v6 without the extension leaf: EAX[15:8] (here 10) is all there is.
+    dump = lunar_lake_cpu(0x40, 0x3FF, 0xF, leaf0a_gp=10)
+    dump[(7, 1)] = (0, 0, 0, 0)
+    info = perfmon(dump)
+    assert (info.version, info.gp_counters, info.gp_mask, info.leaf23) == (6, 10, 0x3FF, None)
+
+
 # --- core type ----------------------------------------------------------------------------------------
 
 

@@ -288,6 +288,12 @@ def decode_perfmon(cpuid: CpuidFn) -> PerfmonInfo:
         from_leaf23 = True
         notes.append("counter bitmaps from CPUID 0x23 sub-leaf 1")
 
+    if gp_mask & (gp_mask + 1):
+        # CPUID 0x23.1 EAX is a bitmap: a gap is legal, but rdpmc of a missing counter faults and pmutop reads
+        # counters 0..n-1 in one sweep (pmutop.pmu.plan).
+        notes.append(
+            f"GP counter bitmap {gp_mask:#x} is not contiguous: only the counters below the first gap are used"
+        )
     if ebx_length < 7:
         notes.append(f"EBX length {ebx_length} < 7: Linux does not use this architectural PMU")
     if 2 <= version <= 4 and fixed_count == 0:
