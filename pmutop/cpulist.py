@@ -83,3 +83,18 @@ def select_cpus(spec: str | None, online: list[int], possible: list[int] | None 
     if offline:
         problems.append(f"CPU {format_cpu_list(offline)} is offline (online: {format_cpu_list(online) or 'none'})")
     raise UsageError(f"--cores {spec}: {'; '.join(problems)}")
+
+
+def group_by_cpu(problems: dict[int, str]) -> list[str]:
+    """Per-CPU messages ("cpu 5: no dev/cpu/5/cpuid ...") merged when they differ only in the CPU number.
+
+    One line per distinct problem ("cpu 4-7: no dev/cpu/N/cpuid ..."), however many CPUs share it.
+    """
+    groups: dict[str, list[int]] = {}
+    for cpu, message in sorted(problems.items()):
+        template = message.removeprefix(f"cpu {cpu}: ").replace(f"dev/cpu/{cpu}/", "dev/cpu/N/")
+        groups.setdefault(template, []).append(cpu)
+    return [
+        problems[cpus[0]] if len(cpus) == 1 else f"cpu {format_cpu_list(cpus)}: {template}"
+        for template, cpus in groups.items()
+    ]

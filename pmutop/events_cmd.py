@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pmutop.cpulist import format_cpu_list
-from pmutop.errors import UsageError
+from pmutop.cpulist import format_cpu_list, group_by_cpu
+from pmutop.errors import HardwareError, UsageError
 from pmutop.hw.platform import HostPlatform, Platform
 from pmutop.pmu import perfmon
 from pmutop.pmu.cpuid_decode import (
@@ -53,12 +53,20 @@ class CpuGroup:
         return f"CPUs {format_cpu_list(self.cpus)}{kind}"
 
 
-def cpu_groups(platform: Platform) -> list[CpuGroup]:
+def cpu_groups(platform: Platform, problems: dict[int, str] | None = None) -> list[CpuGroup]:
+    """Online CPUs grouped by what they read; CPUs whose CPUID cannot be read go to `problems` (cpu -> why)."""
     groups: dict[tuple[Any, ...], CpuGroup] = {}
     for cpu in platform.online_cpus():
-        fn = platform.cpuid_fn(cpu)
-        ident = decode_identity(fn)
-        core = decode_core_type(fn)
+        try:
+            fn = platform.cpuid_fn(cpu)
+            ident = decode_identity(fn)
+            core = decode_core_type(fn)
+            pmu = decode_perfmon(fn)
+        except HardwareError as e:
+            if problems is None:
+                raise
+            problems[cpu] = str(e)
+            continue
         key = (
             ident.vendor,
             ident.family,
@@ -70,7 +78,7 @@ def cpu_groups(platform: Platform) -> list[CpuGroup]:
         if key in groups:
             groups[key].cpus.append(cpu)
         else:
-            groups[key] = CpuGroup([cpu], ident, core, decode_perfmon(fn))
+            groups[key] = CpuGroup([cpu], ident, core, pmu)
     return list(groups.values())
 
 
@@ -269,7 +277,10 @@ def run_events(
     url: str,
 ) -> str:
     """The text (or JSON) `pmutop events` prints."""
-    groups = cpu_groups(platform)
+    unreadable: dict[int, str] = {}
+    groups = cpu_groups(platform, unreadable)
+    if not groups and unreadable:  # nothing to describe: the first reason is the whole story
+        raise HardwareError(unreadable[min(unreadable)])
     all_cpus = format_cpu_list([c for g in groups for c in g.cpus])
     fetched: list[Path] = []
     if download:
@@ -290,6 +301,7 @@ def run_events(
     if search is not None:
         entries = [e for e in entries if _matches(e, search)]
     notes = list(tables.notes) if tables is not None else []
+    notes += [f"{problem}; not listed" for problem in group_by_cpu(unreadable)]
 
     if as_json:
         doc = {

@@ -6,7 +6,7 @@ import json
 import os
 from typing import Any
 
-from pmutop.cpulist import format_cpu_list
+from pmutop.cpulist import format_cpu_list, group_by_cpu
 from pmutop.errors import HardwareError
 from pmutop.hw import shim
 from pmutop.hw.msr import MsrDevice
@@ -114,28 +114,33 @@ def gather(platform: HostPlatform, *, probe: bool = True) -> dict[str, Any]:
     identity: CpuIdentity | None = None
     perfmons: dict[int, PerfmonInfo] = {}
     core_types: dict[int, CoreType | None] = {}
-    cpuid_error = None
-    try:
-        identity = decode_identity(platform.cpuid_fn(cpus[0]))
-        for cpu in cpus:
+    problems: dict[int, str] = {}  # online CPUs whose CPUID cannot be read (no file, empty file, read error)
+    for cpu in cpus:
+        try:
             fn = platform.cpuid_fn(cpu)
+            ident = decode_identity(fn) if identity is None else identity
             perfmons[cpu] = decode_perfmon(fn)
             core_types[cpu] = decode_core_type(fn)
-    except HardwareError as e:
-        cpuid_error = str(e)
+            identity = ident
+        except HardwareError as e:
+            problems[cpu] = str(e)
+    # The rest is said about the CPUs whose CPUID reads; the others are listed once under cpuid_problems.
+    readable = [c for c in cpus if c in perfmons]
+    first = readable[0] if readable else cpus[0]
+    facts["cpuid_problems"] = group_by_cpu(problems)
+    facts["cpuid_unreadable_cpus"] = format_cpu_list(list(problems))
+    facts["cpuid_readable_cpus"] = format_cpu_list(readable)
     if identity is not None:
         facts.update(identity_to_dict(identity))
-        facts["cpuid_source"] = platform.cpuid_method(cpus[0])
+        facts["cpuid_source"] = platform.cpuid_method(first)
     else:
         facts.update(_cpuinfo_identity(platform) or {"vendor": None})
         facts["cpuid_source"] = None
-        facts["cpuid_error"] = cpuid_error
+        facts["cpuid_error"] = problems.get(cpus[0])
 
     # PMU facts of the first CPU at top level; every CPU (grouped when identical) under "cpu_groups".
     groups: list[dict[str, Any]] = []
-    for cpu in cpus:
-        if cpu not in perfmons:
-            break
+    for cpu in readable:
         pm, ct = perfmons[cpu], core_types[cpu]
         entry = {
             "core_type": ct.short if ct else None,
@@ -149,12 +154,12 @@ def gather(platform: HostPlatform, *, probe: bool = True) -> dict[str, Any]:
     for g in groups:
         g["cpus"] = format_cpu_list(g["cpus"])
     if perfmons:
-        facts.update(perfmon_to_dict(perfmons[cpus[0]]))
+        facts.update(perfmon_to_dict(perfmons[first]))
     else:
         facts["version"] = None
     facts["cpu_groups"] = groups
 
-    msr = platform.msr_state(cpus[0])
+    msr = platform.msr_state(first)
     facts["msr"] = {"present": msr.present, "writable": msr.writable, "problem": msr.problem}
     facts["rdpmc_sysfs"] = {
         rel.split("/")[-2]: platform.read_setting(rel) for rel in RDPMC_SYSFS if platform.read_setting(rel) is not None
@@ -162,12 +167,12 @@ def gather(platform: HostPlatform, *, probe: bool = True) -> dict[str, Any]:
     facts["nmi_watchdog"] = _int_or_none(platform.read_setting(NMI_WATCHDOG))
     facts["perf_event_paranoid"] = _int_or_none(platform.read_setting(PERF_EVENT_PARANOID))
     facts["root"] = os.geteuid() == 0
-    facts["rdpmc_probe"] = _probe(platform, cpus, perfmons, core_types) if probe else None
-    if perfmons and msr.present and os.access(platform.sysroot.path(f"dev/cpu/{cpus[0]}/msr"), os.R_OK):
-        facts["counters_in_use"] = _counters_in_use(platform, cpus, perfmons, facts["nmi_watchdog"] == 1)
+    facts["rdpmc_probe"] = _probe(platform, readable, perfmons, core_types) if probe and readable else None
+    if perfmons and msr.present and os.access(platform.sysroot.path(f"dev/cpu/{first}/msr"), os.R_OK):
+        facts["counters_in_use"] = _counters_in_use(platform, readable, perfmons, facts["nmi_watchdog"] == 1)
     else:
         facts["counters_in_use"] = {"checked": False, "detail": "the msr device is not readable"}
-    facts["perf"] = _perf_facts(platform, cpus[0])
+    facts["perf"] = _perf_facts(platform, first)
     facts["verdict"] = verdict(facts)
     return facts
 
@@ -260,6 +265,15 @@ def verdict(f: dict[str, Any]) -> dict[str, Any]:
     perf when hardware events open; otherwise perf with software events (IPC and cache columns
     unavailable). Nothing falls back to simulated numbers.
     """
+    chosen = _verdict(f)
+    unreadable, readable = f.get("cpuid_unreadable_cpus"), f.get("cpuid_readable_cpus")
+    if chosen["backend"] and unreadable and readable:
+        # A plain run selects every online CPU and would stop at the first of these.
+        chosen["reasons"].append(f"CPUID of cpu {unreadable} cannot be read: pass --cores {readable}")
+    return chosen
+
+
+def _verdict(f: dict[str, Any]) -> dict[str, Any]:
     reasons, fixes = _msr_problems(f)
     if reasons:
         perf = f.get("perf") or {}
@@ -336,6 +350,8 @@ def render_text(f: dict[str, Any]) -> str:
         lines.append(("CPU", "unknown (" + (f.get("cpuid_error") or "no CPUID") + ")"))
     lines.append(("Online CPUs", f["online_cpus"]))
     lines.append(("CPUID source", f.get("cpuid_source") or "none"))
+    for problem in f.get("cpuid_problems") or []:
+        lines.append(("CPUID", problem))
     for g in f.get("cpu_groups", []):
         label = f"PMU cpu {g['cpus']}"
         kind = f"{g['core_type_name']}: " if g.get("core_type_name") else ""

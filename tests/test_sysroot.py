@@ -139,3 +139,91 @@ def test_explicit_rdpmc_on_a_sysroot_is_refused(tmp_path: Path, capsys: pytest.C
     code = main(["--sysroot", str(tmp_path), "--read", "rdpmc", "--batch", "--count", "1"])
     assert code == 2
     assert "--read rdpmc: rdpmc cannot be used for the CPUs of sysroot" in capsys.readouterr().err
+
+
+# --- online CPUs whose CPUID cannot be read -------------------------------------------------------------
+
+
+def _lines(text: str, word: str) -> list[str]:
+    return [ln for ln in text.splitlines() if word in ln]
+
+
+def test_info_reports_online_cpus_without_cpuid_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    build_sysroot(tmp_path, [0, 1, 2, 3], SKYLAKE_X_LEAVES, msrs=idle_pmu_registers())
+    (tmp_path / "sys/devices/system/cpu/online").write_text("0-7\n")  # CPUs 4-7 have no dev/cpu/N files
+    problem = f"cpu 4-7: no dev/cpu/N/cpuid under sysroot {tmp_path} (CPUID of another machine cannot be executed here)"
+    assert main(["info", "--sysroot", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert [ln for ln in out.splitlines() if ln.startswith("CPUID  ")] == [f"CPUID          {problem}"]
+    assert "               CPUID of cpu 4-7 cannot be read: pass --cores 0-3" in out.splitlines()
+    assert "PMU cpu 0-3    version 4, 4 general" in out
+    f = info_json(capsys, tmp_path)
+    assert f["online_cpus"] == "0-7" and f["vendor"] == "GenuineIntel"
+    assert f["cpuid_problems"] == [problem]
+    assert [g["cpus"] for g in f["cpu_groups"]] == ["0-3"]
+    assert f["counters_in_use"] == {"checked": True, "busy": []}
+    assert f["verdict"]["reasons"][-1] == "CPUID of cpu 4-7 cannot be read: pass --cores 0-3"
+
+
+def test_info_when_the_first_online_cpu_has_no_cpuid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    build_sysroot(tmp_path, [2, 3], SKYLAKE_X_LEAVES, msrs=idle_pmu_registers())
+    (tmp_path / "sys/devices/system/cpu/online").write_text("0-3\n")
+    f = info_json(capsys, tmp_path)
+    assert (f["vendor"], f["model"], f["cpuid_source"]) == ("GenuineIntel", 0x55, "cpuid device")
+    assert f["cpuid_problems"] == [
+        f"cpu 0-1: no dev/cpu/N/cpuid under sysroot {tmp_path} (CPUID of another machine cannot be executed here)"
+    ]
+    assert [g["cpus"] for g in f["cpu_groups"]] == ["2-3"]
+
+
+def test_an_empty_cpuid_file_is_named_not_taken_for_a_vendor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    build_sysroot(tmp_path, [0, 1], SKYLAKE_X_LEAVES, msrs=idle_pmu_registers())
+    empty = tmp_path / "dev/cpu/1/cpuid"
+    empty.write_bytes(b"")
+    assert main(["info", "--sysroot", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "this CPU is  " not in out
+    assert _lines(out, "CPUID is") == [f"CPUID          cpu 1: CPUID is empty in {empty} (leaf 0 reads as zeros)"]
+    assert _lines(out, "PMU cpu") == ["PMU cpu 0      version 4, 4 general × 48 bit, 3 fixed × 48 bit (mask 0x7)"]
+
+
+def test_all_cpuid_files_empty(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    build_sysroot(tmp_path, [0, 1], SKYLAKE_X_LEAVES, msrs=idle_pmu_registers())
+    for cpu in (0, 1):
+        (tmp_path / f"dev/cpu/{cpu}/cpuid").write_bytes(b"\0" * 64)  # zeros read as well as nothing
+    assert main(["info", "--sysroot", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "this CPU is" not in out
+    first = f"cpu 0: CPUID is empty in {tmp_path / 'dev/cpu/0/cpuid'} (leaf 0 reads as zeros)"
+    assert _lines(out, "CPU   ") == [f"CPU            unknown ({first})"]
+    assert "Verdict        no backend can run here" in out
+    assert f"CPUID could not be read: {first}" in out
+
+
+def test_a_run_on_an_empty_cpuid_file_fails_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    build_sysroot(tmp_path, [0], SKYLAKE_X_LEAVES, msrs=idle_pmu_registers())
+    (tmp_path / "dev/cpu/0/cpuid").write_bytes(b"")
+    code = main(["--sysroot", str(tmp_path), "--batch", "--count", "1"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (1, "")
+    assert err == f"pmutop: cpu 0: CPUID is empty in {tmp_path / 'dev/cpu/0/cpuid'} (leaf 0 reads as zeros)\n"
+
+
+def test_events_lists_the_cpus_it_can_read_and_names_the_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    build_sysroot(tmp_path, [0, 1], SKYLAKE_X_LEAVES)
+    (tmp_path / "sys/devices/system/cpu/online").write_text("0-3\n")
+    (tmp_path / "dev/cpu/1/cpuid").write_bytes(b"")
+    assert main(["events", "--sysroot", str(tmp_path), "--search", "branches"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out.splitlines()[0] == "CPUs 0: GenuineIntel family 6 model 0x55 stepping 4, Skylake-SP/X"
+    assert _lines(out, "note: cpu") == [
+        f"note: cpu 1: CPUID is empty in {tmp_path / 'dev/cpu/1/cpuid'} (leaf 0 reads as zeros); not listed",
+        f"note: cpu 2-3: no dev/cpu/N/cpuid under sysroot {tmp_path} (CPUID of another machine cannot be executed "
+        "here); not listed",
+    ]

@@ -42,6 +42,7 @@ class CpuidSource:
     def __init__(self, sysroot: Sysroot) -> None:
         self.sysroot = sysroot
         self._files: dict[int, CpuidFile | None] = {}
+        self._empty: dict[int, str] = {}  # cpu -> why its CPUID file cannot be trusted
         self._cache: dict[tuple[int, int, int], tuple[int, int, int, int]] = {}
 
     def method(self, cpu: int) -> str:
@@ -57,22 +58,43 @@ class CpuidSource:
                 self._files[cpu] = None
         return self._files[cpu]
 
+    def _where(self, cpu: int) -> str:
+        f = self._file(cpu)
+        return f.path if f is not None else f"the cpuid instruction on cpu {cpu}"
+
+    def _read(self, cpu: int, leaf: int, subleaf: int) -> tuple[int, int, int, int]:
+        f = self._file(cpu)
+        if f is not None:
+            try:
+                return f(leaf, subleaf)
+            except OSError as e:
+                raise HardwareError(f"cpu {cpu}: reading {f.path} failed: {e.strerror}") from e
+        if self.sysroot.is_host:
+            return shim.cpuid_on(cpu, leaf, subleaf)
+        raise HardwareError(
+            f"cpu {cpu}: no dev/cpu/{cpu}/cpuid under sysroot {self.sysroot}"
+            " (CPUID of another machine cannot be executed here)"
+        )
+
+    def _check(self, cpu: int) -> None:
+        """Leaf 0 (max leaf and vendor) is never all zeros on a real CPU: an empty or zeroed file is no CPUID.
+
+        Without this check every decoder would read zeros and report a CPU of vendor "".
+        """
+        if cpu not in self._empty:
+            leaf0 = self._cache[(cpu, 0, 0)] = self._read(cpu, 0, 0)
+            zeros = leaf0 == (0, 0, 0, 0)
+            self._empty[cpu] = (
+                f"cpu {cpu}: CPUID is empty in {self._where(cpu)} (leaf 0 reads as zeros)" if zeros else ""
+            )
+        if self._empty[cpu]:
+            raise HardwareError(self._empty[cpu])
+
     def __call__(self, cpu: int, leaf: int, subleaf: int = 0) -> tuple[int, int, int, int]:
         key = (cpu, leaf, subleaf)
         if key not in self._cache:
-            f = self._file(cpu)
-            if f is not None:
-                try:
-                    self._cache[key] = f(leaf, subleaf)
-                except OSError as e:
-                    raise HardwareError(f"cpu {cpu}: reading {f.path} failed: {e.strerror}") from e
-            elif self.sysroot.is_host:
-                self._cache[key] = shim.cpuid_on(cpu, leaf, subleaf)
-            else:
-                raise HardwareError(
-                    f"cpu {cpu}: no dev/cpu/{cpu}/cpuid under sysroot {self.sysroot}"
-                    " (CPUID of another machine cannot be executed here)"
-                )
+            self._check(cpu)
+            self._cache[key] = self._read(cpu, leaf, subleaf)
         return self._cache[key]
 
     def for_cpu(self, cpu: int):  # -> CpuidFn
