@@ -13,6 +13,7 @@ from pmutop.clock import ManualClock
 from pmutop.errors import ForbiddenMsrWrite
 from pmutop.hw.msr import MsrAccessError, MsrDevice
 from pmutop.pmu import registers as r
+from pmutop.pmu.cpuid_decode import decode_perfmon
 from pmutop.sim.model import SimConfig, SimMachine, SimRdpmcFault
 from pmutop.sim.workload import Amounts, Counts, PhaseKind, Workload
 
@@ -425,7 +426,7 @@ def test_rdpmc_disabled_always_faults() -> None:
 
 @pytest.mark.parametrize(
     ("version", "gp", "fixed", "gp_width", "fixed_width"),
-    [(2, 2, 3, 40, 40), (4, 4, 3, 48, 48), (5, 8, 4, 48, 44)],
+    [(2, 2, 3, 40, 40), (4, 4, 3, 48, 48), (5, 8, 4, 48, 44), (6, 10, 4, 48, 48)],
 )
 def test_cpuid_leaf_a_decodes_to_config(version: int, gp: int, fixed: int, gp_width: int, fixed_width: int) -> None:
     m, _ = make(version=version, gp_counters=gp, fixed_counters=fixed, gp_width=gp_width, fixed_width=fixed_width)
@@ -475,9 +476,11 @@ def test_cpuid_hybrid() -> None:
 
 def test_bad_config_and_cpu_rejected() -> None:
     with pytest.raises(ValueError):
-        SimConfig(version=6)
-    with pytest.raises(ValueError):
-        SimConfig(gp_counters=9)
+        SimConfig(version=7)
+    with pytest.raises(ValueError, match=r"gp_counters must be 1\.\.8"):
+        SimConfig(gp_counters=9)  # the legacy register blocks hold 8
+    with pytest.raises(ValueError, match=r"gp_counters must be 1\.\.32"):
+        SimConfig(version=6, gp_counters=33)
     m, _ = make(cpus=2)
     with pytest.raises(ValueError):
         m.msr(2)
@@ -607,3 +610,120 @@ def test_e_cores_are_slower() -> None:
         assert re.ipc == pytest.approx(rp.ipc * 0.6)
         assert re.util == rp.util
     assert e.cumulative(60 * SEC).total.instructions < p.cumulative(60 * SEC).total.instructions
+
+
+# -- PMU v6 ------------------------------------------------------------------------------------------------
+
+V6 = r.V6_REGISTERS
+
+
+def test_v6_cpuid_enumerates_leaf_23() -> None:
+    m, _ = make(version=6, gp_counters=10, fixed_counters=4)
+    assert m.cpuid(0, 0)[0] >= 0x23
+    assert m.cpuid(0, 7, 0)[0] >= 1  # sub-leaf 1 of leaf 7 exists
+    assert m.cpuid(0, 7, 1)[0] >> 8 & 1 == 1  # ArchPerfmonExt
+    assert m.cpuid(0, 0x23, 0)[0] == 0b11  # sub-leaves 0 and 1
+    assert m.cpuid(0, 0x23, 1)[:2] == (0x3FF, 0xF)
+    assert m.cpuid(0, 0x23, 2) == (0, 0, 0, 0)
+    pm = decode_perfmon(lambda leaf, sub=0: m.cpuid(0, leaf, sub))
+    assert (pm.version, pm.gp_counters, pm.gp_mask, pm.fixed_mask) == (6, 10, 0x3FF, 0xF)
+    assert pm.leaf23 is not None and pm.notes == ("counter bitmaps from CPUID 0x23 sub-leaf 1",)
+    v5, _ = make(version=5)
+    assert v5.cpuid(0, 7, 1) == (0, 0, 0, 0) and v5.cpuid(0, 0x23, 1) == (0, 0, 0, 0)
+
+
+def test_v6_gp_counter_9_counts_through_the_v6_range_and_rdpmc() -> None:
+    m, clock = make(version=6, gp_counters=10)
+    dev = m.msr(0)
+    dev.write(V6.evtsel(9), sel(INSTRUCTIONS))
+    dev.write(V6.evtsel(8), sel(CYCLES))
+    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([8, 9], []))
+    clock.set_ns(SEC)
+    c = m.workload(0).cumulative(SEC).total
+    assert dev.read(V6.pmc(9)) == c.instructions == m.rdpmc(0, 9)
+    assert dev.read(V6.pmc(8)) == c.cycles == m.rdpmc(0, 8)
+    _, values = m.read_counters(0, 3, 10)
+    assert values[3 + 8 :] == [c.cycles, c.instructions]
+    with pytest.raises(SimRdpmcFault):
+        m.rdpmc(0, 10)
+    assert dev.snapshot()[V6.evtsel(9)] == sel(INSTRUCTIONS)  # snapshot keys follow the kernel's map
+    assert dev.read(r.IA32_PERF_GLOBAL_INUSE) & 0x300 == 0x300
+
+
+def test_v6_legacy_addresses_alias_counters_0_to_7() -> None:
+    m, clock = make(version=6, gp_counters=10, fixed_counters=3)
+    dev = m.msr(1)
+    dev.write(r.evtsel(3), sel(INSTRUCTIONS))
+    assert dev.read(V6.evtsel(3)) == sel(INSTRUCTIONS)
+    dev.write(V6.evtsel(7), sel(CYCLES))
+    assert dev.read(r.evtsel(7)) == sel(CYCLES)
+    dev.write(r.pmc(0), 5)
+    assert dev.read(V6.pmc(0)) == 5
+    dev.write(V6.fixed_ctr(2), 11)
+    assert dev.read(r.fixed_ctr(2)) == 11
+    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([3], []))
+    clock.set_ns(SEC)
+    assert dev.read(r.pmc(3)) == dev.read(V6.pmc(3)) == dev.read(r.a_pmc(3)) > 0
+
+
+def test_v6_counter_writes_are_full_width_only_with_fw_write() -> None:
+    m, _ = make(version=6, gp_counters=10)
+    dev = m.msr(0)
+    dev.write(V6.counter(9, full_width=True), 1 << 40)
+    assert dev.read(V6.pmc(9)) == 1 << 40
+    with pytest.raises(MsrAccessError) as exc:
+        m.foreign_write(0, V6.pmc(9), 1 << 48)  # beyond the 48-bit width
+    eio(exc, "write", V6.pmc(9))
+    m, _ = make(version=6, gp_counters=10, full_width_writes=False)
+    dev = m.msr(0)
+    dev.write(V6.pmc(9), 0x8000_0000)
+    assert dev.read(V6.pmc(9)) == 0xFFFF_8000_0000  # assumed: sign-extends like IA32_PMCx without FW_WRITE
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        V6.evtsel(10),  # beyond the 10 counters
+        V6.pmc(10),
+        0x1902,  # CFG_B of counter 0: not modelled
+        0x1903,  # CFG_C
+        0x1926,
+        0x18E,  # no legacy event select for counter 8
+        0xC9,
+        0x4C9,
+        V6.fixed_ctr(3),  # only 3 fixed counters
+        0x1982,  # fixed CFG_B
+    ],
+)
+def test_v6_missing_registers_fault(address: int) -> None:
+    m, _ = make(version=6, gp_counters=10, fixed_counters=3)
+    with pytest.raises(MsrAccessError) as exc:
+        m.msr(0).read(address)
+    eio(exc, "read", address)
+    with pytest.raises(MsrAccessError) as exc:
+        m.foreign_write(0, address, 0)
+    eio(exc, "write", address)
+
+
+def test_v6_reserved_bits_still_fault() -> None:
+    m, _ = make(version=6, gp_counters=10)
+    for address, value in [
+        (V6.evtsel(9), sel(CYCLES) | r.EVTSEL_ANY),  # AnyThread deprecated from v5
+        (V6.evtsel(9), sel(CYCLES) | 1 << 40),
+        (r.IA32_PERF_GLOBAL_CTRL, r.gp_bit(10)),
+    ]:
+        with pytest.raises(MsrAccessError):
+            m.foreign_write(0, address, value)
+    m.foreign_write(0, r.IA32_PERF_GLOBAL_CTRL, r.gp_bit(9))
+
+
+def test_v6_sixteen_counters() -> None:
+    m, clock = make(version=6, gp_counters=16, fixed_counters=4)
+    dev = m.msr(2)
+    for i in range(16):
+        dev.write(V6.evtsel(i), sel(INSTRUCTIONS))
+    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask(range(16), []))
+    clock.set_ns(SEC)
+    c = m.workload(2).cumulative(SEC).total
+    assert m.read_counters(2, 0, 16)[1] == [c.instructions] * 16
+    assert m.cpuid(2, 0x23, 1)[0] == 0xFFFF

@@ -1,4 +1,4 @@
-"""A register-level simulated Intel core PMU (architectural perfmon v2-v5).
+"""A register-level simulated Intel core PMU (architectural perfmon v2-v6).
 
 It answers CPUID, MSR reads/writes and rdpmc the way the SDM describes, so pmutop's real programming,
 sampling, overflow and restore code runs unchanged against it. Counters advance lazily on every access
@@ -17,6 +17,13 @@ Approximations (no real hardware gives these numbers):
 * Freeze on PMI (v4+) is unconditional (as if DEBUGCTL.Freeze_PerfMon_On_PMI were set); the freeze
   instant is found by bisecting time, so other counters stop where the overflow happened.
 * No PERF_METRICS (PERF_CAPABILITIES[15] = 0), PEBS, LBR or uncore.
+* PMU v6 (up to 32 GP counters): CPUID.(7,1):EAX[8] and leaf 0x23 (sub-leaf 0 EAX = 0b11, sub-leaf 1 EAX/EBX =
+  GP/fixed bitmaps, contiguous) are answered, and the counters live in the v6 range (IA32_PMC_GPn_CTR /
+  _CFG_A at 0x1900 + 4n, IA32_PMC_FXn_CTR at 0x1980 + 4n), which is all Linux uses on v6. Whether the legacy
+  0x186/0xC1/0x4C1/0x309 addresses keep working on v6 parts is not confirmed; they are modelled as aliases of
+  the same counters 0-7 (fixed 0-3). CFG_B/CFG_C (auto-counter reload, PEBS) are not modelled and fault. A
+  GPn_CTR write is full width with PERF_CAPABILITIES[13] (as Linux relies on) and, an assumption, sign-extends
+  bit 31 like IA32_PMCx without it.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ _PPM = 1_000_000
 _PDCM = 1 << 15
 _HYBRID = 1 << 15
 _ANYTHREAD_DEPRECATED = 1 << 15
+_ARCH_PERFMON_EXT = 1 << 8  # CPUID.(7,1):EAX[8]: leaf 0x23 exists
 _CORE_TYPE_ATOM = 0x20
 _CORE_TYPE_CORE = 0x40
 _RDPMC_TYPE_GP = 0x0000
@@ -48,8 +56,8 @@ _FIXED_ENABLE = r.FIXED_EN_OS | r.FIXED_EN_USR
 @dataclass(frozen=True)
 class SimConfig:
     cpus: int = 8
-    version: int = 4  # 2..5 supported
-    gp_counters: int = 4  # 1..8
+    version: int = 4  # 2..6 supported
+    gp_counters: int = 4  # 1..8, or 1..32 from v6 (what the version's register map can address)
     fixed_counters: int = 3  # 0..4
     gp_width: int = 48
     fixed_width: int = 48
@@ -60,10 +68,11 @@ class SimConfig:
     rdpmc_enabled: bool = True  # models CR4.PCE: when False every rdpmc faults
 
     def __post_init__(self) -> None:
+        max_gp = r.register_map(self.version).max_gp
         checks = [
             (self.cpus >= 1, "cpus must be >= 1"),
-            (2 <= self.version <= 5, "version must be 2..5"),
-            (1 <= self.gp_counters <= r.LEGACY_MAX_GP, "gp_counters must be 1..8"),
+            (2 <= self.version <= 6, "version must be 2..6"),
+            (1 <= self.gp_counters <= max_gp, f"gp_counters must be 1..{max_gp}"),
             (0 <= self.fixed_counters <= r.MAX_FIXED_COUNTERS, "fixed_counters must be 0..4"),
             (8 <= self.gp_width <= 64, "gp_width must be 8..64"),
             (8 <= self.fixed_width <= 64, "fixed_width must be 8..64"),
@@ -183,6 +192,8 @@ class _SimCpu:
         self.status_valid = r.status_reset_writable_mask(cfg.version, cfg.gp_counters, fixed)
         self.gp_mask = (1 << cfg.gp_width) - 1
         self.fixed_mask = (1 << cfg.fixed_width) - 1
+        self.regs = r.register_map(cfg.version)
+        self._registers = _register_table(cfg)
 
     # -- counting -----------------------------------------------------------------------------------
 
@@ -296,17 +307,12 @@ class _SimCpu:
 
     def _read(self, address: int) -> int | None:
         cfg = self.cfg
-        gp = _index(address, r.IA32_PMC0, cfg.gp_counters)
-        if gp is None:
-            gp = _index(address, r.IA32_A_PMC0, cfg.gp_counters)
-        if gp is not None:
-            return self.gp[gp]
-        sel = _index(address, r.IA32_PERFEVTSEL0, cfg.gp_counters)
-        if sel is not None:
-            return self.evtsel[sel]
-        fx = _index(address, r.IA32_FIXED_CTR0, cfg.fixed_counters)
-        if fx is not None:
-            return self.fixed[fx]
+        reg = self._registers.get(address)
+        if reg is not None:
+            kind, i = reg
+            if kind == _EVTSEL:
+                return self.evtsel[i]
+            return self.fixed[i] if kind == _FIXED else self.gp[i]
         readers: dict[int, Callable[[], int]] = {
             r.IA32_TIME_STAMP_COUNTER: self.tsc,
             r.IA32_PERF_CAPABILITIES: lambda: r.PERF_CAP_FW_WRITE if cfg.full_width_writes else 0,
@@ -331,24 +337,23 @@ class _SimCpu:
     def _write(self, address: int, value: int) -> bool:
         """Apply a WRMSR; False means #GP (nothing changed)."""
         cfg = self.cfg
-        i = _index(address, r.IA32_PERFEVTSEL0, cfg.gp_counters)
-        if i is not None:
+        kind, i = self._registers.get(address, (None, 0))
+        if kind == _EVTSEL:
             if value >> 32 or (cfg.version >= 5 and value & r.EVTSEL_ANY):
                 return False
             self.evtsel[i] = value
             return True
-        i = _index(address, r.IA32_PMC0, cfg.gp_counters)
-        if i is not None:
+        if kind == _PMC_V6 and cfg.full_width_writes:
+            kind = _PMC_FULL
+        if kind in (_PMC_SIGN_EXTEND, _PMC_V6):
             self.gp[i] = r.sign_extend_legacy_pmc_write(value, cfg.gp_width)
             return True
-        i = _index(address, r.IA32_A_PMC0, cfg.gp_counters)
-        if i is not None:
+        if kind == _PMC_FULL:
             if not cfg.full_width_writes or value > self.gp_mask:
                 return False
             self.gp[i] = value
             return True
-        i = _index(address, r.IA32_FIXED_CTR0, cfg.fixed_counters)
-        if i is not None:
+        if kind == _FIXED:
             if value > self.fixed_mask:
                 return False
             self.fixed[i] = value
@@ -386,7 +391,7 @@ class _SimCpu:
     def snapshot(self) -> dict[int, int]:
         with self.lock:
             self._advance()
-            regs = {r.evtsel(i): v for i, v in enumerate(self.evtsel)}
+            regs = {self.regs.evtsel(i): v for i, v in enumerate(self.evtsel)}
             regs[r.IA32_FIXED_CTR_CTRL] = self.fixed_ctrl
             regs[r.IA32_PERF_GLOBAL_CTRL] = self.global_ctrl
             regs[r.IA32_PERF_GLOBAL_STATUS] = self.status
@@ -419,9 +424,32 @@ class _SimCpu:
             return self.tsc(), values
 
 
-def _index(address: int, base: int, count: int) -> int | None:
-    i = address - base
-    return i if 0 <= i < count else None
+# What an MSR address is: (kind, counter index).
+_EVTSEL = "evtsel"
+_PMC_SIGN_EXTEND = "pmc"  # IA32_PMCx: WRMSR sign-extends EAX[31:0]
+_PMC_FULL = "a_pmc"  # IA32_A_PMCx: full width, only with PERF_CAPABILITIES[13]
+_PMC_V6 = "gp_ctr"  # IA32_PMC_GPn_CTR: full width with PERF_CAPABILITIES[13], else (assumed) sign-extending
+_FIXED = "fixed"
+
+
+def _register_table(cfg: SimConfig) -> dict[int, tuple[str, int]]:
+    """Every counter and event-select address this PMU answers, built from pmutop's own register maps.
+
+    v6 parts get the v6 range plus the legacy addresses as aliases of counters 0-7 (see the module docstring).
+    """
+    maps = [r.LEGACY_REGISTERS] + ([r.V6_REGISTERS] if cfg.version >= 6 else [])
+    table: dict[int, tuple[str, int]] = {}
+    for regs in maps:
+        for i in range(min(cfg.gp_counters, regs.max_gp)):
+            table[regs.evtsel(i)] = (_EVTSEL, i)
+            if regs.kind == "v6":
+                table[regs.pmc(i)] = (_PMC_V6, i)
+            else:
+                table[regs.pmc(i)] = (_PMC_SIGN_EXTEND, i)
+                table[regs.counter(i, full_width=True)] = (_PMC_FULL, i)
+        for i in range(min(cfg.fixed_counters, regs.max_fixed)):
+            table[regs.fixed_ctr(i)] = (_FIXED, i)
+    return table
 
 
 # -- public ----------------------------------------------------------------------------------------------
@@ -503,16 +531,26 @@ class SimMachine:
         cfg = self.config
         hybrid = cfg.e_cores > 0
         e_core = self.is_e_core(cpu)
+        v6 = cfg.version >= 6
         if leaf == 0:
             vendor = struct.unpack("<3I", b"GenuineIntel")  # EBX, EDX, ECX order
-            return (0x1A if hybrid else 0xA, vendor[0], vendor[2], vendor[1])
+            max_leaf = 0x23 if v6 else 0x1A if hybrid else 0xA
+            return (max_leaf, vendor[0], vendor[2], vendor[1])
         if leaf == 1:
             signature = 0x5 << 16 | 0x6 << 8 | 0x5 << 4 | 0x4  # family 6 model 0x55 stepping 4
             ebx = (cpu & 0xFF) << 24 | cfg.cpus % 256 << 16 | 8 << 8  # APIC id, count, CLFLUSH 64 B
             edx = 1 << 4 | 1 << 5  # TSC, MSR
             return (signature, ebx, _PDCM, edx)
         if leaf == 7:
-            return (0, 0, 0, _HYBRID if hybrid else 0) if subleaf == 0 else (0, 0, 0, 0)
+            if subleaf == 0:  # EAX = the highest sub-leaf of leaf 7
+                return (1 if v6 else 0, 0, 0, _HYBRID if hybrid else 0)
+            return (_ARCH_PERFMON_EXT if v6 and subleaf == 1 else 0, 0, 0, 0)
+        if leaf == 0x23 and v6:
+            if subleaf == 0:  # valid sub-leaves 0 and 1; no UMASK2 / EQ / rdpmc-user-disable
+                return (0b11, 0, 0, 0)
+            if subleaf == 1:
+                return ((1 << cfg.gp_counters) - 1, (1 << cfg.fixed_counters) - 1, 0, 0)
+            return (0, 0, 0, 0)
         if leaf == 0xA:
             eax = cfg.version | cfg.gp_counters << 8 | cfg.gp_width << 16 | 7 << 24
             fixed_bitmap = (1 << cfg.fixed_counters) - 1
