@@ -1,36 +1,44 @@
-"""Command line: `pmutop [options]` (live view or --batch), `pmutop info`.
+"""Command line: `pmutop [options]` (live view or --batch), `pmutop info`, `pmutop events`, `pmutop restore`.
 
 Every failure ends in one line on stderr and a non-zero status: 2 for bad input, 3 when the PMU is
-in use by someone else, 1 for anything else, 128+N when stopped by signal N.
+in use by someone else, 4 when something could not be put back, 1 for anything else, 128+N when
+stopped by signal N.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
-import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from pmutop import __version__
 from pmutop.backends.base import Backend, EventResolver
 from pmutop.backends.msr import MsrBackend
+from pmutop.backends.msr_restore import RestoreResult
 from pmutop.backends.perf import PerfBackend
 from pmutop.backends.sim import SimBackend
-from pmutop.cpulist import select_cpus
+from pmutop.cpulist import format_cpu_list, select_cpus
 from pmutop.engine.engine import Engine
 from pmutop.errors import HardwareError, PmuInUseError, PmutopError, UsageError
+from pmutop.exitguard import EXIT_NOT_RESTORED, ExitGuard, signal_name
 from pmutop.hw.platform import HostPlatform, Platform
 from pmutop.pmu.events import parse_events
-from pmutop.restore import Terminated, exit_on_signals, install_exit_handlers
+from pmutop.restore import UndoLog
 from pmutop.runinfo import collect
+from pmutop.runstate import RunState, StateDir, recover_dead_runs
 from pmutop.sources.tasks import NoTasks, PsutilTasks, SimTasks, TaskSource
 from pmutop.sysroot import Sysroot
 
 PROG = "pmutop"
-COMMANDS = ("info", "events")
+COMMANDS = ("info", "events", "restore")
+MIN_INTERVAL_S = 0.01
+MAX_INTERVAL_S = 3600.0
+REPORT_HINT = "this is a bug in pmutop: please report it to the pmutop issue tracker with the output of PMUTOP_DEBUG=1"
 
 
 def say(message: str) -> None:
@@ -44,13 +52,13 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
-def _positive_float(text: str) -> float:
+def _interval(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0 (got {text})")
+    if not math.isfinite(value) or not MIN_INTERVAL_S <= value <= MAX_INTERVAL_S:
+        raise argparse.ArgumentTypeError(f"must be {MIN_INTERVAL_S:g} .. {MAX_INTERVAL_S:g} seconds (got {text})")
     return value
 
 
@@ -79,12 +87,17 @@ def run_parser() -> OneLineParser:
         prog=PROG,
         description="Live per-core hardware performance counters: IPC, utilisation, GHz, LLC misses.",
         epilog="Commands: `pmutop info [--sysroot DIR] [--json]` describes the PMU and which backend would run; "
-        "`pmutop events [--search WORD] [--json] [--download]` lists the events this CPU can count.",
+        "`pmutop events [--search WORD] [--json] [--download]` lists the events this CPU can count; "
+        "`pmutop restore [--sysroot DIR]` puts back what a killed pmutop left programmed.",
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--cores", metavar="LIST", help="CPUs to monitor: 0-3, 0,2,4-7 or all (default: all online)")
     p.add_argument(
-        "--interval", type=_positive_float, default=1.0, metavar="SECONDS", help="sampling interval (default 1.0)"
+        "--interval",
+        type=_interval,
+        default=1.0,
+        metavar="SECONDS",
+        help=f"sampling interval, {MIN_INTERVAL_S:g} .. {MAX_INTERVAL_S:g} (default 1.0)",
     )
     p.add_argument(
         "--backend",
@@ -145,6 +158,78 @@ def info_parser() -> OneLineParser:
     return p
 
 
+def restore_parser() -> OneLineParser:
+    p = OneLineParser(
+        prog=f"{PROG} restore",
+        description="Put back the PMU registers, NMI watchdog and rdpmc settings a pmutop that was killed "
+        "(SIGKILL, a crash, a power cut of the terminal) left behind. Running pmutops are left alone.",
+    )
+    p.add_argument("--sysroot", metavar="DIR", default="/", help="the machine's files under DIR (default /)")
+    return p
+
+
+def _sysroot_dir(path: str) -> Sysroot:
+    if not os.path.isdir(path):
+        raise UsageError(f"--sysroot {path}: not a directory")
+    return Sysroot(path)
+
+
+def _recover(platform: HostPlatform) -> Callable[[StateDir], object]:
+    def recover(state_dir: StateDir):  # type: ignore[no-untyped-def]
+        return recover_dead_runs(
+            state_dir,
+            lambda cpu: platform.open_msr(cpu, writable=True),
+            platform.read_setting,
+            platform.write_setting,
+        )
+
+    return recover
+
+
+def recover_leftovers(platform: HostPlatform, stop: threading.Event | None = None) -> RestoreResult:
+    """Restore what killed pmutops left on this machine; prints one line per run restored."""
+    state_dir = StateDir.existing(platform.sysroot)
+    if state_dir is None:
+        return RestoreResult()
+    try:
+        if not state_dir.lock(stop=stop.is_set if stop else None):
+            raise PmuInUseError(f"another pmutop holds {state_dir.path('lock')} (starting or restoring)")
+        recovery = _recover(platform)(state_dir)
+        for line in recovery.lines:  # type: ignore[attr-defined]
+            say(line)
+        return recovery.result  # type: ignore[attr-defined,no-any-return]
+    finally:
+        state_dir.close()
+
+
+def run_restore(argv: list[str]) -> int:
+    args = restore_parser().parse_args(argv)
+    platform = HostPlatform(_sysroot_dir(args.sysroot))
+    state_dir = StateDir.existing(platform.sysroot)
+    if state_dir is None:
+        print(f"nothing to restore: no pmutop state under {platform.sysroot.path('run/pmutop')}")
+        return 0
+    try:
+        if not state_dir.lock():
+            raise PmuInUseError(f"another pmutop holds {state_dir.path('lock')} (starting or restoring)")
+        entries = state_dir.entries()
+        for e in entries:
+            if e.alive:
+                print(f"pmutop pid {e.pid} is running (cpu {format_cpu_list(e.cpus)}): left alone")
+        recovery = _recover(platform)(state_dir)
+    finally:
+        state_dir.close()
+    for line in recovery.lines:  # type: ignore[attr-defined]
+        print(line)
+    if not any(not e.alive for e in entries):
+        print("nothing to restore")
+    result: RestoreResult = recovery.result  # type: ignore[attr-defined]
+    if result.failures:
+        say("could not restore: " + "; ".join(result.failures[:5]))
+        return EXIT_NOT_RESTORED
+    return 0
+
+
 def build_platform(args: argparse.Namespace) -> Platform:
     if args.backend == "sim":
         from pmutop.sim.model import SimConfig
@@ -166,9 +251,7 @@ def build_platform(args: argparse.Namespace) -> Platform:
                 e_cores=args.sim_e_cores,
             )
         )
-    if not os.path.isdir(args.sysroot):
-        raise UsageError(f"--sysroot {args.sysroot}: not a directory")
-    return HostPlatform(Sysroot(args.sysroot))
+    return HostPlatform(_sysroot_dir(args.sysroot))
 
 
 def event_resolver(perfmon_dir: str | None) -> EventResolver:
@@ -247,83 +330,185 @@ def task_source(platform: Platform, cpus: list[int]) -> TaskSource:
     return NoTasks()
 
 
-def run_live_view(engine: Engine, platform: Platform, backend: Backend, cpus: list[int]) -> None:
+def run_live_view(engine: Engine, platform: Platform, backend: Backend, cpus: list[int], guard: ExitGuard) -> None:
     from pmutop.tui.app import PmutopApp
 
     app = PmutopApp(engine, collect(platform, backend, cpus), task_source(platform, cpus))
+    guard.on_stop(app.exit_soon)  # a signal, or an error in another thread: close the UI, then restore
     app.run()
-    install_exit_handlers()  # the event loop took SIGTERM/SIGHUP over; the restore must not be cut short
-    if app.signal_received is not None:
-        raise Terminated(app.signal_received)
     if app.failure:
         raise PmutopError(app.failure)
 
 
-def run(args: argparse.Namespace) -> int:
+def _isatty(stream: object) -> bool:
+    try:
+        return stream is not None and stream.isatty()  # type: ignore[attr-defined]
+    except (ValueError, OSError):  # closed
+        return False
+
+
+class RunEnd:
+    """The restore of one run, shared by the main thread and the exit guardian: exactly once."""
+
+    def __init__(self, engine: Engine, state: RunState | None) -> None:
+        self.engine = engine
+        self.state = state
+        self._lock = threading.Lock()
+        self._result: RestoreResult | None = None
+
+    def __call__(self) -> RestoreResult:
+        if not self._lock.acquire(timeout=10.0):
+            return RestoreResult(failures=["the restore did not finish within 10 s"])
+        try:
+            if self._result is None:
+                if self.state is not None:
+                    self.state.lock_for_restore()
+                result = self.engine.stop()
+                if self.state is not None:
+                    try:
+                        self.state.finish(result, result.failed_cpus)
+                    except OSError as e:
+                        result.notes.append(f"could not remove the state file: {e.strerror or e}")
+                self._result = result
+            return self._result
+        finally:
+            self._lock.release()
+
+
+def report_restore(result: RestoreResult) -> None:
+    for note in result.notes:
+        say(f"warning: {note}")
+    if result.failures:
+        say(
+            f"could not restore everything ({len(result.failures)} problems): "
+            + "; ".join(result.failures[:3])
+            + " (`pmutop restore` retries)"
+        )
+
+
+def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
     if args.demo:
         args.backend = "sim"
     if args.count is not None and not args.batch:
         raise UsageError("--count needs --batch")
     # Textual draws on stderr and reads stdin.
-    if not args.batch and not (sys.stdin.isatty() and sys.stderr.isatty()):
-        raise UsageError("the live view needs a terminal; use --batch for pipes and files")
+    if not args.batch and not (_isatty(sys.stdin) and _isatty(sys.stderr)):
+        raise UsageError("the live view needs a terminal on stdin and stderr; use --batch for pipes and files")
     platform = build_platform(args)
     cpus = select_cpus(args.cores, platform.online_cpus())
+    if isinstance(platform, HostPlatform):
+        leftovers = recover_leftovers(platform, guard.stop_requested)
+        if leftovers.failures:
+            raise HardwareError(
+                "could not restore what a killed pmutop left: "
+                + "; ".join(leftovers.failures[:3])
+                + " (`pmutop restore` retries)"
+            )
     backend = build_backend(args, platform)
     mode = "SIMULATED" if platform.simulated else backend.name
-    engine = Engine(backend, platform, platform.clock, cpus, args.interval)
+    state = None
+    if isinstance(platform, HostPlatform) and isinstance(backend, MsrBackend):
+        state = RunState.begin(
+            platform.sysroot,
+            cpus,
+            argv,
+            recover=_recover(platform),  # type: ignore[arg-type]
+            say=say,
+            stop=guard.stop_requested.is_set,
+        )
+    engine = Engine(backend, platform, platform.clock, cpus, args.interval, undo=UndoLog(state))
+    end = RunEnd(engine, state)
+    guard.set_restore(end, report_restore)
+    failed_cpus: dict[int, str] = {}
     try:
-        engine.start()
-        if args.batch:  # the live view shows these in its header instead
-            if platform.simulated:
-                say("SIMULATED PMU: every number shown is synthetic")
-            for notice in backend.notices:
-                say(notice)
-        if args.batch:
+        engine.start(guard.stop_requested)
+        if state is not None:
+            state.started()
+        if guard.stop_requested.is_set():
+            pass
+        elif args.batch:
             from pmutop.sinks.batch import run_batch
 
-            run_batch(engine, args.format, args.count, mode, warn=lambda m: say(f"warning: {m}"))
+            if platform.simulated:
+                say("SIMULATED PMU: every number shown is synthetic")
+            for notice in backend.notices:  # the live view shows these in its header instead
+                say(notice)
+            failed_cpus = run_batch(
+                engine,
+                args.format,
+                args.count,
+                mode,
+                warn=lambda m: say(f"warning: {m}"),
+                stop=guard.stop_requested,
+            )
         else:
-            run_live_view(engine, platform, backend, cpus)
+            run_live_view(engine, platform, backend, cpus, guard)
     finally:
-        for problem in engine.stop():
-            say(f"warning: {problem}")
-    return 0
+        result = guard.restore()
+        report_restore(result)
+    if guard.failure:
+        raise PmutopError(guard.failure)
+    code = guard.exit_code(result, 1 if failed_cpus else 0)
+    if guard.signum is not None:
+        say(f"stopped by {signal_name(guard.signum)}")
+    elif failed_cpus and code == 1:
+        say(f"cpu {format_cpu_list(sorted(failed_cpus))} failed during the run (see above)")
+    return code
+
+
+def _silence_stdout() -> None:
+    """stdout is unusable (reader gone, disk full): point it at /dev/null so nothing more fails on exit."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _main(argv: list[str], guard: ExitGuard) -> int:
+    if argv and argv[0] == "events":
+        from pmutop.events_cmd import events_main
+
+        print(events_main(argv[1:]), flush=True)
+        return 0
+    if argv and argv[0] == "info":
+        args = info_parser().parse_args(argv[1:])
+        sysroot = _sysroot_dir(args.sysroot)
+        from pmutop.info import run_info
+
+        print(run_info(HostPlatform(sysroot), args.json), flush=True)
+        return 0
+    if argv and argv[0] == "restore":
+        return run_restore(argv[1:])
+    return run(run_parser().parse_args(argv), argv, guard)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    guard = ExitGuard(say)
+    guard.install()  # before any other thread starts: every thread inherits the blocked signals
     try:
-        with exit_on_signals():
-            if argv and argv[0] == "events":
-                from pmutop.events_cmd import events_main
-
-                print(events_main(argv[1:]))
-                return 0
-            if argv and argv[0] == "info":
-                args = info_parser().parse_args(argv[1:])
-                if not os.path.isdir(args.sysroot):
-                    raise UsageError(f"--sysroot {args.sysroot}: not a directory")
-                from pmutop.info import run_info
-
-                print(run_info(HostPlatform(Sysroot(args.sysroot)), args.json))
-                return 0
-            return run(run_parser().parse_args(argv))
+        code = _main(argv, guard)
+        if sys.stdout is not None:
+            sys.stdout.flush()
+        return code
     except PmutopError as e:
         say(str(e))
         return e.exit_code
-    except KeyboardInterrupt:
-        return 128 + signal.SIGINT
-    except Terminated as e:
-        say(f"stopped by {e.name}")
-        return 128 + e.signum
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly; stdout is unusable now.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _silence_stdout()
         return 0
+    except OSError as e:
+        if e.errno is not None and getattr(e, "filename", None) is None:
+            _silence_stdout()
+            say(f"cannot write the output: {e.strerror or e}")
+            return 1
+        say(f"{e.filename}: {e.strerror or e}" if e.filename else f"{e.strerror or e}")
+        return 1
     except Exception as e:  # a bug: still one line (PMUTOP_DEBUG=1 shows the traceback)
         if os.environ.get("PMUTOP_DEBUG"):
             raise
-        say(f"internal error: {type(e).__name__}: {e} (set PMUTOP_DEBUG=1 for a traceback)")
+        say(f"internal error: {e} ({REPORT_HINT})")
         return 1
+    finally:
+        guard.uninstall()

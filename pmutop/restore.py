@@ -1,32 +1,66 @@
-"""Putting the machine back: an undo log run on every way out, and signals turned into exits.
+"""Putting the machine back: an undo log, run exactly once on every way out.
 
-Every change pmutop makes outside its own process (MSRs, the rdpmc sysfs file, the NMI watchdog)
-is recorded here *before* it is made, and undone newest-first exactly once.
+Every change pmutop makes outside its own process (MSRs, the rdpmc sysfs file, the NMI watchdog) is
+recorded here *before* it is made, in memory and (through the journal) in the run's state file, so a
+later run can finish the job if this process is killed. The log is undone newest-first exactly once,
+whichever thread gets there first; a second caller waits for the first and gets the same result.
 """
 
 from __future__ import annotations
 
-import signal
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
+
+from pmutop.backends.msr_restore import CpuRecord, RestoreResult
+
+
+class Journal(Protocol):
+    """Where the undo information is kept outside this process (pmutop.runstate.RunState)."""
+
+    def record_setting(self, rel: str, original: str, new: str) -> None: ...
+
+    def inherited_setting(self, rel: str) -> str | None: ...
+
+    def shared_setting(self, rel: str) -> bool: ...
+
+    def record_cpus(self, records: list[CpuRecord]) -> None: ...
+
+
+class NullJournal:
+    """No state kept outside the process (the simulated PMU, tests)."""
+
+    def record_setting(self, rel: str, original: str, new: str) -> None:
+        pass
+
+    def inherited_setting(self, rel: str) -> str | None:
+        return None
+
+    def shared_setting(self, rel: str) -> bool:
+        return False
+
+    def record_cpus(self, records: list[CpuRecord]) -> None:
+        pass
 
 
 @dataclass
 class _Undo:
     what: str
-    action: Callable[[], list[str] | None]
+    action: Callable[[], RestoreResult | None]
 
 
 class UndoLog:
-    def __init__(self) -> None:
+    def __init__(self, journal: Journal | None = None) -> None:
+        self.journal: Journal = journal or NullJournal()
         self._items: list[_Undo] = []
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _items and _done
+        self._run_lock = threading.Lock()  # held while the undo runs: later callers wait for it
         self._done = False
+        self._result: RestoreResult | None = None
 
-    def push(self, what: str, action: Callable[[], list[str] | None]) -> None:
-        """Record how to undo a change; `action` may return warnings (e.g. registers left alone)."""
+    def push(self, what: str, action: Callable[[], RestoreResult | None]) -> None:
+        """Record how to undo a change. `action` returns what it could not put back."""
         with self._lock:
             if self._done:
                 raise RuntimeError("undo log already ran")
@@ -35,69 +69,59 @@ class UndoLog:
     def __len__(self) -> int:
         return len(self._items)
 
-    def run(self) -> list[str]:
-        """Undo everything, newest first; a failing step does not stop the others. Returns problems."""
-        with self._lock:
-            items, self._items = self._items, []
-            self._done = True
-        problems: list[str] = []
-        with signals_deferred():
+    @property
+    def done(self) -> bool:
+        return self._result is not None
+
+    def run(self, timeout: float = -1) -> RestoreResult:
+        """Undo everything, newest first; a failing step does not stop the others.
+
+        Exactly once: a concurrent or later caller waits (up to `timeout` s, -1 for ever) for the first
+        run to finish and gets its result."""
+        if not self._run_lock.acquire(timeout=timeout):
+            return RestoreResult(failures=["the restore started by another thread did not finish in time"])
+        try:
+            if self._result is not None:
+                return self._result
+            with self._lock:
+                items, self._items = self._items, []
+                self._done = True
+            result = RestoreResult()
             for item in reversed(items):
                 try:
-                    problems.extend(item.action() or [])
+                    result.extend(item.action() or RestoreResult())
                 except Exception as e:  # keep going: the other registers still need restoring
-                    problems.append(f"could not undo {item.what}: {e}")
-        return problems
+                    result.failures.append(f"could not undo {item.what}: {e}")
+            self._result = result
+            return result
+        finally:
+            self._run_lock.release()
 
 
-class Terminated(BaseException):
-    """SIGTERM or SIGHUP arrived; unwinds the main thread like KeyboardInterrupt does for SIGINT."""
+def setting_undo(
+    read: Callable[[str], str | None],
+    write: Callable[[str, str], None],
+    journal: Journal,
+    rel: str,
+    original: str,
+    new: str,
+) -> Callable[[], RestoreResult]:
+    """The undo of `write(rel, new)`: put `original` back unless someone else changed it since, or
+    another running pmutop still relies on the change (the last one out puts it back)."""
 
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-        self.name = signal.Signals(signum).name
+    def undo() -> RestoreResult:
+        out = RestoreResult()
+        if journal.shared_setting(rel):
+            return out
+        now = read(rel)
+        if now is not None and now != new:
+            if now != original:
+                out.notes.append(f"/{rel} was changed to {now} by someone else during the run; left as found")
+            return out
+        try:
+            write(rel, original)
+        except OSError as e:
+            out.failures.append(f"cannot set /{rel} back to {original}: {e.strerror or e}")
+        return out
 
-
-EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-
-
-def _raise_terminated(signum: int, _frame: object) -> None:
-    raise Terminated(signum)
-
-
-def install_exit_handlers() -> dict[int, object]:
-    """SIGTERM/SIGHUP raise Terminated in the main thread; returns the handlers they replace."""
-    return {s: signal.signal(s, _raise_terminated) for s in EXIT_SIGNALS}
-
-
-@contextmanager
-def exit_on_signals() -> Iterator[None]:
-    """Within the block, SIGTERM/SIGHUP raise Terminated in the main thread (so `finally` restores)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = install_exit_handlers()
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)  # type: ignore[arg-type]
-
-
-@contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Hold off SIGINT/SIGTERM/SIGHUP while restoring, so a second Ctrl-C cannot cut the restore short."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    sigs = (signal.SIGINT, *EXIT_SIGNALS)
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    try:
-        yield
-    finally:
-        # Anything that arrived meanwhile is dropped: we are already on the way out.
-        handlers = {s: signal.signal(s, signal.SIG_IGN) for s in sigs}
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-        for s, h in handlers.items():
-            signal.signal(s, h)
+    return undo

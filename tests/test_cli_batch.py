@@ -92,10 +92,13 @@ def test_raw_event_is_reported_under_its_name(capsys: pytest.CaptureFixture[str]
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--interval", "0"], "--interval: must be > 0"),
-        (["--interval", "-1"], "--interval: must be > 0"),
+        (["--interval", "0"], "--interval: must be 0.01 .. 3600 seconds"),
+        (["--interval", "-1"], "--interval: must be 0.01 .. 3600 seconds"),
         (["--interval", "fast"], "'fast' is not a number"),
-        (["--interval", "nan"], "must be > 0"),
+        (["--interval", "nan"], "must be 0.01 .. 3600 seconds"),
+        # Used to end in ZeroDivisionError / OverflowError.
+        (["--interval", "1e-10"], "must be 0.01 .. 3600 seconds (got 1e-10)"),
+        (["--interval", "1e10"], "must be 0.01 .. 3600 seconds (got 1e10)"),
         (["--cores", "3-1"], "range '3-1' is reversed"),
         (["--cores", "0-9"], "CPU 8-9 is offline or does not exist"),
         (["--cores", "x"], "'x' is not a number or range"),
@@ -129,4 +132,4 @@ def test_sysroot_must_be_a_directory(capsys: pytest.CaptureFixture[str]) -> None
 def test_live_view_needs_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "--demo")  # pytest's stdin/stderr are not terminals
     assert code == 2
-    assert err == "pmutop: the live view needs a terminal; use --batch for pipes and files\n"
+    assert err == "pmutop: the live view needs a terminal on stdin and stderr; use --batch for pipes and files\n"

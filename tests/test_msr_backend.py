@@ -8,7 +8,7 @@ from pmutop.backends.msr import MsrBackend
 from pmutop.clock import ManualClock
 from pmutop.engine.engine import Engine
 from pmutop.errors import ForbiddenMsrWrite, HardwareError, PmuInUseError, UsageError
-from pmutop.hw.platform import NMI_WATCHDOG
+from pmutop.hw.platform import NMI_WATCHDOG, RDPMC_SYSFS
 from pmutop.pmu import registers as R
 from pmutop.pmu.events import parse_events
 from pmutop.sim.model import SimConfig
@@ -73,7 +73,7 @@ def test_restores_every_register_it_wrote(clock: ManualClock) -> None:
     clock.advance(1.0)
     engine.tick()
     assert regs(platform, 0, CONTROL) != before[0]
-    assert engine.stop() == []
+    assert engine.stop().failures == []
     for cpu in (0, 1):
         assert regs(platform, cpu, CONTROL) == before[cpu]
         # Counter values need full-width writes (PERF_CAPABILITIES[13]) to come back above 2^31.
@@ -123,7 +123,7 @@ def test_pauses_the_nmi_watchdog_and_restores_it_after_the_registers(clock: Manu
     assert platform.settings[NMI_WATCHDOG] == "0"
     assert any("NMI watchdog paused" in n for n in backend.notices)
     assert regs(platform, 0, [R.IA32_FIXED_CTR_CTRL])[R.IA32_FIXED_CTR_CTRL] == 0x333
-    assert engine.stop() == []
+    assert engine.stop().failures == []
     assert platform.settings[NMI_WATCHDOG] == "1"
     # The watchdog re-armed its counter after pmutop had put its own registers back.
     r = regs(platform, 0, [R.IA32_FIXED_CTR_CTRL, R.IA32_PERF_GLOBAL_CTRL, R.evtsel(0)])
@@ -226,8 +226,9 @@ def test_reprogramming_by_another_agent_marks_samples_and_is_left_alone(clock: M
     s0, s1 = engine.tick()
     assert s0.suspect is None
     assert s1.suspect is not None and "IA32_PERFEVTSEL1" in s1.suspect and "0x43412e -> 0x4300c0" in s1.suspect
-    problems = engine.stop()
-    assert any("cpu 1" in p and "IA32_PERFEVTSEL1" in p for p in problems)
+    result = engine.stop()
+    assert result.failures == []
+    assert any("cpu 1" in p and "IA32_PERFEVTSEL1" in p and "left as found" in p for p in result.notes)
     assert regs(platform, 1, [R.evtsel(1)])[R.evtsel(1)] == 0x4300C0  # the other agent keeps its register
     assert regs(platform, 0, [R.evtsel(1)])[R.evtsel(1)] == 0
 
@@ -293,7 +294,7 @@ def test_more_events_than_counters_rotate_groups_across_intervals(clock: ManualC
         previous = {key: s.counts[key] for key in counted}
     # The next interval's group is programmed at the end of each read.
     assert evtsels[:3] == [0x4300C5, 0x43412E, 0x4300C5]
-    assert engine.stop() == []
+    assert engine.stop().failures == []
     assert regs(platform, 0, [R.evtsel(0), R.evtsel(1)]) == {R.evtsel(0): 0, R.evtsel(1): 0}
     truth.stop()
 
@@ -377,7 +378,7 @@ def test_every_msr_write_outside_the_pmu_allowlist_is_refused(sim: SimPlatform) 
     dev.write(R.IA32_PERF_GLOBAL_CTRL, 0)  # allowed
 
 
-RDPMC = "sys/bus/event_source/devices/cpu/rdpmc"
+RDPMC = RDPMC_SYSFS[0]
 
 
 def test_rdpmc_sysfs_1_is_set_to_2_for_the_run_and_back(clock: ManualClock) -> None:
@@ -385,7 +386,7 @@ def test_rdpmc_sysfs_1_is_set_to_2_for_the_run_and_back(clock: ManualClock) -> N
     engine.start()
     assert backend.read_method == "rdpmc"
     assert platform.settings[RDPMC] == "2"
-    assert any("set /sys/bus/event_source/devices/cpu/rdpmc to 2" in n for n in backend.notices)
+    assert any(f"set /{RDPMC} to 2" in n for n in backend.notices)
     clock.advance(1.0)
     assert all(s.counts["cycles"] > 0 for s in engine.tick())
     engine.stop()

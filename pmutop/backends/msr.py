@@ -8,9 +8,12 @@ selects and FIXED_CTR_CTRL, enable GLOBAL_CTRL. Restore in the reverse spirit, G
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from dataclasses import dataclass
 
 from pmutop.backends.base import Backend, CpuCounters, EventResolver, Reading, resolve_for_cpu
+from pmutop.backends.msr_restore import CpuRecord, FixedRecord, GpRecord, RestoreResult, restore_cpu
 from pmutop.clock import Clock
 from pmutop.cpulist import format_cpu_list
 from pmutop.errors import HardwareError, PmuInUseError, UsageError
@@ -21,7 +24,7 @@ from pmutop.pmu.cpuid_decode import PerfmonInfo, decode_identity, decode_perfmon
 from pmutop.pmu.events import EventSpec
 from pmutop.pmu.plan import CounterPlan, plan_counters
 from pmutop.pmu.usage import find_foreign_use
-from pmutop.restore import UndoLog
+from pmutop.restore import UndoLog, setting_undo
 
 U64 = (1 << 64) - 1
 # No counter can tick faster than ~8 events per cycle at 6 GHz. An interval longer than
@@ -86,7 +89,12 @@ class MsrCpuCounters(CpuCounters):
         self._rates: dict[str, float] = {}  # rotating event -> count per ns when last counted
         self._counted: dict[str, list[bool]] = {}  # rotating event -> counted? in each recent interval
         self.programmed: dict[int, int] = {}  # control register -> the value we wrote
+        # FIXED_CTR_CTRL and GLOBAL_CTRL are shared with other agents: only these bits are ours.
+        self._fixed_nibbles = sum(0xF << (4 * i) for i in fixed_idx)
+        self._shared_masks = {R.IA32_FIXED_CTR_CTRL: self._fixed_nibbles, R.IA32_PERF_GLOBAL_CTRL: self._ours_mask}
         self.touched = False  # anything written at all: restore needed
+        self.closed = False  # restored: the sampler must not write any more
+        self._lock = threading.Lock()  # the sampler's writes vs. the restore (from another thread)
         self._reader: CounterReader | None = None
         self._prev: list[int] = []
         self._prev_tsc = 0
@@ -108,17 +116,21 @@ class MsrCpuCounters(CpuCounters):
         self._pending_ovf = [False] * len(self._placements)
 
     def _write(self, address: int, value: int) -> None:
-        self.touched = True
-        self.setup.dev.write(address, value)
+        with self._lock:
+            if self.closed:
+                raise HardwareError(f"cpu {self.cpu}: the PMU was already restored")
+            self.touched = True
+            self.setup.dev.write(address, value)
 
     def program(self) -> None:
         s, dev = self.setup, self.setup.dev
         plan = s.plan
         gp_idx = sorted({p.index for g in plan.gp_groups for p in g})
-        # Fixed counters we do not use keep their fields (they are free, or --force kept them).
-        our_nibbles = sum(0xF << (4 * i) for i in {p.index for p in plan.fixed})
-        other_fixed = s.saved[R.IA32_FIXED_CTR_CTRL] & ~our_nibbles
-        self._write(R.IA32_PERF_GLOBAL_CTRL, 0)
+        # Counters we do not use keep their FIXED_CTR_CTRL fields and GLOBAL_CTRL bits (they are free,
+        # or --force kept them): only our own bits change.
+        other_fixed = s.saved[R.IA32_FIXED_CTR_CTRL] & ~self._fixed_nibbles
+        other_global = s.saved[R.IA32_PERF_GLOBAL_CTRL] & ~self._ours_mask
+        self._write(R.IA32_PERF_GLOBAL_CTRL, other_global)
         for i in gp_idx:  # EN must be clear before the counter is written (SDM)
             self._write(R.evtsel(i), 0)
             self._write(R.pmc(i), 0)
@@ -126,17 +138,54 @@ class MsrCpuCounters(CpuCounters):
         for i in sorted({p.index for p in plan.fixed}):
             self._write(R.fixed_ctr(i), 0)
         status = dev.read(R.IA32_PERF_GLOBAL_STATUS)
-        self._clear_status(status | self._ours_mask)
+        self._clear_status((status & self._ours_mask) | self._ours_mask)
         for address, value in self._group_evtsels[0].items():
             self._write(address, value)
         fixed_ctrl = other_fixed | self._fixed_ctrl_ours
         self._write(R.IA32_FIXED_CTR_CTRL, fixed_ctrl)
-        self._write(R.IA32_PERF_GLOBAL_CTRL, self._ours_mask)
+        self._write(R.IA32_PERF_GLOBAL_CTRL, other_global | self._ours_mask)
         self.programmed = {
             **self._group_evtsels[0],
             R.IA32_FIXED_CTR_CTRL: fixed_ctrl,
-            R.IA32_PERF_GLOBAL_CTRL: self._ours_mask,
+            R.IA32_PERF_GLOBAL_CTRL: other_global | self._ours_mask,
         }
+
+    def record(self) -> CpuRecord:
+        """What restore needs: saved values, and every value this run may write (kept in the state file)."""
+        s, pm = self.setup, self.setup.perfmon
+        gp = []
+        for i in sorted({p.index for g in s.plan.gp_groups for p in g}):
+            ours = {0} | {g[R.evtsel(i)] for g in self._group_evtsels if R.evtsel(i) in g}
+            gp.append(
+                GpRecord(
+                    index=i,
+                    evtsel=R.evtsel(i),
+                    counter=R.a_pmc(i) if s.full_width_writes else R.pmc(i),
+                    sign_extends=not s.full_width_writes,
+                    width=pm.gp_width,
+                    saved_evtsel=s.saved[R.evtsel(i)],
+                    saved_count=s.saved[R.pmc(i)],
+                    ours=tuple(sorted(ours)),
+                )
+            )
+        fixed = [
+            FixedRecord(
+                index=i,
+                counter=R.fixed_ctr(i),
+                width=pm.fixed_width,
+                saved_count=s.saved[R.fixed_ctr(i)],
+                nibble=R.fixed_ctrl_nibble(self._fixed_ctrl_ours, i),
+            )
+            for i in sorted({p.index for p in s.plan.fixed})
+        ]
+        return CpuRecord(
+            cpu=self.cpu,
+            gp=tuple(gp),
+            fixed=tuple(fixed),
+            saved_fixed_ctrl=s.saved[R.IA32_FIXED_CTR_CTRL],
+            saved_global_ctrl=s.saved[R.IA32_PERF_GLOBAL_CTRL],
+            status_writable=self._status_writable,
+        )
 
     def _clear_status(self, bits: int) -> None:
         # 0x390 is write-1-to-clear: write the bits to clear (writing 0 would clear nothing),
@@ -162,8 +211,9 @@ class MsrCpuCounters(CpuCounters):
         changed = []
         for address, ours in self.programmed.items():
             now = self.setup.dev.read(address)
-            if now != ours:
-                changed.append(f"{R.msr_name(address)} {ours:#x} -> {now:#x}")
+            mask = self._shared_masks.get(address, -1)
+            if now & mask != ours & mask:
+                changed.append(f"{R.msr_name(address)} {ours & mask:#x} -> {now & mask:#x}")
         return changed
 
     def read(self) -> Reading:
@@ -239,57 +289,16 @@ class MsrCpuCounters(CpuCounters):
         self._prev = [values[i] for i in self._positions]
         return estimated
 
-    def restore(self) -> list[str]:
-        """Put back every register saved before programming. Registers another agent has changed
-        since we programmed them are left to that agent. GLOBAL_CTRL goes last."""
-        if not self.touched:
-            return []
-        s, dev = self.setup, self.setup.dev
-        problems: list[str] = []
-        try:
-            foreign = {a for a, ours in self.programmed.items() if dev.read(a) != ours}
-        except HardwareError as e:
-            return [f"cpu {self.cpu}: cannot read the PMU to restore it: {e}"]
-        if foreign:
-            names = ", ".join(R.msr_name(a) for a in sorted(foreign))
-            problems.append(f"cpu {self.cpu}: {names} changed by another agent during the run; left as found")
-
-        def put(address: int, value: int) -> None:
-            if address in foreign:
-                return
-            try:
-                dev.write(address, value)
-            except HardwareError as e:
-                problems.append(str(e))
-
-        gp_idx = sorted({p.index for g in s.plan.gp_groups for p in g})
-        put(R.IA32_PERF_GLOBAL_CTRL, 0)
-        for i in gp_idx:
-            put(R.evtsel(i), 0)
-            if R.evtsel(i) not in foreign:
-                self._restore_gp_counter(i, put, problems)
-        for i in sorted({p.index for p in s.plan.fixed}):
-            mask = (1 << s.perfmon.fixed_width) - 1
-            put(R.fixed_ctr(i), s.saved[R.fixed_ctr(i)] & mask)
-        for i in gp_idx:
-            put(R.evtsel(i), s.saved[R.evtsel(i)])
-        put(R.IA32_FIXED_CTR_CTRL, s.saved[R.IA32_FIXED_CTR_CTRL])
-        try:
-            self._clear_status(dev.read(R.IA32_PERF_GLOBAL_STATUS) & self._ours_mask)
-        except HardwareError as e:
-            problems.append(str(e))
-        put(R.IA32_PERF_GLOBAL_CTRL, s.saved[R.IA32_PERF_GLOBAL_CTRL])
-        return problems
-
-    def _restore_gp_counter(self, i: int, put, problems: list[str]) -> None:
-        s = self.setup
-        value = s.saved[R.pmc(i)] & ((1 << s.perfmon.gp_width) - 1)
-        if s.full_width_writes:
-            put(R.a_pmc(i), value)
-        elif R.sign_extend_legacy_pmc_write(value, s.perfmon.gp_width) == value:
-            put(R.pmc(i), value)
-        else:  # legacy writes sign-extend bit 31: this value cannot be written back exactly
-            problems.append(f"cpu {self.cpu}: IA32_PMC{i} left at 0 (its old value {value:#x} needs full-width writes)")
+    def restore(self) -> RestoreResult:
+        """Put back every register saved before programming (pmutop.backends.msr_restore), once. After
+        this the sampler cannot write any more, whatever it is doing."""
+        with self._lock:
+            if self.closed:
+                return RestoreResult()
+            self.closed = True
+            if not self.touched:
+                return RestoreResult()
+        return restore_cpu(self.setup.dev, self.record())
 
 
 class MsrBackend(Backend):
@@ -334,18 +343,21 @@ class MsrBackend(Backend):
             self.setups[cpu] = CpuSetup(cpu, perfmons[cpu], plan, dev, False, {})
         self._note_dropped()
 
-        watchdog_on = (self.platform.read_setting(NMI_WATCHDOG) or "0") != "0"
+        watchdog = self.platform.read_setting(NMI_WATCHDOG) or "0"
+        watchdog_on = watchdog != "0"
         if watchdog_on and self.keep_nmi_watchdog:
             raise PmuInUseError(
-                f"the NMI watchdog is on (/{NMI_WATCHDOG} = 1) and owns a PMU counter; "
+                f"the NMI watchdog is on (/{NMI_WATCHDOG} = {watchdog}) and owns a PMU counter; "
                 "drop --keep-nmi-watchdog to let pmutop pause it for the run"
             )
         for cpu in cpus:
             self._inspect(cpu, tolerate_watchdog=watchdog_on)
         if watchdog_on:
-            self._disable_watchdog(undo)
+            self._disable_watchdog(watchdog, undo)
             for cpu in cpus:  # the baseline to restore is the PMU without the watchdog's counter
                 self._inspect(cpu, tolerate_watchdog=True)
+        else:
+            self._keep_inherited(NMI_WATCHDOG, watchdog, undo)
         for cpu in cpus:
             s = self.setups[cpu]
             s.full_width_writes = self._full_width_writes(s)
@@ -360,7 +372,30 @@ class MsrBackend(Backend):
                 kernel=self.kernel,
             )
             self._counters[cpu] = counters
+        # Saved in the state file before the first register is written (at start).
+        undo.journal.record_cpus([c.record() for c in self._counters.values()])
+        for cpu, counters in self._counters.items():
             undo.push(f"cpu {cpu} PMU registers", counters.restore)
+
+    def _change_setting(self, rel: str, original: str, new: str, undo: UndoLog) -> None:
+        """Write a machine-wide setting, with its undo recorded (in memory and in the state file) first."""
+        undo.journal.record_setting(rel, original, new)
+        undo.push(
+            f"/{rel}",
+            setting_undo(self.platform.read_setting, self.platform.write_setting, undo.journal, rel, original, new),
+        )
+        self.platform.write_setting(rel, new)
+
+    def _keep_inherited(self, rel: str, now: str, undo: UndoLog) -> None:
+        """Another running pmutop changed this setting and will put it back when it ends; if it ends
+        before us, we are the one to do it (so it is not put back while we still count)."""
+        original = undo.journal.inherited_setting(rel)
+        if original is not None and original != now:
+            undo.journal.record_setting(rel, original, now)
+            undo.push(
+                f"/{rel}",
+                setting_undo(self.platform.read_setting, self.platform.write_setting, undo.journal, rel, original, now),
+            )
 
     def counters(self, cpu: int) -> MsrCpuCounters:
         return self._counters[cpu]
@@ -421,20 +456,17 @@ class MsrBackend(Backend):
                 )
             self.notices.append(f"cpu {cpu}: taking over {R.msr_name(address)} ({detail}) because of --force")
 
-    def _disable_watchdog(self, undo: UndoLog) -> None:
-        def restore() -> list[str]:
-            self.platform.write_setting(NMI_WATCHDOG, "1")
-            return []
-
-        undo.push("NMI watchdog", restore)
+    def _disable_watchdog(self, original: str, undo: UndoLog) -> None:
         try:
-            self.platform.write_setting(NMI_WATCHDOG, "0")
+            self._change_setting(NMI_WATCHDOG, original, "0", undo)
         except OSError as e:
-            raise PmuInUseError(
-                f"the NMI watchdog is on and owns a PMU counter, and turning it off failed: {e.strerror}"
-            ) from e
+            raise HardwareError(
+                f"the NMI watchdog is on and owns a PMU counter, and pausing it failed "
+                f"(/{NMI_WATCHDOG}: {e.strerror or e}); use --backend perf"
+            ) from None
         self.notices.append(
-            f"NMI watchdog paused for this run (it owns a PMU counter); /{NMI_WATCHDOG} is set back to 1 on exit"
+            f"NMI watchdog paused for this run (it owns a PMU counter); /{NMI_WATCHDOG} is set back to "
+            f"{original} on exit"
         )
 
     def _full_width_writes(self, s: CpuSetup) -> bool:
@@ -462,30 +494,27 @@ class MsrBackend(Backend):
         if any(v == "0" for v in settings.values()):
             return fall_back("user-space rdpmc is disabled (rdpmc sysfs = 0)")
         to_change = [rel for rel, v in settings.items() if v == "1"]
+        for rel, v in settings.items():
+            if v == "2":
+                self._keep_inherited(rel, v, undo)
         if to_change:
             if not self.platform.is_root():
                 return fall_back("the rdpmc sysfs setting is 1 and only root can set it to 2")
-
-            def restore() -> list[str]:
-                for rel in to_change:
-                    self.platform.write_setting(rel, "1")
-                return []
-
-            undo.push("rdpmc sysfs setting", restore)
             try:
                 for rel in to_change:
-                    self.platform.write_setting(rel, "2")
+                    self._change_setting(rel, "1", "2", undo)
             except OSError as e:
-                restore()
-                return fall_back(f"cannot set /{to_change[0]} to 2: {e.strerror}")
+                return fall_back(f"cannot set /{to_change[0]} to 2: {e.strerror or e}")
             self.notices.append(f"set /{to_change[0]} to 2 for this run (was 1; restored on exit)")
         for cpu in cpus:
             plan = self.setups[cpu].plan
             probe = self.platform.probe_rdpmc(cpu, plan.n_fixed_read, plan.n_gp_read)
             if not probe.ok:
                 if to_change:  # not needed after all: put it back now rather than at exit
+                    self.notices.pop()
                     for rel in to_change:
-                        self.platform.write_setting(rel, "1")
+                        with contextlib.suppress(OSError):  # else the undo tries again at exit
+                            self.platform.write_setting(rel, "1")
                 return fall_back(probe.detail)
         return "rdpmc"
 

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 from pmutop.backends.base import Backend, CpuCounters
+from pmutop.backends.msr_restore import RestoreResult
 from pmutop.clock import Clock
 from pmutop.engine.ring import SampleRing
 from pmutop.engine.sample import Sample
@@ -21,6 +22,7 @@ from pmutop.restore import UndoLog
 
 NS = 1_000_000_000
 START_TIMEOUT_S = 20.0
+JOIN_TIMEOUT_S = 2.0  # all sampler threads together; the restore goes ahead after that regardless
 
 
 class Sampler:
@@ -127,6 +129,7 @@ class Engine:
         *,
         ring_capacity: int = 600,
         threaded: bool = True,
+        undo: UndoLog | None = None,
     ) -> None:
         if interval <= 0:
             raise ValueError("interval must be > 0")
@@ -135,7 +138,7 @@ class Engine:
         self.clock = clock
         self.cpus = cpus
         self.threaded = threaded
-        self.undo = UndoLog()
+        self.undo = undo or UndoLog()
         self.rings = {cpu: SampleRing(ring_capacity) for cpu in cpus}
         self.samplers: dict[int, Sampler] = {}
         self.new_data = threading.Event()
@@ -147,7 +150,6 @@ class Engine:
         self._ready = 0
         self._go = False
         self._threads: list[threading.Thread] = []
-        self._stopped = False
 
     @property
     def interval(self) -> float:
@@ -155,10 +157,11 @@ class Engine:
 
     # -- lifecycle
 
-    def start(self) -> None:
+    def start(self, stop: threading.Event | None = None) -> None:
         """Prepare the backend, program every CPU (in its sampler thread), then start the clock.
 
-        Raises the first CPU's failure; the caller must call stop() in any case (it restores)."""
+        Raises the first CPU's failure; the caller must call stop() in any case (it restores).
+        `stop` set meanwhile ends the wait for the samplers early."""
         self.backend.prepare(self.cpus, self.undo)
         for cpu in self.cpus:
             self.samplers[cpu] = Sampler(self, cpu, self.backend.counters(cpu), self.rings[cpu])
@@ -169,11 +172,19 @@ class Engine:
             return
         for cpu, s in self.samplers.items():
             t = threading.Thread(target=s.run, name=f"pmutop-cpu{cpu}", daemon=True)
+            try:
+                t.start()
+            except RuntimeError as e:  # "can't start new thread": out of threads or memory (ulimit -u)
+                raise HardwareError(f"cannot start the sampler thread for cpu {cpu}: {e} (check `ulimit -u`)") from None
             self._threads.append(t)
-            t.start()
+        deadline = time.monotonic() + START_TIMEOUT_S
         with self._cond:
-            if not self._cond.wait_for(lambda: self._ready == len(self.samplers), timeout=START_TIMEOUT_S):
-                raise HardwareError("samplers did not start within 20 s")
+            while self._ready < len(self.samplers):
+                if stop is not None and stop.is_set():
+                    return
+                if time.monotonic() >= deadline:
+                    raise HardwareError(f"samplers did not start within {START_TIMEOUT_S:.0f} s")
+                self._cond.wait(0.05)
         failed = [s.error for s in self.samplers.values() if s.error]
         if failed:
             raise HardwareError(failed[0])
@@ -182,17 +193,17 @@ class Engine:
             self._go = True
             self._cond.notify_all()
 
-    def stop(self) -> list[str]:
-        """Stop sampling and put everything back; returns problems met while restoring. Idempotent."""
-        if self._stopped:
-            return []
-        self._stopped = True
+    def stop(self) -> RestoreResult:
+        """Stop sampling and put everything back (exactly once; any thread). Returns what could not be
+        restored and what the user should know."""
         with self._cond:
             self.stopping = True
             self._go = True
             self._cond.notify_all()
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
         for t in self._threads:
-            t.join(timeout=5.0)
+            if t is not threading.current_thread():
+                t.join(timeout=max(0.0, deadline - time.monotonic()))
         return self.undo.run()
 
     # -- used by the samplers
@@ -248,15 +259,20 @@ class Engine:
         return {cpu: s.error for cpu, s in self.samplers.items() if s.error}
 
     def wait_for_samples(
-        self, counts: dict[int, int], timeout: float, on_wait: Callable[[], None] | None = None
+        self,
+        counts: dict[int, int],
+        timeout: float,
+        on_wait: Callable[[], None] | None = None,
+        stop: threading.Event | None = None,
     ) -> bool:
-        """Block until every live CPU's ring holds more than counts[cpu] samples, or `timeout` real seconds."""
+        """Block until every live CPU in `counts` has a ring holding more than counts[cpu] samples, or
+        `timeout` real seconds, or `stop` is set. A CPU that failed counts as ready (its error is the news)."""
         deadline = time.monotonic_ns() + round(timeout * NS)  # not the engine clock: that may be manual
         while True:
-            live = [c for c in self.cpus if self.samplers[c].error is None]
-            if all(self.rings[c].count > counts.get(c, 0) for c in live):
+            live = [c for c in counts if self.samplers[c].error is None]
+            if all(self.rings[c].count > counts[c] for c in live):
                 return True
-            if time.monotonic_ns() >= deadline:
+            if time.monotonic_ns() >= deadline or (stop is not None and stop.is_set()):
                 return False
             self.new_data.wait(0.05)
             self.new_data.clear()

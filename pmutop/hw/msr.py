@@ -66,14 +66,17 @@ class MsrFile(MsrDevice):
     because 8-byte values at consecutive byte offsets would overlap.
     """
 
-    def __init__(self, path: str | os.PathLike[str], cpu: int, *, writable: bool) -> None:
+    def __init__(self, path: str | os.PathLike[str], cpu: int, *, writable: bool, fd: int | None = None) -> None:
+        """Opens `path`, or adopts `fd` (already opened safely, see Sysroot.open_nofollow)."""
         self.cpu = cpu
         self.path = os.fspath(path)
-        flags = (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC
-        try:
-            self._fd = os.open(self.path, flags)
-        except OSError as e:
-            raise HardwareError(f"cpu {cpu}: cannot open {self.path}: {e.strerror}") from e
+        if fd is None:
+            flags = (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC
+            try:
+                fd = os.open(self.path, flags)
+            except OSError as e:
+                raise HardwareError(f"cpu {cpu}: cannot open {self.path}: {e.strerror}") from e
+        self._fd = fd
         self._stride = 1 if stat.S_ISCHR(os.fstat(self._fd).st_mode) else 8
 
     def _read_raw(self, address: int) -> int:

@@ -19,12 +19,14 @@ from pmutop.hw import shim
 from pmutop.hw.cpuid import CpuidSource
 from pmutop.hw.msr import MsrDevice, MsrFile
 from pmutop.pmu.registers import IA32_TIME_STAMP_COUNTER, fixed_ctr, pmc
-from pmutop.sysroot import Sysroot
+from pmutop.sysroot import CHAR_DEVICE, REGULAR, Sysroot, UnsafePathError
 
 NMI_WATCHDOG = "proc/sys/kernel/nmi_watchdog"
 PERF_EVENT_PARANOID = "proc/sys/kernel/perf_event_paranoid"
 CPU_ONLINE = "sys/devices/system/cpu/online"
-RDPMC_SYSFS = tuple(f"sys/bus/event_source/devices/{pmu}/rdpmc" for pmu in ("cpu", "cpu_core", "cpu_atom"))
+# The real directories: sys/bus/event_source/devices/<pmu> are symlinks to these, and pmutop never
+# writes through a symlink.
+RDPMC_SYSFS = tuple(f"sys/devices/{pmu}/rdpmc" for pmu in ("cpu", "cpu_core", "cpu_atom"))
 MSR_ALLOW_WRITES = "sys/module/msr/parameters/allow_writes"
 LOCKDOWN = "sys/kernel/security/lockdown"
 
@@ -154,8 +156,9 @@ class HostPlatform(Platform):
             fix = "load the msr module: `modprobe msr`" if self.sysroot.is_host else "the sysroot has no msr file"
             return MsrDeviceState(False, False, f"{path} does not exist ({fix})")
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-            os.close(fd)
+            os.close(self._open_msr_fd(cpu, writable=True))
+        except UnsafePathError as e:
+            return MsrDeviceState(True, False, f"{path}: {e.strerror}")
         except OSError as e:
             if e.errno in (errno.EPERM, errno.EACCES):
                 why = "run as root (opening it needs CAP_SYS_RAWIO)"
@@ -171,8 +174,20 @@ class HostPlatform(Platform):
             return MsrDeviceState(True, False, "kernel lockdown forbids MSR writes (boot without lockdown)")
         return MsrDeviceState(True, True, None)
 
+    def _open_msr_fd(self, cpu: int, *, writable: bool) -> int:
+        # A snapshot (regular file) or the msr driver's character device; never through a symlink.
+        flags = os.O_RDWR if writable else os.O_RDONLY
+        return self.sysroot.open_nofollow(f"dev/cpu/{cpu}/msr", flags, [CHAR_DEVICE, REGULAR])
+
     def open_msr(self, cpu: int, *, writable: bool = True) -> MsrDevice:
-        return MsrFile(self._msr_path(cpu), cpu, writable=writable)
+        path = self._msr_path(cpu)
+        try:
+            fd = self._open_msr_fd(cpu, writable=writable)
+        except UnsafePathError as e:
+            raise HardwareError(f"cpu {cpu}: refusing {path}: {e.strerror}") from None
+        except OSError as e:
+            raise HardwareError(f"cpu {cpu}: cannot open {path}: {e.strerror or e}") from None
+        return MsrFile(path, cpu, writable=writable, fd=fd)
 
     def read_setting(self, rel: str) -> str | None:
         return self.sysroot.read_text(rel)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
@@ -124,21 +125,42 @@ class JsonPrinter:
 PRINTERS: dict[str, Any] = {"table": TablePrinter, "csv": CsvPrinter, "json": JsonPrinter}
 
 
-def run_batch(engine: Engine, fmt: str, count: int | None, mode: str, out: IO[str] | None = None, warn=None) -> None:
-    """Print `count` intervals (forever when None). The engine must be started; the caller stops it."""
+def run_batch(
+    engine: Engine,
+    fmt: str,
+    count: int | None,
+    mode: str,
+    out: IO[str] | None = None,
+    warn: Callable[[str], None] | None = None,
+    stop: threading.Event | None = None,
+) -> dict[int, str]:
+    """Print `count` intervals (forever when None, or until `stop` is set). The engine must be started;
+    the caller stops it. A CPU whose sampler fails is reported once and dropped; the others go on.
+    Returns the CPUs that failed (cpu -> why); raises only when every CPU has failed."""
     out = out or sys.stdout
     keys = engine.backend.counters(engine.cpus[0]).keys
     printer = PRINTERS[fmt](out, keys, mode)
     seen = {cpu: 0 for cpu in engine.cpus}
     warned: set[tuple[int, str]] = set()
+    failed: dict[int, str] = {}
     done = 0
-    while count is None or done < count:
-        if not engine.wait_for_samples(seen, timeout=engine.interval * 3 + 10):
+    stopped = stop.is_set if stop is not None else (lambda: False)
+    while (count is None or done < count) and not stopped():
+        live = {c: n for c, n in seen.items() if c not in failed}
+        if not engine.wait_for_samples(live, timeout=engine.interval * 3 + 10, stop=stop):
+            if stopped():
+                break
             raise HardwareError(f"no samples arrived for {engine.interval * 3 + 10:.0f} s")
-        failures = engine.failures()
-        if failures:
-            raise HardwareError(next(iter(failures.values())))
+        for cpu, why in engine.failures().items():
+            if cpu not in failed:
+                failed[cpu] = why
+                if warn:
+                    warn(f"cpu {cpu} dropped: {why}")
+        if len(failed) == len(engine.cpus):
+            raise HardwareError(next(iter(failed.values())))
         for cpu in engine.cpus:
+            if cpu in failed:
+                continue
             s = engine.rings[cpu].since(seen[cpu])[0]
             seen[cpu] = s.seq
             if s.suspect and warn and (cpu, s.suspect) not in warned:
@@ -147,3 +169,4 @@ def run_batch(engine: Engine, fmt: str, count: int | None, mode: str, out: IO[st
             printer.write(s)
         out.flush()
         done += 1
+    return failed

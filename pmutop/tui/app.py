@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import threading
 from typing import ClassVar
 
@@ -262,7 +261,8 @@ class PmutopApp(App[int]):
         self._stop = threading.Event()
         self.updates = 0  # UI updates applied (tests wait on it)
         self.failure: str | None = None  # one line for the user when the view itself broke
-        self.signal_received: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._exit_wanted = False
 
     # -- building
 
@@ -274,13 +274,10 @@ class PmutopApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        # SIGTERM/SIGHUP end the app like `q` does, so the terminal is restored and then the PMU.
-        try:
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGHUP):
-                loop.add_signal_handler(sig, self._exit_on_signal, sig)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread (tests)
-            pass
+        self._loop = asyncio.get_running_loop()
+        if self._exit_wanted:  # asked to stop before the UI was up
+            self.exit(0)
+            return
         self._build_table(self.size.width)
         self.apply_update(self._lookup_tasks())
         self.set_interval(1.0, self._refresh_header)
@@ -289,10 +286,15 @@ class PmutopApp(App[int]):
     def on_unmount(self) -> None:
         self._stop.set()
 
-    def _exit_on_signal(self, sig: int) -> None:
-        self.signal_received = sig
+    def exit_soon(self) -> None:
+        """From any thread, never blocking (pmutop.exitguard calls it on a signal): close the UI. If the
+        UI cannot close (its terminal is gone), the guardian restores the PMU without it."""
         self._stop.set()
-        self.exit(128 + sig)
+        self._exit_wanted = True
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self.exit, 0)
 
     def _handle_exception(self, error: Exception) -> None:
         """An error in the view ends the app with one line (printed by the CLI), not a traceback."""

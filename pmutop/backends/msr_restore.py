@@ -1,0 +1,163 @@
+"""Putting one CPU's PMU registers back: the record of what was there and what we wrote, and the undo.
+
+The same record and the same `restore_cpu` serve the normal way out and the recovery of a run that
+was killed (the record is kept in the run's state file), so both put back exactly the same things.
+
+Rules (reference sections 2.2-2.6):
+* A counter another agent reprogrammed during the run (its event select, or its FIXED_CTR_CTRL nibble,
+  no longer holds a value we wrote) is left as that agent left it, and so is its GLOBAL_CTRL bit.
+* GLOBAL_CTRL and FIXED_CTR_CTRL are shared: only our counters' bits are changed, read-modify-write.
+* Every step is tried even when an earlier one failed, and a write is tried even when the read that
+  would have checked it failed (an MSR read can fail where the write still works).
+* Our GLOBAL_CTRL bits go off first and come back last.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pmutop.errors import HardwareError
+from pmutop.hw.msr import MsrDevice
+from pmutop.pmu import registers as R
+
+STATUS_RESET = R.IA32_PERF_GLOBAL_STATUS_RESET
+
+
+@dataclass(frozen=True)
+class GpRecord:
+    index: int
+    evtsel: int  # address of its event select
+    counter: int  # address its saved value is written back to (legacy IA32_PMCx or full-width)
+    sign_extends: bool  # the counter address is legacy IA32_PMCx: writes sign-extend bit 31
+    width: int
+    saved_evtsel: int
+    saved_count: int
+    ours: tuple[int, ...]  # every event select value this run may have written (rotation groups, 0)
+
+
+@dataclass(frozen=True)
+class FixedRecord:
+    index: int
+    counter: int
+    width: int
+    saved_count: int
+    nibble: int  # our FIXED_CTR_CTRL field for this counter
+
+
+@dataclass(frozen=True)
+class CpuRecord:
+    cpu: int
+    gp: tuple[GpRecord, ...]
+    fixed: tuple[FixedRecord, ...]
+    saved_fixed_ctrl: int
+    saved_global_ctrl: int
+    status_writable: int  # bits of 0x390 that exist on this PMU
+
+    @property
+    def global_bits(self) -> int:
+        return R.global_ctrl_mask([g.index for g in self.gp], [f.index for f in self.fixed])
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> CpuRecord:
+        return cls(
+            cpu=int(d["cpu"]),
+            gp=tuple(GpRecord(**{**g, "ours": tuple(g["ours"])}) for g in d["gp"]),
+            fixed=tuple(FixedRecord(**f) for f in d["fixed"]),
+            saved_fixed_ctrl=int(d["saved_fixed_ctrl"]),
+            saved_global_ctrl=int(d["saved_global_ctrl"]),
+            status_writable=int(d["status_writable"]),
+        )
+
+
+@dataclass
+class RestoreResult:
+    notes: list[str] = field(default_factory=list)  # expected outcomes the user should know of
+    failures: list[str] = field(default_factory=list)  # registers that could not be put back
+    failed_cpus: set[int] = field(default_factory=set)  # whose registers are not all back
+
+    def extend(self, other: RestoreResult) -> None:
+        self.notes += other.notes
+        self.failures += other.failures
+        self.failed_cpus |= other.failed_cpus
+
+
+def _read(dev: MsrDevice, address: int) -> int | None:
+    try:
+        return dev.read(address)
+    except HardwareError:
+        return None
+
+
+def restore_cpu(dev: MsrDevice, rec: CpuRecord) -> RestoreResult:
+    out = _restore_cpu(dev, rec)
+    if out.failures:
+        out.failed_cpus.add(rec.cpu)
+    return out
+
+
+def _restore_cpu(dev: MsrDevice, rec: CpuRecord) -> RestoreResult:
+    out = RestoreResult()
+    fixed_nibbles = {f.index: (0xF << 4 * f.index) for f in rec.fixed}
+
+    def put(address: int, value: int) -> None:
+        try:
+            dev.write(address, value)
+        except HardwareError as e:
+            out.failures.append(str(e))
+
+    # Which of our counters another agent has taken over since (left as that agent set them).
+    taken: list[str] = []
+    gp = []
+    for g in rec.gp:
+        now = _read(dev, g.evtsel)
+        if now is not None and now not in g.ours:
+            taken.append(R.msr_name(g.evtsel))
+        else:
+            gp.append(g)
+    fixed_ctrl_now = _read(dev, R.IA32_FIXED_CTR_CTRL)
+    fixed = []
+    for f in rec.fixed:
+        if fixed_ctrl_now is not None and R.fixed_ctrl_nibble(fixed_ctrl_now, f.index) not in (f.nibble, 0):
+            taken.append(f"IA32_FIXED_CTR{f.index} (in IA32_FIXED_CTR_CTRL)")
+        else:
+            fixed.append(f)
+    if taken:
+        out.notes.append(
+            f"cpu {rec.cpu}: {', '.join(taken)} reprogrammed by another agent during the run; left as found"
+        )
+    ours = R.global_ctrl_mask([g.index for g in gp], [f.index for f in fixed])
+    if not ours:
+        return out
+
+    glob = _read(dev, R.IA32_PERF_GLOBAL_CTRL)
+    put(R.IA32_PERF_GLOBAL_CTRL, (rec.saved_global_ctrl if glob is None else glob) & ~ours)
+    for g in gp:
+        put(g.evtsel, 0)  # EN off before the counter is written (SDM)
+        value = g.saved_count & ((1 << g.width) - 1)
+        if g.sign_extends and R.sign_extend_legacy_pmc_write(value, g.width) != value:
+            out.notes.append(
+                f"cpu {rec.cpu}: IA32_PMC{g.index} left at 0 (its old value {value:#x} needs full-width writes)"
+            )
+            value = 0
+        put(g.counter, value)
+    for f in fixed:
+        put(f.counter, f.saved_count & ((1 << f.width) - 1))
+    for g in gp:
+        put(g.evtsel, g.saved_evtsel)
+    if fixed:
+        mask = sum(fixed_nibbles[f.index] for f in fixed)
+        base = rec.saved_fixed_ctrl if fixed_ctrl_now is None else _read(dev, R.IA32_FIXED_CTR_CTRL)
+        base = rec.saved_fixed_ctrl if base is None else base
+        put(R.IA32_FIXED_CTR_CTRL, (base & ~mask) | (rec.saved_fixed_ctrl & mask))
+    status = _read(dev, R.IA32_PERF_GLOBAL_STATUS)
+    clear = (ours if status is None else status & ours) & rec.status_writable
+    if clear:
+        put(STATUS_RESET, clear)  # write-1-to-clear: only our counters' overflow bits
+    glob = _read(dev, R.IA32_PERF_GLOBAL_CTRL)
+    base = rec.saved_global_ctrl if glob is None else glob
+    put(R.IA32_PERF_GLOBAL_CTRL, (base & ~ours) | (rec.saved_global_ctrl & ours))
+    return out
