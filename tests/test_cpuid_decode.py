@@ -366,6 +366,19 @@ def test_leaf23_gp_bitmaps_beyond_eight(gp_mask: int, count: int) -> None:
         assert holes == []
 
 
+def test_register_map_and_counter_indexes_follow_the_version() -> None:
+    p_core = perfmon(lunar_lake_cpu(0x40, 0x3FF, 0xF))
+    assert p_core.registers.kind == "v6"
+    assert p_core.gp_indexes == tuple(range(10)) and p_core.fixed_indexes == (0, 1, 2, 3)
+    gapped = perfmon(lunar_lake_cpu(0x20, 0x2FF, 0x77))
+    assert gapped.gp_indexes == (0, 1, 2, 3, 4, 5, 6, 7, 9)
+    assert gapped.fixed_indexes == (0, 1, 2, 4, 5, 6)
+    # A legacy PMU claiming 12 GP counters has registers for 8 only.
+    legacy = perfmon(fake_cpu(l0A_0=(0x07300C04, 0, 0, 0x603)))
+    assert legacy.registers.kind == "legacy"
+    assert (legacy.gp_counters, legacy.gp_indexes) == (12, tuple(range(8)))
+
+
 def test_v6_without_leaf23_counts_from_leaf_0a() -> None:
     # A hypervisor may expose v6 without the extension leaf: EAX[15:8] (here 10) is all there is.
     dump = lunar_lake_cpu(0x40, 0x3FF, 0xF, leaf0a_gp=10)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pmutop.pmu.registers import CounterRegisters, register_map
 from pmutop.pmu.uarch import microarchitecture
 
 CpuidFn = Callable[[int, int], tuple[int, int, int, int]]
@@ -85,6 +86,22 @@ class PerfmonInfo:
     anythread_deprecated: bool
     leaf23: Leaf23Info | None
     notes: tuple[str, ...]
+
+    @property
+    def registers(self) -> CounterRegisters:
+        """Where this PMU's counters live: the legacy MSRs, or the 0x1900 range from version 6 (as Linux does)."""
+        return register_map(self.version)
+
+    @property
+    def gp_indexes(self) -> tuple[int, ...]:
+        """GP counters that exist (set bits of gp_mask, which may have gaps) and have an MSR in `registers`:
+        the event selects to inspect for foreign use."""
+        return tuple(i for i in range(self.registers.max_gp) if self.gp_mask >> i & 1)
+
+    @property
+    def fixed_indexes(self) -> tuple[int, ...]:
+        """Fixed counters that exist and have an MSR in `registers`."""
+        return tuple(i for i in range(self.registers.max_fixed) if self.fixed_mask >> i & 1)
 
 
 @dataclass(frozen=True)
