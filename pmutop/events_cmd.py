@@ -29,6 +29,7 @@ from pmutop.sysroot import Sysroot
 
 _NAME_WIDTH_MAX = 60
 _ENCODING_WIDTH_MAX = 40
+_LINE_MAX = 300  # characters of one event line: whatever a table holds, a listing stays readable
 
 
 @dataclass
@@ -247,7 +248,8 @@ def _render_section(title: str, entries: list[dict[str, Any]]) -> list[str]:
         if e["deprecated"]:
             tags.append("[deprecated]")
         text = " ".join([*tags, e["description"]]) if e["description"] else " ".join(tags)
-        lines.append(f"  {e['name']:<{name_w}}  {enc_text:<{enc_w}}  {text}".rstrip())
+        line = f"  {e['name']:<{name_w}}  {enc_text:<{enc_w}}  {text}".rstrip()
+        lines.append(line if len(line) <= _LINE_MAX else line[: _LINE_MAX - 1] + "…")
     return lines
 
 

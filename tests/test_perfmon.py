@@ -280,12 +280,12 @@ def test_load_events_errors_are_one_line(tmp_path: Path) -> None:
         load_events(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"
     bad.write_text("<html>not json</html>")
-    with pytest.raises(PmutopError, match=r"bad\.json is not a perfmon event table: Expecting value") as exc:
+    with pytest.raises(PmutopError, match=r"bad\.json is not a valid perfmon table: Expecting value") as exc:
         load_events(bad)
     assert "\n" not in str(exc.value)
     obj = tmp_path / "obj.json"
     obj.write_text('{"Header": {}}')
-    with pytest.raises(PmutopError, match=r"obj\.json is not a perfmon event table \(no event list\)"):
+    with pytest.raises(PmutopError, match=r"obj\.json is not a valid perfmon table: no event list"):
         load_events(obj)
 
 
