@@ -220,7 +220,10 @@ def run_restore(argv: list[str]) -> int:
     finally:
         state_dir.close()
     for line in recovery.lines:  # type: ignore[attr-defined]
-        print(line)
+        if line.startswith("warning: "):
+            say(line)
+        else:
+            print(line)
     if not any(not e.alive for e in entries):
         print("nothing to restore")
     result: RestoreResult = recovery.result  # type: ignore[attr-defined]

@@ -62,6 +62,7 @@ class ExitGuard:
         self._restored = threading.Event()
         self._thread: threading.Thread | None = None
         self._closing = False
+        self._closed = threading.Event()  # set by uninstall(): the guardian must end, not exit
         self._old_mask: set[signal.Signals] | None = None
         self._old_excepthook = threading.excepthook
         self._tty_attrs: list | None = None  # type: ignore[type-arg]
@@ -85,11 +86,17 @@ class ExitGuard:
         if self._thread is None:
             return
         self._closing = True
+        self._closed.set()
         threading.excepthook = self._old_excepthook
         with contextlib.suppress(ProcessLookupError, OSError):
             signal.pthread_kill(self._thread.ident or 0, signal.SIGUSR2)
         self._thread.join(timeout=2.0)
         self._thread = None
+        # Signals that came after the first one are still pending: take them now, or unblocking would
+        # let the default action kill the process with the wrong status after all was done.
+        with contextlib.suppress(OSError):
+            while signal.sigtimedwait(TERMINATING, 0) is not None:
+                pass
         if self._old_mask is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, self._old_mask)
 
@@ -152,8 +159,7 @@ class ExitGuard:
     def _deadline(self) -> None:
         if self._restored.wait(GRACE_S):
             # The main thread restored; give it the same time again to print and exit on its own.
-            threading.Event().wait(GRACE_S)
-            if self._closing:
+            if self._closed.wait(GRACE_S):
                 return
             result = self.restore()
         else:

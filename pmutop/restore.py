@@ -52,7 +52,7 @@ class _Undo:
 
 class UndoLog:
     def __init__(self, journal: Journal | None = None) -> None:
-        self.journal: Journal = journal or NullJournal()
+        self.journal: Journal = journal if journal is not None else NullJournal()
         self._items: list[_Undo] = []
         self._lock = threading.Lock()  # guards _items and _done
         self._run_lock = threading.Lock()  # held while the undo runs: later callers wait for it

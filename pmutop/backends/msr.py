@@ -45,6 +45,10 @@ class CpuSetup:
     full_width_writes: bool
     saved: dict[int, int]
 
+    def counter_address(self, i: int) -> int:
+        """Where GP counter i is zeroed, saved and restored: the full-width alias when the PMU has one."""
+        return R.a_pmc(i) if self.full_width_writes else R.pmc(i)
+
 
 class MsrCpuCounters(CpuCounters):
     """One CPU programmed through its MSR device; used by that CPU's sampler thread.
@@ -133,7 +137,7 @@ class MsrCpuCounters(CpuCounters):
         self._write(R.IA32_PERF_GLOBAL_CTRL, other_global)
         for i in gp_idx:  # EN must be clear before the counter is written (SDM)
             self._write(R.evtsel(i), 0)
-            self._write(R.pmc(i), 0)
+            self._write(self.setup.counter_address(i), 0)
         self._write(R.IA32_FIXED_CTR_CTRL, other_fixed)
         for i in sorted({p.index for p in plan.fixed}):
             self._write(R.fixed_ctr(i), 0)
@@ -160,11 +164,11 @@ class MsrCpuCounters(CpuCounters):
                 GpRecord(
                     index=i,
                     evtsel=R.evtsel(i),
-                    counter=R.a_pmc(i) if s.full_width_writes else R.pmc(i),
+                    counter=s.counter_address(i),
                     sign_extends=not s.full_width_writes,
                     width=pm.gp_width,
                     saved_evtsel=s.saved[R.evtsel(i)],
-                    saved_count=s.saved[R.pmc(i)],
+                    saved_count=s.saved[s.counter_address(i)],
                     ours=tuple(sorted(ours)),
                 )
             )
@@ -341,6 +345,7 @@ class MsrBackend(Backend):
             )
             dev = self.platform.open_msr(cpu, writable=True)
             self.setups[cpu] = CpuSetup(cpu, perfmons[cpu], plan, dev, False, {})
+            self.setups[cpu].full_width_writes = self._full_width_writes(self.setups[cpu])
         self._note_dropped()
 
         watchdog = self.platform.read_setting(NMI_WATCHDOG) or "0"
@@ -358,9 +363,6 @@ class MsrBackend(Backend):
                 self._inspect(cpu, tolerate_watchdog=True)
         else:
             self._keep_inherited(NMI_WATCHDOG, watchdog, undo)
-        for cpu in cpus:
-            s = self.setups[cpu]
-            s.full_width_writes = self._full_width_writes(s)
         self.read_method = self._choose_read_method(cpus, undo)
         for cpu in cpus:
             counters = MsrCpuCounters(
@@ -442,7 +444,8 @@ class MsrBackend(Backend):
         }
         for i in sorted({p.index for g in s.plan.gp_groups for p in g}):
             saved[R.evtsel(i)] = regs[R.evtsel(i)]
-            saved[R.pmc(i)] = dev.read(R.pmc(i))
+            # Read and written at one address (the same counter on hardware; one cell in a snapshot).
+            saved[s.counter_address(i)] = dev.read(s.counter_address(i))
         for i in sorted({p.index for p in s.plan.fixed}):
             saved[R.fixed_ctr(i)] = dev.read(R.fixed_ctr(i))
         s.saved = saved

@@ -138,7 +138,7 @@ class Engine:
         self.clock = clock
         self.cpus = cpus
         self.threaded = threaded
-        self.undo = undo or UndoLog()
+        self.undo = undo if undo is not None else UndoLog()
         self.rings = {cpu: SampleRing(ring_capacity) for cpu in cpus}
         self.samplers: dict[int, Sampler] = {}
         self.new_data = threading.Event()
