@@ -218,7 +218,7 @@ def test_instances_on_other_cpus_both_run_and_the_last_one_out_restores_the_watc
 def test_a_watchdog_value_of_2_is_restored_as_2(tmp_path: Path) -> None:
     machine(tmp_path, watchdog="2")
     proc = start(tmp_path, "--count", "2")
-    out, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert "set back to 2 on exit" in err
     assert_restored(tmp_path, [0, 1], watchdog="2")
@@ -266,7 +266,12 @@ def test_a_full_disk_on_stdout_is_one_line(tmp_path: Path) -> None:
 
 def test_the_live_view_with_stdin_closed_is_one_line() -> None:
     run = subprocess.run(
-        pmutop("--demo"), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, preexec_fn=lambda: os.close(0)
+        pmutop("--demo"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: os.close(0),
     )
     assert run.returncode == 2
     assert run.stderr == "pmutop: the live view needs a terminal on stdin and stderr; use --batch for pipes and files\n"
