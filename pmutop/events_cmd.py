@@ -375,8 +375,10 @@ def events_parser(parser_class: type[argparse.ArgumentParser] | None = None) -> 
 def events_main(argv: Sequence[str]) -> str:
     """`pmutop events ARGS`: parse, check, run; returns the text to print. Errors are PmutopError."""
     args = events_parser().parse_args(list(argv))
-    if args.perfmon_url is not None and not args.download:
-        raise UsageError("--perfmon-url needs --download")
+    if args.perfmon_url is not None:
+        if not args.download:
+            raise UsageError("--perfmon-url needs --download")
+        perfmon.check_source(args.perfmon_url)  # a refused scheme is said before anything else is read
     if not os.path.isdir(args.sysroot):
         raise UsageError(f"--sysroot {args.sysroot}: not a directory")
     return run_events(

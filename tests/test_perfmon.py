@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import shutil
 import socket
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
+from test_hardening_download import Serve, certificate, serve_https, valid_site  # noqa: F401  (fixtures: serve)
 
 from pmutop.errors import PmutopError, UsageError
 from pmutop.events_cmd import events_main, events_parser, run_events
@@ -474,31 +472,6 @@ def test_every_real_core_table_parses(real_tables: PerfmonTables) -> None:
 # --- download -----------------------------------------------------------------------------------------
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # http.server's signature
-        pass
-
-
-Serve = Callable[[Path], str]
-
-
-@pytest.fixture
-def serve() -> Iterator[Serve]:
-    servers: list[http.server.ThreadingHTTPServer] = []
-
-    def start(directory: Path) -> str:
-        handler = functools.partial(_QuietHandler, directory=str(directory))
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}"
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-
-
 def test_download_fetches_mapfile_core_table_and_license(serve: Serve, tmp_path: Path) -> None:
     url = serve(FIXTURES)
     dest = tmp_path / "new" / "perfmon"
@@ -513,18 +486,18 @@ def test_download_fetches_mapfile_core_table_and_license(serve: Serve, tmp_path:
 
 
 def test_download_takes_both_halves_of_a_hybrid_model(serve: Serve, tmp_path: Path) -> None:
-    written = download(serve(FIXTURES), tmp_path, [(ADL, 0x20), (ADL, 0x40)])
+    dest = tmp_path / "dest"
+    written = download(serve(valid_site(tmp_path / "site")), dest, [(ADL, 0x20), (ADL, 0x40)])
     assert written == [
-        tmp_path / "mapfile.csv",
-        tmp_path / "A/events/a_core.json",
-        tmp_path / "B/events/b_core.json",
-        tmp_path / "LICENSE",
+        dest / "mapfile.csv",
+        dest / "A/events/a_core.json",
+        dest / "B/events/b_core.json",
+        dest / "LICENSE",
     ]
 
 
 def test_download_without_license(serve: Serve, tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    shutil.copytree(FIXTURES, site)
+    site = valid_site(tmp_path / "site")
     (site / "LICENSE").unlink()
     written = download(serve(site), tmp_path / "out", [(CLX, None)])
     assert written == [tmp_path / "out/mapfile.csv", tmp_path / "out/B/events/b_core.json"]
@@ -546,18 +519,18 @@ def test_download_connection_refused(tmp_path: Path) -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
+    url = f"https://127.0.0.1:{port}"
     with pytest.raises(PmutopError) as exc:
         download(url, tmp_path, [(SKX, None)])
     assert str(exc.value) == f"cannot download {url}/mapfile.csv: Connection refused"
 
 
-def test_download_bad_url(tmp_path: Path) -> None:
-    with pytest.raises(PmutopError) as exc:
+def test_download_bad_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no directory called example.com here
+    with pytest.raises(UsageError) as exc:
         download("example.com/perfmon", tmp_path, [(SKX, None)])
     assert str(exc.value) == (
-        "cannot download example.com/perfmon/mapfile.csv: "
-        "ValueError: unknown url type: 'example.com/perfmon/mapfile.csv'"
+        "--perfmon-url example.com/perfmon: no such directory (give an https:// URL or a local directory)"
     )
 
 

@@ -18,13 +18,17 @@ Formats seen in the real tables (all handled below):
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import http.client
 import io
 import json
 import os
 import re
-import tempfile
+import secrets
+import stat
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -580,97 +584,405 @@ class Resolver:
 
 # --- download -------------------------------------------------------------------------------------
 
+_MAX_MAPFILE = 1 << 20  # bytes: Intel's mapfile.csv is about 20 KB
+_MAX_LICENSE = 1 << 20
+_MAX_TABLES = 16  # core tables fetched for one machine (a hybrid model lists three at most)
+_DOWNLOAD_DEADLINE = 300.0  # seconds for one file: a server that trickles bytes is given up on
+_CHUNK = 1 << 16
+_SHOWN_URL = 200  # characters of a URL echoed in a message
 
-@dataclass
+
+def _shown_url(url: str) -> str:
+    return url if len(url) <= _SHOWN_URL else url[:_SHOWN_URL] + "…"
+
+
+def check_source(source: str) -> tuple[str | None, Path | None]:
+    """`--perfmon-url` as (https base URL, None) or (None, local directory); UsageError for anything else.
+
+    Only https:// crosses the network (the tables decide which counters get programmed, so they must not
+    be open to tampering on the way); a local copy is named by a plain path or a file:// URL.
+    """
+    shown = _shown_url(source)
+    parsed = urllib.parse.urlsplit(source)
+    scheme = parsed.scheme.lower()
+    if scheme == "https":
+        if not parsed.hostname:
+            raise UsageError(f"--perfmon-url {shown}: no host name")
+        return source, None
+    if scheme == "file":
+        if parsed.netloc not in ("", "localhost"):
+            raise UsageError(f"--perfmon-url {shown}: a file:// URL names a local directory (file:///path)")
+        path = Path(urllib.parse.unquote(parsed.path))
+    elif scheme:  # http, ftp, data, gopher, ...
+        raise UsageError(f"--perfmon-url {shown}: only https:// URLs or a local directory are accepted")
+    else:
+        path = Path(source).expanduser()
+    if not path.is_dir():
+        raise UsageError(f"--perfmon-url {shown}: no such directory (give an https:// URL or a local directory)")
+    return None, path.resolve()
+
+
+class _HttpsOnlyRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow redirects to https:// only: a redirect must not downgrade the download to plain http."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> urllib.request.Request | None:
+        if urllib.parse.urlsplit(newurl).scheme.lower() != "https":
+            raise PmutopError(
+                f"cannot download {_shown_url(req.full_url)}: redirected to {_shown_url(newurl)}, "
+                "and only https:// is accepted"
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _read_capped(stream: Any, limit: int, what: str, deadline: float) -> bytes:
+    """At most `limit` bytes of `stream`, read in chunks; more than that is refused without reading it all."""
+    data = bytearray()
+    while True:
+        chunk = stream.read(_CHUNK)
+        if not chunk:
+            return bytes(data)
+        data += chunk
+        if len(data) > limit:
+            raise PmutopError(f"cannot download {what}: larger than {_size(limit)}")
+        if time.monotonic() > deadline:
+            raise PmutopError(f"cannot download {what}: not complete after {_DOWNLOAD_DEADLINE:g} s")
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+
+
 class _Fetcher:
-    base_url: str
-    timeout: float = DOWNLOAD_TIMEOUT
+    """Reads perfmon files from an https:// base URL or from a local directory."""
+
+    def __init__(self, source: str, timeout: float = DOWNLOAD_TIMEOUT) -> None:
+        self.base_url, self.local = check_source(source)
+        self.timeout = timeout
+        self._opener = urllib.request.build_opener(_HttpsOnlyRedirects())
 
     def url(self, rel: str) -> str:
+        if self.local is not None:
+            return str(self.local.joinpath(*_safe_relative(rel).parts))
+        assert self.base_url is not None
         return f"{self.base_url.rstrip('/')}/{urllib.parse.quote(rel.lstrip('/'))}"
 
-    def get(self, rel: str) -> bytes:
-        data = self.get_optional(rel, missing_ok=False)
+    def get(self, rel: str, limit: int) -> bytes:
+        data = self.get_optional(rel, limit, missing_ok=False)
         assert data is not None  # missing_ok=False raises instead
         return data
 
-    def get_optional(self, rel: str, *, missing_ok: bool = True) -> bytes | None:
-        """The file's bytes; None for a missing file when missing_ok (HTTP 404, or no such file://)."""
+    def get_optional(self, rel: str, limit: int, *, missing_ok: bool = True) -> bytes | None:
+        """The file's bytes (at most `limit`); None for a missing file when missing_ok (HTTP 404, no such file)."""
+        if self.local is not None:
+            return self._read_local(rel, limit, missing_ok)
         url = self.url(rel)
+        shown = _shown_url(url)
         try:
             request = urllib.request.Request(url, headers={"User-Agent": "pmutop"})
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                data = response.read(_MAX_TABLE + 1)
+            with self._opener.open(request, timeout=self.timeout) as response:
+                length = response.headers.get("Content-Length", "")
+                if length.strip().isdigit() and int(length) > limit:  # refused before reading a byte of it
+                    raise PmutopError(f"cannot download {shown}: larger than {_size(limit)}")
+                return _read_capped(response, limit, shown, time.monotonic() + _DOWNLOAD_DEADLINE)
         except urllib.error.HTTPError as e:
             if missing_ok and e.code == 404:
                 return None
-            raise PmutopError(f"cannot download {url}: HTTP {e.code} {e.reason}") from None
+            raise PmutopError(
+                f"cannot download {shown}: HTTP {e.code} {' '.join(str(e.reason).split())[:80]}"
+            ) from None
         except urllib.error.URLError as e:
             reason = e.reason
-            if missing_ok and isinstance(reason, FileNotFoundError):  # file:// URL without that file
-                return None
             text = reason.strerror if isinstance(reason, OSError) and reason.strerror else str(reason)
-            raise PmutopError(f"cannot download {url}: {text}") from None
+            raise PmutopError(f"cannot download {shown}: {' '.join(text.split())[:200]}") from None
         except TimeoutError:
-            raise PmutopError(f"cannot download {url}: no answer within {self.timeout:g} s") from None
+            raise PmutopError(f"cannot download {shown}: no answer within {self.timeout:g} s") from None
         except (OSError, http.client.HTTPException, ValueError) as e:
-            raise PmutopError(f"cannot download {url}: {e.__class__.__name__}: {e}") from None
-        if len(data) > _MAX_TABLE:
-            raise PmutopError(f"cannot download {url}: larger than {_MAX_TABLE >> 20} MB")
-        return data
+            text = " ".join(str(e).split())[:200] or e.__class__.__name__
+            raise PmutopError(f"cannot download {shown}: {text}") from None
 
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary file in the same directory and rename, so readers never see half a file."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    def _read_local(self, rel: str, limit: int, missing_ok: bool) -> bytes | None:
+        path = self.url(rel)
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, 0o644)  # mkstemp makes 0600; the tables are public data other users may read
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            # O_NONBLOCK: a FIFO planted in the copy must not hang the open; only regular files are read.
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        except FileNotFoundError:
+            if missing_ok:
+                return None
+            raise PmutopError(f"cannot copy {path}: No such file or directory") from None
+        except OSError as e:
+            raise PmutopError(f"cannot copy {path}: {e.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise PmutopError(f"cannot copy {path}: not a regular file")
+            if st.st_size > limit:
+                raise PmutopError(f"cannot copy {path}: larger than {_size(limit)}")
+            os.set_blocking(fd, True)
+            with os.fdopen(os.dup(fd), "rb") as f:
+                return _read_capped(f, limit, path, time.monotonic() + _DOWNLOAD_DEADLINE)
+        except OSError as e:
+            raise PmutopError(f"cannot copy {path}: {e.strerror or e}") from None
+        finally:
+            os.close(fd)
+
+
+# --- what a downloaded table may hold ---------------------------------------------------------------
+
+_FIELD_MAX = 1 << 16  # characters of any one field (Intel's longest PublicDescription is about 2,300)
+_EVENT_NAME = re.compile(r"[A-Za-z0-9_.:=\-]{1,256}")  # Intel's names use letters, digits and _ . : =
+_FLAGS = ("Invert", "EdgeDetect", "AnyThread", "Offcore", "Deprecated", "Equal")
+_NUMBER = re.compile(r"(0[xX][0-9a-fA-F]{1,16}|[0-9]{1,20})")
+
+
+def _numbers(value: str, key: str, low: int, high: int, most: int) -> list[int]:
+    """A comma-separated list of 1..most numbers, each within low..high; ValueError naming the field."""
+    parts = [p.strip() for p in value.split(",")]
+    if not 1 <= len(parts) <= most or not all(_NUMBER.fullmatch(p) for p in parts):
+        raise ValueError(f"{key} {value[:40]!r} is not {'a number' if most == 1 else 'a list of numbers'}")
+    numbers = [int(p, 0) if p[:2].lower() == "0x" else int(p, 10) for p in parts]
+    for n in numbers:
+        if not low <= n <= high:
+            limit = (
+                f"{low:#x}-{high:#x}" if high > 255 or key in ("EventCode", "UMask", "UMaskExt") else f"{low}-{high}"
+            )
+            raise ValueError(f"{key} {value[:40]!r} is out of range ({limit})")
+    return numbers
+
+
+def _counter_field(value: str, key: str) -> None:
+    """ "Fixed counter N" or a list of GP counter indexes, all below 64."""
+    label = re.fullmatch(r"\s*fixed\s*counter\s*(\d{1,2})\s*", value, re.IGNORECASE)
+    if label is not None:
+        if int(label.group(1)) >= _MAX_COUNTERS:
+            raise ValueError(f"{key} {value[:40]!r} is out of range (fixed counters 0-{_MAX_COUNTERS - 1})")
+        return
+    _numbers(value, key, 0, _MAX_COUNTERS - 1, _MAX_COUNTERS)
+
+
+def _event_problem(e: dict[str, Any]) -> str | None:
+    """Why one event of a downloaded table is not what Intel's tables hold, or None."""
+    if len(e) > 100:
+        return f"{len(e)} fields"
+    for key, value in e.items():
+        if not isinstance(value, str):
+            return f"{key[:40]} is {type(value).__name__}, not text"
+        if len(value) > _FIELD_MAX:
+            return f"{key[:40]} is longer than {_FIELD_MAX} characters"
+    try:
+        name = e.get("EventName")
+        if name is None or not _EVENT_NAME.fullmatch(name):
+            return "EventName is missing or not a name" if name is None else f"EventName {name[:40]!r} is not a name"
+        for key in ("EventCode", "UMask"):
+            if key not in e:
+                return f"no {key}"
+            _numbers(e[key], key, 0, 0xFF, 4)  # "0xB7, 0xBB" / "0x01,0x02": one per code of an offcore pair
+        if "UMaskExt" in e:
+            _numbers(e["UMaskExt"], "UMaskExt", 0, 0xFF, 1)
+        if "CounterMask" in e:
+            _numbers(e["CounterMask"], "CounterMask", 0, 255, 1)
+        for key in _FLAGS:
+            if key in e and e[key].strip() not in ("0", "1"):
+                return f"{key} {e[key][:40]!r} is not 0 or 1"
+        if "Counter" not in e:
+            return "no Counter"
+        for key in ("Counter", "CounterHTOff"):
+            if key in e:
+                _counter_field(e[key], key)
+        if "MSRIndex" in e:
+            _numbers(e["MSRIndex"], "MSRIndex", 0, 0xFFFF_FFFF, 8)
+        if "MSRValue" in e:
+            _numbers(e["MSRValue"], "MSRValue", 0, 0xFFFF_FFFF_FFFF_FFFF, 1)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+def table_problem(data: bytes) -> str | None:
+    """Why downloaded bytes are not a perfmon core event table, field by field, or None when they are."""
+    try:
+        decoded = _decode_json(data)
+    except ValueError as e:
+        return str(e)
+    if isinstance(decoded, dict) and not isinstance(decoded.get("Header", {}), dict):
+        return "Header is not an object"
+    events = decoded.get("Events") if isinstance(decoded, dict) else decoded
+    if not isinstance(events, list):
+        return "no event list"
+    if not events:
+        return "no events"
+    for i, e in enumerate(events, 1):
+        if not isinstance(e, dict):
+            return f"event {i} is not an object"
+        why = _event_problem(e)
+        if why is not None:
+            name = e.get("EventName")
+            named = f" ({name[:60]})" if isinstance(name, str) and not _CONTROL.search(name) else ""
+            return f"event {i}{named}: {why}"
+    return None
+
+
+# --- writing ----------------------------------------------------------------------------------------
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class _Writer:
+    """Writes files under one destination directory without ever following a symbolic link.
+
+    Directories are walked with O_NOFOLLOW relative to their parent's descriptor, so a link planted
+    anywhere in the path (by another user of a shared cache, say) is refused, not written through.
+    Files go to a fresh O_EXCL temporary name, are fsynced and renamed over the old one: readers see
+    the old file or the new one, never half of one. Created directories are 0755 and files 0644 whatever
+    the umask (the tables are public data other users may read).
+    """
+
+    def __init__(self, dest: Path) -> None:
+        self.dest = dest
+
+    def _refuse_link(self, path: Path) -> PmutopError:
+        return PmutopError(
+            f"cannot write into {path}: it is a symbolic link (pmutop does not follow links where it writes; "
+            "remove it or pick another --perfmon-dir)"
+        )
+
+    def preflight(self, rels: list[PurePosixPath]) -> None:
+        """Refuse before anything is written when the destination or a directory inside it is a link."""
+        paths = [self.dest] + [self.dest.joinpath(*rel.parts[:i]) for rel in rels for i in range(1, len(rel.parts))]
+        for path in dict.fromkeys(paths):
+            if path.is_symlink():
+                raise self._refuse_link(path)
+            if path.exists() and not path.is_dir():
+                raise PmutopError(f"cannot write into {path}: not a directory")
+
+    def _mkdir_open(self, parent_fd: int | None, path: Path, name: str) -> int:
+        """Open directory `name` (under parent_fd, or the absolute `path`), creating it 0755 if missing."""
+        created = False
+        try:
+            os.mkdir(name, 0o755, dir_fd=parent_fd)
+            created = True
+        except FileExistsError:
+            pass
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise self._refuse_link(path) from None
+            if e.errno == errno.ENOTDIR:
+                raise PmutopError(f"cannot write into {path}: not a directory") from None
             raise
-    except OSError as e:
-        raise PmutopError(f"cannot write {path}: {e.strerror or e}") from None
+        if created:
+            os.fchmod(fd, 0o755)  # the umask narrowed mkdir's mode
+        return fd
+
+    def _open_dest(self) -> int:
+        """The destination directory's descriptor; missing parents above it are created (0755) as well."""
+        missing = []
+        path = self.dest
+        while not os.path.lexists(path) and path != path.parent:
+            missing.append(path)
+            path = path.parent
+        for p in reversed(missing[1:]):  # parents above dest: ordinary directories, not checked for links
+            try:
+                os.mkdir(p, 0o755)
+                os.chmod(p, 0o755)
+            except FileExistsError:
+                pass
+        return self._mkdir_open(None, self.dest, str(self.dest))
+
+    def write_all(self, blobs: list[tuple[PurePosixPath, bytes]]) -> list[Path]:
+        self.preflight([rel for rel, _ in blobs])
+        written: list[Path] = []
+        try:
+            dest_fd = self._open_dest()
+        except OSError as e:
+            raise PmutopError(f"cannot write into {self.dest}: {e.strerror or e}") from None
+        try:
+            for rel, data in blobs:
+                path = self.dest.joinpath(*rel.parts)
+                try:
+                    self._write_one(dest_fd, rel, data)
+                except OSError as e:
+                    raise PmutopError(f"cannot write {path}: {e.strerror or e}") from None
+                written.append(path)
+        finally:
+            os.close(dest_fd)
+        return written
+
+    def _write_one(self, dest_fd: int, rel: PurePosixPath, data: bytes) -> None:
+        fds: list[int] = []
+        try:
+            dir_fd, path = dest_fd, self.dest
+            for part in rel.parts[:-1]:
+                path = path / part
+                dir_fd = self._mkdir_open(dir_fd, path, part)
+                fds.append(dir_fd)
+            _write_atomic(dir_fd, rel.parts[-1], data)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+
+def _write_atomic(dir_fd: int, name: str, data: bytes) -> None:
+    """Write `name` in the directory dir_fd via an O_EXCL temporary file, fsync, and rename over it."""
+    tmp = f".{name}.{secrets.token_hex(8)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+    try:
+        try:
+            os.fchmod(fd, 0o644)  # whatever the umask: the tables are public data other users may read
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)  # replaces a link at `name`, never follows it
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+    os.fsync(dir_fd)  # the rename itself survives a crash
 
 
 def download(base_url: str, dest: Path, wanted: list[tuple[CpuIdentity, int | None]]) -> list[Path]:
     """Fetch mapfile.csv, Intel's LICENSE and the core event files of the wanted CPUs into `dest`.
 
-    For each CPU model every core table is fetched (both halves of a hybrid part), so CPUs that are
-    offline now still find theirs later. Returns the files written, mapfile first.
+    `base_url` is an https:// URL or a local directory (plain path or file://). For each CPU model every
+    core table is fetched (both halves of a hybrid part), so CPUs that are offline now still find theirs
+    later. Everything is fetched and checked before anything is written. Returns the files written,
+    mapfile first.
     """
     dest = Path(dest)
     fetcher = _Fetcher(base_url)
-    mapfile = fetcher.get(MAPFILE)
+    mapfile = fetcher.get(MAPFILE, _MAX_MAPFILE)
     text = mapfile.decode("utf-8", errors="replace")
     if not text.lstrip("\ufeff").startswith("Family-model"):
-        raise PmutopError(f"cannot download {fetcher.url(MAPFILE)}: the answer is not a perfmon mapfile.csv")
+        raise PmutopError(
+            f"cannot download {_shown_url(fetcher.url(MAPFILE))}: the answer is not a perfmon mapfile.csv"
+        )
     rows = parse_mapfile(text)
-    needed: list[str] = []
+    needed: list[PurePosixPath] = []
     for identity, _core_type in wanted:
         if identity.vendor != _INTEL:
             continue
         for row in core_rows(rows, identity):
-            rel = str(_safe_relative(row.filename))
+            rel = _safe_relative(row.filename)
             if rel not in needed:
                 needed.append(rel)
-    # Fetch everything before writing anything, so a failure leaves the old copy whole.
-    blobs: list[tuple[Path, bytes]] = [(dest / MAPFILE, mapfile)]
+    if len(needed) > _MAX_TABLES:
+        raise PmutopError(
+            f"cannot download {_shown_url(fetcher.url(MAPFILE))}: it names {len(needed)} core tables for this "
+            f"machine (at most {_MAX_TABLES} make sense)"
+        )
+    blobs: list[tuple[PurePosixPath, bytes]] = [(PurePosixPath(MAPFILE), mapfile)]
     for rel in needed:
-        data = fetcher.get(rel)
-        try:
-            if _event_list(_decode_json(data)) is None:
-                raise ValueError("no event list")
-        except ValueError:
-            raise PmutopError(f"cannot download {fetcher.url(rel)}: the answer is not a perfmon event table") from None
-        blobs.append((dest.joinpath(*PurePosixPath(rel).parts), data))
-    license_text = fetcher.get_optional(LICENSE)
+        data = fetcher.get(str(rel), _MAX_TABLE)
+        why = table_problem(data)
+        if why is not None:
+            raise PmutopError(f"cannot download {_shown_url(fetcher.url(str(rel)))}: not a valid perfmon table: {why}")
+        blobs.append((rel, data))
+    license_text = fetcher.get_optional(LICENSE, _MAX_LICENSE)
     if license_text is not None:
-        blobs.append((dest / LICENSE, license_text))
-    for path, data in blobs:
-        _write_atomic(path, data)
-    return [path for path, _ in blobs]
+        blobs.append((PurePosixPath(LICENSE), license_text))
+    return _Writer(dest).write_all(blobs)
