@@ -76,3 +76,13 @@ def test_nothing_runs_and_nothing_falls_back_to_simulation() -> None:
 def test_a_sysroot_never_picks_perf() -> None:
     f = INTEL_OK | {"sysroot": "/snap", "version": 0, "perf": {"checked": False, "detail": "this host only"}}
     assert verdict(f)["backend"] is None
+
+
+def test_cpus_without_readable_cpuid_are_named_with_the_cores_that_work() -> None:
+    f = INTEL_OK | {"cpuid_unreadable_cpus": "4-7", "cpuid_readable_cpus": "0-3"}
+    v = verdict(f)
+    assert v["backend"] == "msr"
+    assert v["reasons"][-1] == "CPUID of cpu 4-7 cannot be read: pass --cores 0-3"
+    perf = verdict(f | {"root": False, "msr": {"present": True, "writable": False, "problem": "needs root"}})
+    assert perf["backend"] == "perf" and perf["reasons"][-1] == "CPUID of cpu 4-7 cannot be read: pass --cores 0-3"
+    assert verdict(INTEL_OK | {"cpuid_unreadable_cpus": "", "cpuid_readable_cpus": "0-7"})["reasons"] == []
