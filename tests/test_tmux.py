@@ -87,3 +87,66 @@ def test_sigterm_in_the_live_view_restores_and_reports(live) -> None:  # type: i
     assert tmux.screen().strip() == "pmutop: stopped by SIGTERM"
     assert (root / WATCHDOG).read_text().strip() == "1"
     assert read_msr(root, 1, 0x38F) == ORIGINAL[0x38F]
+
+
+def pmutop_pid(tmux: Tmux) -> int:
+    shell = tmux("list-panes", "-t", "t", "-F", "#{pane_pid}").strip()
+    children = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
+    return int(children[0]) if children else int(shell)  # a lone command is exec'd by the shell
+
+
+def gone(pid: int, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except FileNotFoundError:
+            return True
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":  # exited, not yet reaped by its (dead) parent
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_kill_int_of_the_live_view_exits_130_and_restores(live) -> None:  # type: ignore[no-untyped-def]
+    tmux, root, status = live
+    tmux.wait_for("Top task")
+    os.kill(pmutop_pid(tmux), signal.SIGINT)
+    assert wait_exit(status) == 130
+    assert tmux.screen().strip() == "pmutop: stopped by SIGINT"
+    assert (root / WATCHDOG).read_text().strip() == "1"
+    assert read_msr(root, 0, 0x186) == ORIGINAL[0x186]
+
+
+@pytest.mark.parametrize("attempt", range(4))
+def test_closing_the_terminal_restores_the_pmu_on_16_cpus(tmp_path: Path, attempt: int) -> None:
+    """Like an SSH session dropping: the terminal goes away under a live view sampling 16 CPUs at 0.2 s."""
+    cpus = list(range(16))
+    root = tmp_path / "root"
+    build_sysroot(root, cpus, SKYLAKE_X_LEAVES, msrs=ORIGINAL, settings={WATCHDOG: "1"})
+    tmux = Tmux(tmp_path)
+    try:
+        tmux(
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "120",
+            "-y",
+            "40",
+            f"{sys.executable} -m pmutop --sysroot {root} --interval 0.2",
+        )
+        tmux.wait_for("Top task")
+        pid = pmutop_pid(tmux)
+        assert (root / WATCHDOG).read_text().strip() == "0"
+        time.sleep(0.3 * attempt)  # land the hang-up at different points of the refresh cycle
+        tmux.kill()
+        assert gone(pid, timeout=10), "pmutop is still running after its terminal went away"
+    finally:
+        tmux.kill()
+    assert (root / WATCHDOG).read_text().strip() == "1"
+    for cpu in cpus:
+        for address in (0x186, 0x187, 0x38D, 0x38F):
+            assert read_msr(root, cpu, address) == ORIGINAL[address], (cpu, hex(address))
+    assert not list((root / "run/pmutop").glob("*.json"))
