@@ -398,7 +398,7 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
     if not args.batch and not (_isatty(sys.stdin) and _isatty(sys.stderr)):
         raise UsageError("the live view needs a terminal on stdin and stderr; use --batch for pipes and files")
     platform = build_platform(args)
-    cpus = select_cpus(args.cores, platform.online_cpus())
+    cpus = select_cpus(args.cores, platform.online_cpus(), platform.possible_cpus())
     if isinstance(platform, HostPlatform):
         leftovers = recover_leftovers(platform, guard.stop_requested)
         if leftovers.failures:

@@ -285,3 +285,16 @@ def test_a_stop_during_a_long_run_is_immediate(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=30)
     assert time.monotonic() - t0 < 1.5  # no grace period needed: the batch loop watches for the stop
+
+
+def test_cores_beyond_the_possible_cpus_are_named_as_missing(tmp_path: Path) -> None:
+    root = machine(tmp_path)
+    (root / "sys/devices/system/cpu/possible").write_text("0-3\n")
+    run = subprocess.run(
+        pmutop("--sysroot", str(root), "--batch", "--count", "1", "--cores", "0,9"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    assert "CPU 9 does not exist (possible: 0-3)" in run.stderr and len(run.stderr.splitlines()) == 1

@@ -24,6 +24,7 @@ from pmutop.sysroot import CHAR_DEVICE, REGULAR, Sysroot, UnsafePathError
 NMI_WATCHDOG = "proc/sys/kernel/nmi_watchdog"
 PERF_EVENT_PARANOID = "proc/sys/kernel/perf_event_paranoid"
 CPU_ONLINE = "sys/devices/system/cpu/online"
+CPU_POSSIBLE = "sys/devices/system/cpu/possible"
 # The real directories: sys/bus/event_source/devices/<pmu> are symlinks to these, and pmutop never
 # writes through a symlink.
 RDPMC_SYSFS = tuple(f"sys/devices/{pmu}/rdpmc" for pmu in ("cpu", "cpu_core", "cpu_atom"))
@@ -76,6 +77,9 @@ class Platform(ABC):
 
     @abstractmethod
     def label(self) -> str: ...
+
+    def possible_cpus(self) -> list[int] | None:
+        return None
 
     @abstractmethod
     def online_cpus(self) -> list[int]: ...
@@ -140,6 +144,16 @@ class HostPlatform(Platform):
             return parse_cpu_list(text, what=CPU_ONLINE)
         except PmutopError as e:
             raise HardwareError(str(e)) from None
+
+    def possible_cpus(self) -> list[int] | None:
+        """The CPUs the kernel could ever bring online (None when it does not say)."""
+        text = self.sysroot.read_text(CPU_POSSIBLE)
+        if text is None:
+            return None
+        try:
+            return parse_cpu_list(text, what=CPU_POSSIBLE)
+        except PmutopError:
+            return None
 
     def cpuid(self, cpu: int, leaf: int, subleaf: int = 0) -> tuple[int, int, int, int]:
         return self._cpuid(cpu, leaf, subleaf)
