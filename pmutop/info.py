@@ -31,6 +31,7 @@ from pmutop.pmu.cpuid_decode import (
 from pmutop.pmu.plan import plan_counters
 from pmutop.pmu.uarch import microarchitecture
 from pmutop.pmu.usage import find_foreign_use
+from pmutop.runstate import describe_runs
 
 
 def _int_or_none(text: str | None) -> int | None:
@@ -165,6 +166,7 @@ def gather(platform: HostPlatform, *, probe: bool = True) -> dict[str, Any]:
         rel.split("/")[-2]: platform.read_setting(rel) for rel in RDPMC_SYSFS if platform.read_setting(rel) is not None
     }
     facts["nmi_watchdog"] = _int_or_none(platform.read_setting(NMI_WATCHDOG))
+    facts["pmutop_runs"] = describe_runs(platform.sysroot)
     facts["perf_event_paranoid"] = _int_or_none(platform.read_setting(PERF_EVENT_PARANOID))
     facts["root"] = os.geteuid() == 0
     facts["rdpmc_probe"] = _probe(platform, readable, perfmons, core_types) if probe and readable else None
@@ -273,7 +275,37 @@ def verdict(f: dict[str, Any]) -> dict[str, Any]:
     return chosen
 
 
+def _leftovers(f: dict[str, Any]) -> list[str]:
+    """What pmutop runs that ended without restoring left behind, one line each."""
+    lines = []
+    for run in f.get("pmutop_runs") or []:
+        if run["running"]:
+            continue
+        if run["problem"]:
+            lines.append(run["problem"])
+            continue
+        parts = [f"cpu {run['programmed_cpus']} PMU registers"] if run["programmed_cpus"] else []
+        parts += [f"/{rel} = {c['set']} (was {c['original']})" for rel, c in run["settings"].items()]
+        lines.append(
+            f"pmutop pid {run['pid']} (started {run['started']}) ended without restoring: "
+            + (", ".join(parts) or "nothing recorded")
+        )
+    return lines
+
+
 def _verdict(f: dict[str, Any]) -> dict[str, Any]:
+    chosen = _verdict_backend(f)
+    left = _leftovers(f)
+    if left:
+        chosen["reasons"] = [*left, *chosen["reasons"]]
+        chosen["fixes"] = [
+            "`pmutop restore` puts back what a killed pmutop left (any run does it first)",
+            *chosen["fixes"],
+        ]
+    return chosen
+
+
+def _verdict_backend(f: dict[str, Any]) -> dict[str, Any]:
     reasons, fixes = _msr_problems(f)
     if reasons:
         perf = f.get("perf") or {}
@@ -374,7 +406,17 @@ def render_text(f: dict[str, Any]) -> str:
     lines.append(("rdpmc sysfs", ", ".join(f"{k}={v}" for k, v in sysfs.items()) or "absent (no core PMU registered)"))
     probe = f.get("rdpmc_probe")
     lines.append(("rdpmc probe", "not run" if probe is None else ("works: " if probe["ok"] else "") + probe["detail"]))
-    lines.append(("NMI watchdog", str(f.get("nmi_watchdog", "unknown"))))
+    watchdog = str(f.get("nmi_watchdog", "unknown"))
+    for run in f.get("pmutop_runs") or []:
+        change = run["settings"].get(NMI_WATCHDOG)
+        if change and watchdog == change["set"]:
+            state = "running" if run["running"] else "no longer running: `pmutop restore` sets it back"
+            watchdog += f" (paused by pmutop pid {run['pid']}, {state}; was {change['original']})"
+            break
+    lines.append(("NMI watchdog", watchdog))
+    for run in f.get("pmutop_runs") or []:
+        if run["running"]:
+            lines.append(("pmutop running", f"pid {run['pid']} on cpu {run['cpus']} since {run['started']}"))
     lines.append(("perf paranoid", str(f.get("perf_event_paranoid", "unknown"))))
     use = f.get("counters_in_use") or {}
     if use.get("checked"):

@@ -346,3 +346,29 @@ def recover_dead_runs(
         if not result.failures:
             state_dir.remove(e.pid)
     return out
+
+
+def describe_runs(sysroot: Sysroot) -> list[dict[str, Any]]:
+    """Every pmutop run with state on this machine, for `pmutop info` (reads only)."""
+    state_dir = StateDir.existing(sysroot)
+    if state_dir is None:
+        return []
+    try:
+        out = []
+        for e in state_dir.entries():
+            out.append(
+                {
+                    "pid": e.pid,
+                    "running": e.alive,
+                    "started": e.started_text(),
+                    "cpus": format_cpu_list(e.cpus),
+                    "programmed_cpus": format_cpu_list([r.cpu for r in e.records]) if e.data else "",
+                    "settings": e.settings,
+                    "problem": e.problem,
+                }
+            )
+        return out
+    except OSError:
+        return []
+    finally:
+        state_dir.close()

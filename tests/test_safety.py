@@ -298,3 +298,18 @@ def test_cores_beyond_the_possible_cpus_are_named_as_missing(tmp_path: Path) -> 
     )
     assert run.returncode == 2
     assert "CPU 9 does not exist (possible: 0-3)" in run.stderr and len(run.stderr.splitlines()) == 1
+
+
+def test_info_reports_leftovers_and_the_paused_watchdog_with_the_fix(tmp_path: Path) -> None:
+    machine(tmp_path)
+    pid = kill_hard(tmp_path)
+    run = subprocess.run(pmutop("info", "--sysroot", str(tmp_path)), capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    watchdog = next(line for line in run.stdout.splitlines() if line.startswith("NMI watchdog"))
+    assert f"0 (paused by pmutop pid {pid}, no longer running: `pmutop restore` sets it back; was 1)" in watchdog
+    assert f"pmutop pid {pid} (started " in run.stdout
+    assert "ended without restoring: cpu 0-1 PMU registers, /proc/sys/kernel/nmi_watchdog = 0 (was 1)" in run.stdout
+    assert "Fix" in run.stdout and "`pmutop restore`" in run.stdout
+    as_json = subprocess.run(pmutop("info", "--sysroot", str(tmp_path), "--json"), capture_output=True, text=True)
+    (entry,) = json.loads(as_json.stdout)["pmutop_runs"]
+    assert (entry["pid"], entry["running"], entry["programmed_cpus"]) == (pid, False, "0-1")
