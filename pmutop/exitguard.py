@@ -141,7 +141,9 @@ class ExitGuard:
         if args.exc_type is SystemExit:
             return
         where = args.thread.name if args.thread else "a thread"
-        self.failure = self.failure or f"internal error in {where}: {args.exc_type.__name__}: {args.exc_value}"
+        self.failure = (
+            self.failure or f"internal error in {where}: {args.exc_value} (a bug in pmutop: please report it)"
+        )
         self.request_stop()
 
     def _watch(self) -> None:

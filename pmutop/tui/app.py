@@ -301,7 +301,10 @@ class PmutopApp(App[int]):
         if os.environ.get("PMUTOP_DEBUG"):
             super()._handle_exception(error)
             return
-        self.failure = f"internal error in the live view: {type(error).__name__}: {error}"
+        self.failure = (
+            f"internal error in the live view: {error} (a bug in pmutop: please report it with the output of "
+            "PMUTOP_DEBUG=1)"
+        )
         self._stop.set()
         self._return_code = 1
         if self._exception is None:
