@@ -135,8 +135,10 @@ def run_parser() -> OneLineParser:
     p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="--batch output format")
     sim = p.add_argument_group("simulated PMU (--demo)")
     sim.add_argument("--sim-cpus", type=_bounded_int(1, 1024), default=8, metavar="N")
-    sim.add_argument("--sim-version", type=_bounded_int(2, 5), default=4, metavar="V", help="perfmon version 2-5")
-    sim.add_argument("--sim-gp", type=_bounded_int(1, 8), default=4, metavar="N", help="general counters (1-8)")
+    sim.add_argument("--sim-version", type=_bounded_int(2, 6), default=4, metavar="V", help="perfmon version 2-6")
+    sim.add_argument(
+        "--sim-gp", type=_bounded_int(1, 32), default=4, metavar="N", help="general counters (1-8; 1-32 with version 6)"
+    )
     sim.add_argument("--sim-fixed", type=_bounded_int(0, 4), default=3, metavar="N", help="fixed counters (0-4)")
     sim.add_argument("--sim-gp-width", type=_bounded_int(16, 64), default=48, metavar="BITS")
     sim.add_argument("--sim-fixed-width", type=_bounded_int(16, 64), default=48, metavar="BITS")
@@ -242,6 +244,8 @@ def build_platform(args: argparse.Namespace) -> Platform:
             raise UsageError("--sysroot describes real hardware; it cannot be combined with --demo/--backend sim")
         if args.sim_e_cores > args.sim_cpus:
             raise UsageError(f"--sim-e-cores {args.sim_e_cores} exceeds --sim-cpus {args.sim_cpus}")
+        if args.sim_version < 6 and args.sim_gp > 8:
+            raise UsageError(f"--sim-gp {args.sim_gp} needs --sim-version 6 (the legacy registers hold 8 counters)")
         return SimPlatform(
             SimConfig(
                 cpus=args.sim_cpus,

@@ -76,7 +76,8 @@ def _cpuinfo_identity(platform: Platform) -> dict[str, Any] | None:
 
 
 def _read_pmu_registers(dev: MsrDevice, pm: PerfmonInfo) -> dict[int, int]:
-    regs = {R.evtsel(i): dev.read(R.evtsel(i)) for i in range(pm.gp_counters)}
+    rmap = pm.registers
+    regs = {rmap.evtsel(i): dev.read(rmap.evtsel(i)) for i in pm.gp_indexes}
     regs[R.IA32_FIXED_CTR_CTRL] = dev.read(R.IA32_FIXED_CTR_CTRL)
     if pm.version >= 4:
         regs[R.IA32_PERF_GLOBAL_INUSE] = dev.read(R.IA32_PERF_GLOBAL_INUSE)

@@ -47,7 +47,7 @@ class CpuSetup:
 
     def counter_address(self, i: int) -> int:
         """Where GP counter i is zeroed, saved and restored: the full-width alias when the PMU has one."""
-        return R.a_pmc(i) if self.full_width_writes else R.pmc(i)
+        return self.perfmon.registers.counter(i, full_width=self.full_width_writes)
 
 
 class MsrCpuCounters(CpuCounters):
@@ -78,8 +78,9 @@ class MsrCpuCounters(CpuCounters):
         fixed_idx = sorted({p.index for p in plan.fixed})
         gp_idx = sorted({p.index for g in plan.gp_groups for p in g})
         self._fixed_ctrl_ours = R.encode_fixed_ctrl(fixed_idx, user=user, kernel=kernel)
+        regs = pm.registers
         self._group_evtsels = [
-            {R.evtsel(p.index): R.encode_evtsel(p.event.raw, user=user, kernel=kernel) for p in g}  # type: ignore[arg-type]
+            {regs.evtsel(p.index): R.encode_evtsel(p.event.raw, user=user, kernel=kernel) for p in g}  # type: ignore[arg-type]
             for g in plan.gp_groups
         ] or [{}]
         self._ours_mask = R.global_ctrl_mask(gp_idx, fixed_idx)
@@ -135,12 +136,13 @@ class MsrCpuCounters(CpuCounters):
         other_fixed = s.saved[R.IA32_FIXED_CTR_CTRL] & ~self._fixed_nibbles
         other_global = s.saved[R.IA32_PERF_GLOBAL_CTRL] & ~self._ours_mask
         self._write(R.IA32_PERF_GLOBAL_CTRL, other_global)
+        regs = s.perfmon.registers
         for i in gp_idx:  # EN must be clear before the counter is written (SDM)
-            self._write(R.evtsel(i), 0)
-            self._write(self.setup.counter_address(i), 0)
+            self._write(regs.evtsel(i), 0)
+            self._write(s.counter_address(i), 0)
         self._write(R.IA32_FIXED_CTR_CTRL, other_fixed)
         for i in sorted({p.index for p in plan.fixed}):
-            self._write(R.fixed_ctr(i), 0)
+            self._write(regs.fixed_ctr(i), 0)
         status = dev.read(R.IA32_PERF_GLOBAL_STATUS)
         self._clear_status((status & self._ours_mask) | self._ours_mask)
         for address, value in self._group_evtsels[0].items():
@@ -158,16 +160,17 @@ class MsrCpuCounters(CpuCounters):
         """What restore needs: saved values, and every value this run may write (kept in the state file)."""
         s, pm = self.setup, self.setup.perfmon
         gp = []
+        regs = pm.registers
         for i in sorted({p.index for g in s.plan.gp_groups for p in g}):
-            ours = {0} | {g[R.evtsel(i)] for g in self._group_evtsels if R.evtsel(i) in g}
+            ours = {0} | {g[regs.evtsel(i)] for g in self._group_evtsels if regs.evtsel(i) in g}
             gp.append(
                 GpRecord(
                     index=i,
-                    evtsel=R.evtsel(i),
+                    evtsel=regs.evtsel(i),
                     counter=s.counter_address(i),
                     sign_extends=not s.full_width_writes,
                     width=pm.gp_width,
-                    saved_evtsel=s.saved[R.evtsel(i)],
+                    saved_evtsel=s.saved[regs.evtsel(i)],
                     saved_count=s.saved[s.counter_address(i)],
                     ours=tuple(sorted(ours)),
                 )
@@ -175,9 +178,9 @@ class MsrCpuCounters(CpuCounters):
         fixed = [
             FixedRecord(
                 index=i,
-                counter=R.fixed_ctr(i),
+                counter=regs.fixed_ctr(i),
                 width=pm.fixed_width,
-                saved_count=s.saved[R.fixed_ctr(i)],
+                saved_count=s.saved[regs.fixed_ctr(i)],
                 nibble=R.fixed_ctrl_nibble(self._fixed_ctrl_ours, i),
             )
             for i in sorted({p.index for p in s.plan.fixed})
@@ -204,7 +207,9 @@ class MsrCpuCounters(CpuCounters):
         if self._read_method == "rdpmc":
             self._reader = self._platform.rdpmc_reader(self.cpu, plan.n_fixed_read, plan.n_gp_read)
         else:
-            self._reader = MsrCounterReader(self.setup.dev, plan.n_fixed_read, plan.n_gp_read)
+            self._reader = MsrCounterReader(
+                self.setup.dev, plan.n_fixed_read, plan.n_gp_read, regs=self.setup.perfmon.registers
+            )
         self._prev_at = self._clock.now_ns()
         self._prev_tsc, values = self._reader.read()
         self._prev = [values[i] for i in self._positions]
@@ -434,7 +439,8 @@ class MsrBackend(Backend):
         """Read and keep every register we will write; refuse (unless --force) if another agent uses the PMU."""
         s = self.setups[cpu]
         pm, dev = s.perfmon, s.dev
-        regs = {R.evtsel(i): dev.read(R.evtsel(i)) for i in range(pm.gp_counters)}
+        rmap = pm.registers
+        regs = {rmap.evtsel(i): dev.read(rmap.evtsel(i)) for i in pm.gp_indexes}
         regs[R.IA32_FIXED_CTR_CTRL] = dev.read(R.IA32_FIXED_CTR_CTRL)
         if pm.version >= 4:
             regs[R.IA32_PERF_GLOBAL_INUSE] = dev.read(R.IA32_PERF_GLOBAL_INUSE)
@@ -443,11 +449,11 @@ class MsrBackend(Backend):
             R.IA32_FIXED_CTR_CTRL: regs[R.IA32_FIXED_CTR_CTRL],
         }
         for i in sorted({p.index for g in s.plan.gp_groups for p in g}):
-            saved[R.evtsel(i)] = regs[R.evtsel(i)]
+            saved[rmap.evtsel(i)] = regs[rmap.evtsel(i)]
             # Read and written at one address (the same counter on hardware; one cell in a snapshot).
             saved[s.counter_address(i)] = dev.read(s.counter_address(i))
         for i in sorted({p.index for p in s.plan.fixed}):
-            saved[R.fixed_ctr(i)] = dev.read(R.fixed_ctr(i))
+            saved[rmap.fixed_ctr(i)] = dev.read(rmap.fixed_ctr(i))
         s.saved = saved
         found = find_foreign_use(pm, regs, tolerate_watchdog=tolerate_watchdog)
         if found:

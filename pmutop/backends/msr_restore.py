@@ -140,7 +140,7 @@ def _restore_cpu(dev: MsrDevice, rec: CpuRecord) -> RestoreResult:
         value = g.saved_count & ((1 << g.width) - 1)
         if g.sign_extends and R.sign_extend_legacy_pmc_write(value, g.width) != value:
             out.notes.append(
-                f"cpu {rec.cpu}: IA32_PMC{g.index} left at 0 (its old value {value:#x} needs full-width writes)"
+                f"cpu {rec.cpu}: {R.msr_name(g.counter)} left at 0 (its old value {value:#x} needs full-width writes)"
             )
             value = 0
         put(g.counter, value)

@@ -18,7 +18,7 @@ from pmutop.errors import HardwareError, PmutopError
 from pmutop.hw import shim
 from pmutop.hw.cpuid import CpuidSource
 from pmutop.hw.msr import MsrDevice, MsrFile
-from pmutop.pmu.registers import IA32_TIME_STAMP_COUNTER, fixed_ctr, pmc
+from pmutop.pmu.registers import IA32_TIME_STAMP_COUNTER, LEGACY_REGISTERS, CounterRegisters
 from pmutop.sysroot import CHAR_DEVICE, REGULAR, Sysroot, UnsafePathError
 
 NMI_WATCHDOG = "proc/sys/kernel/nmi_watchdog"
@@ -45,10 +45,10 @@ class MsrCounterReader:
 
     method = "msr"
 
-    def __init__(self, dev: MsrDevice, n_fixed: int, n_gp: int) -> None:
+    def __init__(self, dev: MsrDevice, n_fixed: int, n_gp: int, *, regs: CounterRegisters = LEGACY_REGISTERS) -> None:
         self._dev = dev
         self._addresses = (
-            [IA32_TIME_STAMP_COUNTER] + [fixed_ctr(i) for i in range(n_fixed)] + [pmc(i) for i in range(n_gp)]
+            [IA32_TIME_STAMP_COUNTER] + [regs.fixed_ctr(i) for i in range(n_fixed)] + [regs.pmc(i) for i in range(n_gp)]
         )
 
     def read(self) -> tuple[int, list[int]]:

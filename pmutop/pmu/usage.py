@@ -28,8 +28,9 @@ def find_foreign_use(perfmon: PerfmonInfo, regs: dict[int, int], *, tolerate_wat
     """
     found: list[tuple[int, str]] = []
     explained_inuse = 0
-    for i in range(perfmon.gp_counters):
-        v = regs[R.evtsel(i)]
+    rmap = perfmon.registers
+    for i in perfmon.gp_indexes:
+        v = regs[rmap.evtsel(i)]
         busy = v & (R.EVTSEL_EN | R.EVTSEL_INT | R.EVTSEL_EVENT_MASK)
         if not busy:
             continue
@@ -39,7 +40,7 @@ def find_foreign_use(perfmon: PerfmonInfo, regs: dict[int, int], *, tolerate_wat
         detail = describe_evtsel(v)
         if not v & R.EVTSEL_EN:
             detail += " (programmed but disabled; perhaps left by perf: --force takes over)"
-        found.append((R.evtsel(i), detail))
+        found.append((rmap.evtsel(i), detail))
     fixed_ctrl = regs[R.IA32_FIXED_CTR_CTRL]
     for i in range(R.MAX_FIXED_COUNTERS):
         nibble = R.fixed_ctrl_nibble(fixed_ctrl, i)
