@@ -69,3 +69,16 @@ def test_cli_ten_events_on_a_v6_sim(capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_sim_gp_beyond_8_needs_version_6(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--demo", "--sim-gp", "10", "--batch", "--count", "1"]) == 2
     assert "--sim-gp 10 needs --sim-version 6" in capsys.readouterr().err
+
+
+def test_another_agent_on_an_e_core_fixed_counter_5_is_seen() -> None:
+    """Skymont-like E-cores have fixed counters 4-6 (bitmap 0x77): their FIXED_CTR_CTRL fields count too."""
+    from test_v6_registers import _cpuid
+
+    from pmutop.pmu.usage import find_foreign_use
+
+    pm = _cpuid(6, 8, 0x77, True)
+    regs = {pm.registers.evtsel(i): 0 for i in pm.gp_indexes} | {R.IA32_FIXED_CTR_CTRL: 0x3 << (4 * 5)}
+    assert find_foreign_use(pm, regs, tolerate_watchdog=False) == [
+        (R.IA32_FIXED_CTR_CTRL, "0x300000: fixed counter 5 enabled")
+    ]

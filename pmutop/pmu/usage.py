@@ -42,7 +42,7 @@ def find_foreign_use(perfmon: PerfmonInfo, regs: dict[int, int], *, tolerate_wat
             detail += " (programmed but disabled; perhaps left by perf: --force takes over)"
         found.append((rmap.evtsel(i), detail))
     fixed_ctrl = regs[R.IA32_FIXED_CTR_CTRL]
-    for i in range(R.MAX_FIXED_COUNTERS):
+    for i in sorted(set(range(R.MAX_FIXED_COUNTERS)) | set(perfmon.fixed_indexes)):  # Atom v6: fixed 4-6
         nibble = R.fixed_ctrl_nibble(fixed_ctrl, i)
         if not nibble & (R.FIXED_EN_OS | R.FIXED_EN_USR | R.FIXED_PMI):
             continue
