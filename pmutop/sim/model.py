@@ -486,6 +486,9 @@ class SimMachine:
             for cpu in range(config.cpus)
         ]
         self._devices = [SimMsrDevice(state) for state in self._cpus]
+        # Fault injection for tests: called with the cpu right after every read_counters (rdpmc), so a
+        # test can let time pass between a sampler's counter read and its GLOBAL_STATUS read.
+        self.after_counter_read: Callable[[int], None] | None = None
 
     @property
     def cpus(self) -> list[int]:
@@ -514,7 +517,11 @@ class SimMachine:
 
     def read_counters(self, cpu: int, n_fixed: int, n_gp: int) -> tuple[int, list[int]]:
         """What the rdpmc shim returns: (TSC, [fixed 0..n_fixed-1, GP 0..n_gp-1]), read atomically."""
-        return self._state(cpu).read_counters(n_fixed, n_gp)
+        values = self._state(cpu).read_counters(n_fixed, n_gp)
+        hook = self.after_counter_read
+        if hook is not None:
+            hook(cpu)  # outside the CPU's lock: the hook may read or write registers
+        return values
 
     def foreign_write(self, cpu: int, address: int, value: int) -> None:
         """Another agent's WRMSR (perf, another tool, the BIOS): no allowlist, same hardware rules."""
