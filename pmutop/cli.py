@@ -450,6 +450,9 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
             )
         else:
             run_live_view(engine, platform, backend, cpus, guard)
+            failed_cpus = engine.failures()
+            for cpu, why in failed_cpus.items():
+                say(f"warning: cpu {cpu} dropped: {why}")
     finally:
         result = guard.restore()
         report_restore(result)
