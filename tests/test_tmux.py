@@ -150,3 +150,19 @@ def test_closing_the_terminal_restores_the_pmu_on_16_cpus(tmp_path: Path, attemp
         for address in (0x186, 0x187, 0x38D, 0x38F):
             assert read_msr(root, cpu, address) == ORIGINAL[address], (cpu, hex(address))
     assert not list((root / "run/pmutop").glob("*.json"))
+
+
+def test_a_cpu_failing_in_the_live_view_is_restored_and_the_exit_says_so(live) -> None:  # type: ignore[no-untyped-def]
+    tmux, root, status = live
+    tmux.wait_for("Top task")
+    os.truncate(root / "dev/cpu/1/msr", 0)  # its reads fail from now on; writes still work
+    tmux.wait_for("1 cores failed")
+    tmux("send-keys", "-t", "t", "q")
+    assert wait_exit(status) == 1
+    screen = tmux.screen()
+    assert "pmutop: warning: cpu 1 dropped: cpu 1: read of" in screen
+    assert "pmutop: cpu 1 failed during the run (see above)" in screen
+    assert (root / WATCHDOG).read_text().strip() == "1"
+    for cpu in (0, 1):
+        for address in (0x186, 0x38D, 0x38F):
+            assert read_msr(root, cpu, address) == ORIGINAL[address], (cpu, hex(address))
