@@ -47,10 +47,18 @@ class Reading:
     util: float | None = None  # busy fraction from the kernel's per-CPU times, where no ref cycles exist
 
 
+# The longest interval pmutop samples at (--interval). Counters that cannot wrap within it are only read
+# at the deadlines; narrower ones are also read in between (CpuCounters.accumulate).
+LONGEST_INTERVAL_S = 3600.0
+
+
 class CpuCounters(ABC):
     """One CPU's counters, driven by that CPU's sampler thread only."""
 
     cpu: int
+    # How often accumulate() must run between two reads, or None when the counters are wide enough for
+    # any interval (then read() alone is called, at the deadlines).
+    accumulate_period_ns: int | None = None
 
     @abstractmethod
     def start(self) -> int:
@@ -59,6 +67,18 @@ class CpuCounters(ABC):
     @abstractmethod
     def read(self) -> Reading:
         """Counts since the previous read (or since start)."""
+
+    def accumulate(self) -> int:
+        """Read the counters into running totals that the next read() reports, so that narrow counters
+        cannot wrap twice unseen between reads; returns the clock time of the read (ns). Only called
+        when accumulate_period_ns is not None."""
+        raise NotImplementedError(f"{type(self).__name__} needs no accumulation")
+
+    @staticmethod
+    def period_for_wrap(wrap_ns: float) -> int | None:
+        """accumulate_period_ns for counters that can wrap after wrap_ns: half of it, so a sampler waking
+        a little late still reads before a second wrap; None when no interval is that long."""
+        return None if wrap_ns > LONGEST_INTERVAL_S * 1e9 else max(1, int(wrap_ns / 2))
 
     @property
     @abstractmethod

@@ -90,6 +90,8 @@ class MsrCpuCounters(CpuCounters):
         all_widths = [pm.fixed_width] * bool(plan.fixed) + [pm.gp_width] * bool(gp_idx)
         self._wrap_ns = min(shortest_wrap_s(w) for w in all_widths) * 1e9 if all_widths else float("inf")
         self._min_width = min(all_widths, default=64)
+        # Counters that can wrap within an interval are also read between the deadlines (accumulate).
+        self.accumulate_period_ns = self.period_for_wrap(self._wrap_ns)
         self._active = 0
         self._rates: dict[str, float] = {}  # rotating event -> count per ns when last counted
         self._counted: dict[str, list[bool]] = {}  # rotating event -> counted? in each recent interval
@@ -103,7 +105,11 @@ class MsrCpuCounters(CpuCounters):
         self._reader: CounterReader | None = None
         self._prev: list[int] = []
         self._prev_tsc = 0
-        self._prev_at = 0
+        self._prev_at = 0  # clock time of the last read()
+        self._last_at = 0  # clock time of the last counter read (read or accumulate): for the wrap check
+        self._acc: list[int] = []  # per placement: counts since the last read(), added up by accumulate()
+        self._acc_ovf: dict[str, int] = {}  # event -> overflow bits seen since the last read()
+        self._acc_suspect: str | None = None  # the first reason found since the last read()
         self._select_group(0)
 
     @property
@@ -119,6 +125,7 @@ class MsrCpuCounters(CpuCounters):
         self._bits = [R.fixed_bit(p.index) if p.kind == "fixed" else R.gp_bit(p.index) for p in self._placements]
         self._positions = [plan.value_index(p) for p in self._placements]
         self._pending_ovf = [False] * len(self._placements)
+        self._acc = [0] * len(self._placements)
 
     def _write(self, address: int, value: int) -> None:
         with self._lock:
@@ -210,7 +217,7 @@ class MsrCpuCounters(CpuCounters):
             self._reader = MsrCounterReader(
                 self.setup.dev, plan.n_fixed_read, plan.n_gp_read, regs=self.setup.perfmon.registers
             )
-        self._prev_at = self._clock.now_ns()
+        self._prev_at = self._last_at = self._clock.now_ns()
         self._prev_tsc, values = self._reader.read()
         self._prev = [values[i] for i in self._positions]
         return self._prev_at
@@ -225,43 +232,58 @@ class MsrCpuCounters(CpuCounters):
                 changed.append(f"{R.msr_name(address)} {ours & mask:#x} -> {now & mask:#x}")
         return changed
 
-    def read(self) -> Reading:
+    def _collect(self) -> tuple[int, int]:
+        """Read the active counters and GLOBAL_STATUS and add the deltas since the last read to the running
+        totals (64-bit in effect, however narrow the counters). Returns the clock time and TSC of the read."""
         assert self._reader is not None, "start() first"
-        dev = self.setup.dev
         at = self._clock.now_ns()
         tsc, values = self._reader.read()
-        status = dev.read(R.IA32_PERF_GLOBAL_STATUS)
+        status = self.setup.dev.read(R.IA32_PERF_GLOBAL_STATUS)
         suspect: str | None = None
-        counts: dict[str, int] = {}
-        overflows: dict[str, int] = {}
+        acc, prev, pending = self._acc, self._prev, self._pending_ovf
         for n, p in enumerate(self._placements):
-            new, old = values[self._positions[n]], self._prev[n]
-            key = p.event.key
-            counts[key] = (new - old) & ((1 << self._widths[n]) - 1)
+            new, old = values[self._positions[n]], prev[n]
+            acc[n] += (new - old) & ((1 << self._widths[n]) - 1)
+            prev[n] = new
             flagged = bool(status & self._bits[n])
             if flagged:
-                overflows[key] = 1
+                self._acc_ovf[p.event.key] = self._acc_ovf.get(p.event.key, 0) + 1
             if new < old:
-                if not (flagged or self._pending_ovf[n]) and suspect is None:
-                    suspect = f"{key} counter went backwards without an overflow bit (reset by someone else?)"
-                self._pending_ovf[n] = False
+                if not (flagged or pending[n]) and suspect is None:
+                    suspect = f"{p.event.key} counter went backwards without an overflow bit (reset by someone else?)"
+                pending[n] = False
             elif flagged:
                 # The counter wrapped after we read it: the next read shows the wrap.
-                self._pending_ovf[n] = True
+                pending[n] = True
         if status & R.STATUS_CTR_FRZ:
             suspect = suspect or "counters were frozen (GLOBAL_STATUS bit 59 was set)"
         self._clear_status(status)
-        changes = self.foreign_changes()
+        if at - self._last_at > self._wrap_ns:  # two wraps could hide in there: the best explanation of all
+            suspect = (
+                f"the counters went unread for {(at - self._last_at) / 1e9:.3g} s, longer than the "
+                f"{self._min_width}-bit counters' shortest wrap time ({self._wrap_ns / 1e9:.3g} s)"
+                + ("; use a shorter --interval" if self.accumulate_period_ns is None else " (the sampler fell behind)")
+            )
+        self._last_at = at
+        self._acc_suspect = self._acc_suspect or suspect
+        return at, tsc
+
+    def accumulate(self) -> int:
+        """Add up the counts so far, so that narrow counters never wrap twice between two reads."""
+        return self._collect()[0]
+
+    def read(self) -> Reading:
+        at, tsc = self._collect()
+        counts = {p.event.key: self._acc[n] for n, p in enumerate(self._placements)}
+        overflows, suspect = self._acc_ovf, self._acc_suspect
+        self._acc = [0] * len(self._placements)
+        self._acc_ovf, self._acc_suspect = {}, None
+        changes = self.foreign_changes()  # once per interval, not per accumulate: it reads every control register
         if changes:
             suspect = f"PMU reprogrammed by another agent: {', '.join(changes)}"
-        elif at - self._prev_at > self._wrap_ns:
-            suspect = (
-                f"interval {(at - self._prev_at) / 1e9:.3g} s is longer than the {self._min_width}-bit counters' "
-                f"shortest wrap time ({self._wrap_ns / 1e9:.3g} s); use a shorter --interval"
-            )
         tsc_delta = (tsc - self._prev_tsc) & U64
         interval_ns = at - self._prev_at
-        self._prev, self._prev_tsc, self._prev_at = [values[i] for i in self._positions], tsc, at
+        self._prev_tsc, self._prev_at = tsc, at
         estimated: dict[str, float] = {}
         if self.setup.plan.rotating:
             estimated = self._rotate(counts, interval_ns)
@@ -291,11 +313,17 @@ class MsrCpuCounters(CpuCounters):
                 self._write(address, 0)  # EN off before the event changes (SDM)
                 self._write(address, value)
                 self.programmed[address] = value
+        # The fixed counters count on: they keep the baseline of the read (nothing they count meanwhile is
+        # lost) and an overflow bit seen before their value wrapped.
+        n_fixed = len(self.setup.plan.fixed)
+        fixed_prev, fixed_pending = self._prev[:n_fixed], self._pending_ovf[:n_fixed]
         self._select_group(nxt)
-        # New baselines for the counters that now count other events.
+        # New baselines for the GP counters, which now count other events. This read follows the status read,
+        # so any wrap that set a bit there is already in these values: nothing to carry.
         assert self._reader is not None
         _, values = self._reader.read()
-        self._prev = [values[i] for i in self._positions]
+        self._prev = fixed_prev + [values[i] for i in self._positions[n_fixed:]]
+        self._pending_ovf[:n_fixed] = fixed_pending
         return estimated
 
     def restore(self) -> RestoreResult:

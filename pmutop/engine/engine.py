@@ -1,7 +1,9 @@
 """Samplers (one thread per CPU, pinned on the host) and the engine that starts, paces and stops them.
 
 All samplers share one deadline schedule (epoch + k * interval), so sample k of every CPU covers
-the same wall-clock interval and lateness never accumulates into drift.
+the same wall-clock interval and lateness never accumulates into drift. Counters too narrow for the
+interval are also read in between (CpuCounters.accumulate), off the schedule, so they never wrap twice
+unseen; the sample at each deadline still reports the whole interval.
 """
 
 from __future__ import annotations
@@ -36,15 +38,21 @@ class Sampler:
         self.started = False
         self.error: str | None = None
         self._t0_ns = 0
-        self._prev_ns = 0
+        self._prev_ns = 0  # clock time of the last sample's read
+        self._last_read_ns = 0  # clock time of the last counter read (a sample's or an accumulate)
         self._tsc_total = 0
 
     def start_counting(self) -> None:
-        self._t0_ns = self._prev_ns = self.counters.start()
+        self._t0_ns = self._prev_ns = self._last_read_ns = self.counters.start()
         self.started = True
+
+    def accumulate(self) -> None:
+        """Add up the counts so far (narrow counters, between deadlines); the next sample reports them."""
+        self._last_read_ns = self.counters.accumulate()
 
     def take(self) -> Sample:
         r = self.counters.read()
+        self._last_read_ns = r.at_ns
         interval = (r.at_ns - self._prev_ns) / NS
         self._prev_ns = r.at_ns
         tsc_hz = None
@@ -85,7 +93,8 @@ class Sampler:
         )
 
     def run(self) -> None:
-        """Thread body: pin, program, then sample on every deadline until the engine stops."""
+        """Thread body: pin, program, then sample on every deadline until the engine stops (and, with
+        narrow counters, accumulate every accumulate period in between)."""
         eng = self.engine
         try:
             eng.platform.pin_current_thread(self.cpu)
@@ -96,6 +105,7 @@ class Sampler:
             return
         eng.sampler_ready()
         eng.wait_for_go()
+        period = self.counters.accumulate_period_ns
         k, gen = 1, -1
         try:
             while True:
@@ -103,6 +113,13 @@ class Sampler:
                 if g != gen:
                     k, gen = 1, g
                 deadline = epoch + k * interval_ns
+                if period is not None and self._last_read_ns + period < deadline:
+                    # Read before a counter could wrap twice; the deadlines stay where they are (no drift).
+                    if eng.sleep_until(self._last_read_ns + period, gen):
+                        self.accumulate()
+                    elif eng.stopping:
+                        return
+                    continue
                 if not eng.sleep_until(deadline, gen):
                     if eng.stopping:
                         return
@@ -254,6 +271,23 @@ class Engine:
                     s.fail(e)
         self.new_data.set()
         return out
+
+    @property
+    def accumulate_period_ns(self) -> int | None:
+        """The shortest accumulate period of the CPUs' counters; None when no CPU needs accumulating."""
+        periods = [s.counters.accumulate_period_ns for s in self.samplers.values()]
+        return min((p for p in periods if p is not None), default=None)
+
+    def accumulate(self) -> None:
+        """Unthreaded engines only: every CPU whose counters need it adds up its counts now (what sampler
+        threads do every accumulate period; tests step it with a manual clock)."""
+        assert not self.threaded
+        for s in self.samplers.values():
+            if s.error is None and s.counters.accumulate_period_ns is not None:
+                try:
+                    s.accumulate()
+                except Exception as e:
+                    s.fail(e)
 
     def failures(self) -> dict[int, str]:
         return {cpu: s.error for cpu, s in self.samplers.items() if s.error}
