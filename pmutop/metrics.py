@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from pmutop.engine.sample import Sample
 
@@ -68,10 +68,11 @@ def for_sample(s: Sample) -> CoreMetrics:
 
 
 def combined(samples: Iterable[Sample]) -> CoreMetrics:
-    """Metrics of several cores taken together (sums of counts): the table's total/average row."""
+    """Metrics of several cores taken together (sums of counts): the table's total/average row. Per-second
+    rates are the sum of each core's rate over the time its own sample covers (a late sampler's covers more)."""
     counts: dict[str, int] = {}
     tsc = 0
-    interval = 0.0
+    misses_per_s: float | None = None
     weighted_hz = 0.0
     utils: list[float] = []
     n = 0
@@ -86,8 +87,10 @@ def combined(samples: Iterable[Sample]) -> CoreMetrics:
         if s.tsc:
             tsc += s.tsc
             weighted_hz += (s.tsc_hz or 0.0) * s.tsc
-        interval = max(interval, s.interval)
+        if "llc_misses" in s.counts and s.interval > 0:
+            misses_per_s = (misses_per_s or 0.0) + s.counts["llc_misses"] / s.interval
     if not n:
         return CoreMetrics()
     util = sum(utils) / len(utils) if utils else None
-    return compute(counts, tsc or None, weighted_hz / tsc if tsc else None, interval, util)
+    m = compute(counts, tsc or None, weighted_hz / tsc if tsc else None, 0.0, util)  # 0.0: rates come next
+    return replace(m, llc_misses_per_s=misses_per_s)

@@ -40,14 +40,19 @@ class CoreState:
 
 
 def summed(samples: list[Sample]) -> Sample | None:
-    """The cores' latest samples added up: the total row's raw counts and event rates."""
+    """The cores' latest samples added up: the total row's counts and event rates.
+
+    Samplers can cover slightly different times (one ran late): each core's counts are taken at its own rate
+    over the longest interval, so counts / interval is the sum of the cores' rates."""
     if not samples:
         return None
+    longest = max(s.interval for s in samples)
     counts: dict[str, int] = {}
     estimated: dict[str, float] = {}
     for s in samples:
+        scale = longest / s.interval if 0 < s.interval != longest else None
         for k, v in s.counts.items():
-            counts[k] = counts.get(k, 0) + v
+            counts[k] = counts.get(k, 0) + (v if scale is None else round(v * scale))
         for k, f in s.estimated.items():
             estimated[k] = min(f, estimated.get(k, 1.0))
     last = samples[-1]
@@ -55,7 +60,7 @@ def summed(samples: list[Sample]) -> Sample | None:
         cpu=-1,
         seq=last.seq,
         time=last.time,
-        interval=max(s.interval for s in samples),
+        interval=longest,
         tsc=sum(s.tsc or 0 for s in samples) or None,
         tsc_hz=last.tsc_hz,
         counts=counts,
