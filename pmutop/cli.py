@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from pmutop import __version__
-from pmutop.backends.base import Backend, EventResolver
+from pmutop.backends.base import LONGEST_INTERVAL_S, Backend, EventResolver
 from pmutop.backends.msr import MsrBackend
 from pmutop.backends.msr_restore import RestoreResult
 from pmutop.backends.perf import PerfBackend
@@ -37,7 +37,7 @@ from pmutop.sysroot import Sysroot
 PROG = "pmutop"
 COMMANDS = ("info", "events", "restore")
 MIN_INTERVAL_S = 0.01
-MAX_INTERVAL_S = 3600.0
+MAX_INTERVAL_S = LONGEST_INTERVAL_S  # the narrow-counter reads are planned for it
 REPORT_HINT = "this is a bug in pmutop: please report it to the pmutop issue tracker with the output of PMUTOP_DEBUG=1"
 
 

@@ -78,7 +78,7 @@ class Sampler:
         return sample
 
     def fail(self, e: BaseException) -> None:
-        self.error = str(e) if isinstance(e, PmutopError) else f"cpu {self.cpu}: {type(e).__name__}: {e}"
+        self.error = str(e) if isinstance(e, PmutopError) else f"cpu {self.cpu}: internal error: {e} (a bug in pmutop)"
         self.ring.push(
             Sample(
                 cpu=self.cpu,
