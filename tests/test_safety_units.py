@@ -133,3 +133,25 @@ def test_the_guardian_restores_and_exits_when_the_main_thread_is_stuck(tmp_path:
     assert err == "pmutop: stopped by SIGTERM\n"
     assert marker.read_text() == "yes"
     assert time.monotonic() - t0 < 5
+
+
+def test_a_cpu_gone_offline_is_reported_not_restored_and_the_others_are(clock: ManualClock) -> None:
+    import errno
+
+    from pmutop.hw.msr import MsrAccessError
+
+    platform, engine = make(clock, cpus=3)
+    engine.start()
+    dev = platform.machine.msr(1)
+
+    def offline(address: int, *_: int) -> int:
+        raise MsrAccessError(1, address, "access", errno.ENXIO)
+
+    dev._read_raw = offline  # type: ignore[method-assign]
+    dev._write_raw = offline  # type: ignore[method-assign]
+    result = engine.stop()
+    assert result.failed_cpus == {1}
+    assert result.failures and all(f.startswith("cpu 1: ") for f in result.failures)
+    for cpu in (0, 2):  # the undo went on past cpu 1's failures
+        assert reg(platform, cpu, R.IA32_PERF_GLOBAL_CTRL) == 0
+        assert reg(platform, cpu, R.evtsel(0)) == 0
