@@ -1,0 +1,327 @@
+"""Top-down microarchitecture analysis (TMA): one interval's raw counts -> level 1 and level 2 fractions.
+
+Pure: no hardware, no I/O. The caller (the backend) picks a *method* per CPU from its core type and counts
+the events of `required_keys(method)`; `compute()` turns one interval's deltas into the fractions named by
+`TMA_FIELDS` (perf's metric names), `combine()` makes the all-CPU row.
+
+Sources (cited below by tag):
+  [K-TD]  Linux tools/perf/Documentation/topdown.txt (PERF_METRICS bytes, level 2 derivation).
+  [K-CORE] Linux arch/x86/events/intel/core.c icl_get_metrics_event_value(): slots × byte / 0xFF.
+  [TL]    pmu-tools *_ratios.py: skl_client_ratios.py (4-wide formula, SMT halving), spr_server_ratios.py
+          (PERF_METRICS_SUM normalisation, max(0, parent − child) siblings), adl_grt_ratios.py (Gracemont,
+          5 wide), mtl_cmt_ratios.py / srf_ratios.py (Crestmont, 6 wide), lnl_skt_ratios.py (Skymont, 8 wide).
+  [PERF]  Linux tools/perf/pmu-events/arch/x86/*/…-metrics.json (tma_* metric expressions).
+  [Z4]    Linux tools/perf/pmu-events/arch/x86/amdzen4/pipeline.json and amdzen5/pipeline.json (metrics),
+          amdzen4/other.json (event names).
+
+Normalisation (the same for every method, so CPUs of different kinds compare and combine):
+  1. each level-1 category is taken as a fraction of the interval's slots;
+  2. each fraction is clamped to 0..1 (counter skew inside an interval can push a formula slightly below 0
+     or above 1, e.g. Backend = 1 − … on the 4-wide formula);
+  3. the four are divided by their sum, so level 1 sums to exactly 1 (within float error).
+  For PERF_METRICS this equals dividing each category's slot count by the sum of the four, as toplev
+  (PERF_METRICS_SUM) [TL], PCM and perf's tma_* metrics [PERF] do; the kernel's raw ratio divides by SLOTS
+  instead (byte / 0xFF) [K-TD, K-CORE], whose four bytes may sum to 0xFE or 0x100 after rounding.
+  Level 2 (measured child / same sum) is clamped to 0..parent and its sibling is parent − child [K-TD, TL].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+Counts = Mapping[str, int | float]
+Fractions = dict[str, float | None]
+
+LEVEL1: tuple[str, ...] = ("tma_retiring", "tma_bad_speculation", "tma_frontend_bound", "tma_backend_bound")
+TMA_FIELDS: tuple[str, ...] = (
+    *LEVEL1,
+    "tma_heavy_operations",
+    "tma_light_operations",
+    "tma_branch_mispredicts",
+    "tma_machine_clears",
+    "tma_fetch_latency",
+    "tma_fetch_bandwidth",
+    "tma_memory_bound",
+    "tma_core_bound",
+)
+
+LABELS: dict[str, str] = {
+    "tma_retiring": "Retiring",
+    "tma_bad_speculation": "Bad speculation",
+    "tma_frontend_bound": "Frontend bound",
+    "tma_backend_bound": "Backend bound",
+    "tma_heavy_operations": "Heavy operations",
+    "tma_light_operations": "Light operations",
+    "tma_branch_mispredicts": "Branch mispredicts",
+    "tma_machine_clears": "Machine clears",
+    "tma_fetch_latency": "Fetch latency",
+    "tma_fetch_bandwidth": "Fetch bandwidth",
+    "tma_memory_bound": "Memory bound",
+    "tma_core_bound": "Core bound",
+}
+
+# Wording after perf's BriefDescriptions [PERF] and topdown.txt [K-TD].
+DESCRIPTIONS: dict[str, str] = {
+    "tma_retiring": "slots used by uops that retired: useful work",
+    "tma_bad_speculation": "slots wasted on uops that never retired (wrong path) and on recovering from it",
+    "tma_frontend_bound": "slots the frontend left empty while the backend could have accepted uops",
+    "tma_backend_bound": "slots not used because the backend lacked resources (memory or execution units)",
+    "tma_heavy_operations": "retiring slots of heavy operations: instructions of more than one uop, microcode",
+    "tma_light_operations": "retiring slots of light operations: instructions of one uop (retiring − heavy)",
+    "tma_branch_mispredicts": "slots wasted because of mispredicted branches",
+    "tma_machine_clears": "slots wasted on machine clears: memory ordering, SMC… (bad speculation − mispredicts)",
+    "tma_fetch_latency": "frontend slots lost to fetch stalls: i-cache / iTLB misses, branch resteers",
+    "tma_fetch_bandwidth": "frontend slots lost to too few uops/cycle from decoders, uop cache (frontend − latency)",
+    "tma_memory_bound": "backend slots stalled on the memory subsystem (caches, DRAM, stores)",
+    "tma_core_bound": "backend slots stalled on execution: ports, dividers, dependencies (backend − memory)",
+}
+
+# Issue (dispatch) width per formula method; perf_metrics counts its slots itself (TOPDOWN.SLOTS).
+# Widths: Pipeline_Width in [TL] (4 skl, 5 adl_grt, 6 mtl_cmt/srf, 8 lnl_skt); 6 / 8 × ls_not_halted_cyc [Z4].
+WIDTHS: dict[str, int] = {
+    "slots4": 4,
+    "slots4_smt": 4,
+    "gracemont": 5,
+    "crestmont": 6,
+    "skymont": 8,
+    "zen4": 6,
+    "zen5": 8,
+}
+METHODS: tuple[str, ...] = ("perf_metrics", *WIDTHS)
+
+_ECORE = ("topdown_fe_bound_all", "topdown_bad_speculation_all", "topdown_be_bound_all", "topdown_retiring_all")
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "perf_metrics": ("slots", "topdown_retiring", "topdown_bad_spec", "topdown_fe_bound", "topdown_be_bound"),
+    "slots4": (
+        "cycles",
+        "uops_issued_any",
+        "uops_retired_retire_slots",
+        "idq_uops_not_delivered_core",
+        "int_misc_recovery_cycles",
+    ),
+    "slots4_smt": (
+        "cpu_clk_unhalted_thread_any",
+        "uops_issued_any",
+        "uops_retired_retire_slots",
+        "idq_uops_not_delivered_core",
+        "int_misc_recovery_cycles_any",
+    ),
+    # Gracemont: bad speculation is the remainder, as perf (alderlake cpu_atom tma_bad_speculation) and
+    # toplev (adl_grt_ratios.py) compute it; TOPDOWN_BAD_SPECULATION.ALL is not needed there.
+    "gracemont": ("cycles", "topdown_fe_bound_all", "topdown_be_bound_all", "topdown_retiring_all"),
+    "crestmont": ("cycles", *_ECORE),
+    "skymont": ("cycles", *_ECORE),
+    # perf event names [Z4] with '.' -> '_': de_no_dispatch_per_slot.no_ops_from_frontend (0x1A0/0x01),
+    # de_no_dispatch_per_slot.backend_stalls (0x1A0/0x1E), de_src_op_disp.all (0xAA/0x07), ex_ret_ops (0xC1),
+    # ls_not_halted_cyc (0x76).
+    "zen4": (
+        "ls_not_halted_cyc",
+        "de_no_dispatch_per_slot_no_ops_from_frontend",
+        "de_no_dispatch_per_slot_backend_stalls",
+        "de_src_op_disp_all",
+        "ex_ret_ops",
+    ),
+}
+_REQUIRED["zen5"] = _REQUIRED["zen4"]
+
+# Level 2 that a method measures: (measured child, derived sibling, parent, count key). Only PERF_METRICS
+# bytes 4..7 (Sapphire Rapids and later) for now [K-TD]; each pair is used when its key was counted.
+_LEVEL2: dict[str, tuple[tuple[str, str, str, str], ...]] = {
+    "perf_metrics": (
+        ("tma_heavy_operations", "tma_light_operations", "tma_retiring", "topdown_heavy_ops"),
+        ("tma_branch_mispredicts", "tma_machine_clears", "tma_bad_speculation", "topdown_br_mispredict"),
+        ("tma_fetch_latency", "tma_fetch_bandwidth", "tma_frontend_bound", "topdown_fetch_lat"),
+        ("tma_memory_bound", "tma_core_bound", "tma_backend_bound", "topdown_mem_bound"),
+    ),
+}
+
+_NORMALISE = "each clamped to 0..1, then the four divided by their sum"
+_L2_TEXT = (
+    "Heavy operations = topdown-heavy-ops / sum; Light operations = Retiring − Heavy operations\n"
+    "Branch mispredicts = topdown-br-mispredict / sum; Machine clears = Bad speculation − Branch mispredicts\n"
+    "Fetch latency = topdown-fetch-lat / sum; Fetch bandwidth = Frontend bound − Fetch latency\n"
+    "Memory bound = topdown-mem-bound / sum; Core bound = Backend bound − Memory bound\n"
+    "(Sapphire Rapids and later; each measured part clamped to 0..its parent)"
+)
+
+
+def _ecore_formula(width: int, bad: str) -> str:
+    return (
+        f"SLOTS = {width} × CPU_CLK_UNHALTED.CORE\n"
+        "Retiring = TOPDOWN_RETIRING.ALL / SLOTS\n"
+        f"Bad speculation = {bad}\n"
+        "Frontend bound = TOPDOWN_FE_BOUND.ALL / SLOTS\n"
+        "Backend bound = TOPDOWN_BE_BOUND.ALL / SLOTS\n"
+        f"{_NORMALISE}"
+    )
+
+
+def _slots4_formula(clks: str, recovery: str) -> str:
+    return (
+        f"SLOTS = 4 × CORE_CLKS; CORE_CLKS = {clks}; Recovery = {recovery}\n"
+        "Retiring = UOPS_RETIRED.RETIRE_SLOTS / SLOTS\n"
+        "Bad speculation = (UOPS_ISSUED.ANY − UOPS_RETIRED.RETIRE_SLOTS + 4 × Recovery) / SLOTS\n"
+        "Frontend bound = IDQ_UOPS_NOT_DELIVERED.CORE / SLOTS\n"
+        "Backend bound = 1 − Frontend bound − (UOPS_ISSUED.ANY + 4 × Recovery) / SLOTS\n"
+        f"{_NORMALISE}"
+    )
+
+
+def _zen_formula(width: int) -> str:
+    return (
+        f"SLOTS = {width} × ls_not_halted_cyc\n"
+        "Retiring = ex_ret_ops / SLOTS\n"
+        "Bad speculation = (de_src_op_disp.all − ex_ret_ops) / SLOTS\n"
+        "Frontend bound = de_no_dispatch_per_slot.no_ops_from_frontend / SLOTS\n"
+        "Backend bound = de_no_dispatch_per_slot.backend_stalls / SLOTS\n"
+        f"{_NORMALISE} (so slots lost to the other SMT thread are left out)"
+    )
+
+
+# Formula text per method, one line per step (the detail view and README show it).
+FORMULAS: dict[str, str] = {
+    "perf_metrics": (
+        "SLOTS = TOPDOWN.SLOTS (fixed counter 3); per category: slots × PERF_METRICS byte / 0xFF\n"
+        "sum = retiring + bad-spec + fe-bound + be-bound slots\n"
+        "Retiring = topdown-retiring / sum; Bad speculation = topdown-bad-spec / sum\n"
+        "Frontend bound = topdown-fe-bound / sum; Backend bound = topdown-be-bound / sum\n" + _L2_TEXT
+    ),
+    "slots4": _slots4_formula("CPU_CLK_UNHALTED.THREAD", "INT_MISC.RECOVERY_CYCLES"),
+    "slots4_smt": _slots4_formula("CPU_CLK_UNHALTED.THREAD_ANY / 2", "INT_MISC.RECOVERY_CYCLES_ANY / 2"),
+    "gracemont": _ecore_formula(5, "1 − Retiring − Frontend bound − Backend bound"),
+    "crestmont": _ecore_formula(6, "TOPDOWN_BAD_SPECULATION.ALL / SLOTS"),
+    "skymont": _ecore_formula(8, "TOPDOWN_BAD_SPECULATION.ALL / SLOTS"),
+    "zen4": _zen_formula(6),
+    "zen5": _zen_formula(8),
+}
+
+
+def required_keys(method: str | None) -> tuple[str, ...]:
+    """The count keys `compute(method, …)` needs for level 1 (empty for an unknown method)."""
+    return _REQUIRED.get(method or "", ())
+
+
+def level2_keys(method: str | None) -> tuple[str, ...]:
+    """Optional count keys that add level 2 where the CPU measures it."""
+    return tuple(pair[3] for pair in _LEVEL2.get(method or "", ()))
+
+
+def slots_of(method: str | None, counts: Counts) -> int | float | None:
+    """The interval's issue slots of one CPU (the weight of its fractions in `combine`); None if unknown."""
+    if method == "perf_metrics":
+        return counts.get("slots")
+    width = WIDTHS.get(method or "")
+    if width is None:
+        return None
+    if method == "slots4_smt":
+        # With SMT on, CPU_CLK_UNHALTED.THREAD_ANY counts the physical core's cycles on both threads: each
+        # thread gets half of them (CORE_CLKS in skl_client_ratios.py) [TL].
+        any_clks = counts.get("cpu_clk_unhalted_thread_any")
+        return None if any_clks is None else width * (any_clks / 2)
+    cycles = counts.get("ls_not_halted_cyc" if method in ("zen4", "zen5") else "cycles")
+    return None if cycles is None else width * cycles
+
+
+def _raw_level1(method: str, c: Counts, slots: float) -> tuple[float, float, float, float]:
+    """(retiring, bad speculation, frontend, backend) as fractions of `slots`, before clamping."""
+    if method == "perf_metrics":
+        # The kernel reports each category as slots × byte / 0xFF [K-CORE]; the msr backend does the same.
+        return (
+            c["topdown_retiring"] / slots,
+            c["topdown_bad_spec"] / slots,
+            c["topdown_fe_bound"] / slots,
+            c["topdown_be_bound"] / slots,
+        )
+    if method in ("slots4", "slots4_smt"):
+        # skl_client_ratios.py Frontend_Bound, Bad_Speculation, Retiring, Backend_Bound [TL]; perf's
+        # skx-metrics.json has the same expressions [PERF].
+        recovery = c["int_misc_recovery_cycles"] if method == "slots4" else c["int_misc_recovery_cycles_any"] / 2
+        issued = c["uops_issued_any"]
+        retired = c["uops_retired_retire_slots"]
+        frontend = c["idq_uops_not_delivered_core"] / slots
+        bad = (issued - retired + 4 * recovery) / slots
+        backend = 1 - frontend - (issued + 4 * recovery) / slots
+        return retired / slots, bad, frontend, backend
+    if method in ("gracemont", "crestmont", "skymont"):
+        retiring = c["topdown_retiring_all"] / slots
+        frontend = c["topdown_fe_bound_all"] / slots
+        backend = c["topdown_be_bound_all"] / slots
+        # Gracemont: the remainder (adl_grt_ratios.py Bad_Speculation) [TL]; Crestmont and Skymont count it
+        # (mtl_cmt_ratios.py, lnl_skt_ratios.py) [TL].
+        bad = 1 - retiring - frontend - backend if method == "gracemont" else c["topdown_bad_speculation_all"] / slots
+        return retiring, bad, frontend, backend
+    # zen4 / zen5: pipeline.json frontend_bound, bad_speculation, backend_bound, retiring [Z4].
+    retired = c["ex_ret_ops"]
+    return (
+        retired / slots,
+        (c["de_src_op_disp_all"] - retired) / slots,
+        c["de_no_dispatch_per_slot_no_ops_from_frontend"] / slots,
+        c["de_no_dispatch_per_slot_backend_stalls"] / slots,
+    )
+
+
+def _clamp(x: float, hi: float = 1.0) -> float:
+    return min(max(x, 0.0), hi)
+
+
+def compute(method: str | None, counts: Counts) -> Fractions:
+    """Every TMA field for one CPU's interval; None where not measured (unknown method, a required key
+    missing, zero slots, nothing counted). Level 1 sums to 1; level 2 siblings sum to their parent."""
+    out: Fractions = dict.fromkeys(TMA_FIELDS)
+    keys = required_keys(method)
+    if not keys or method is None or any(k not in counts for k in keys):
+        return out
+    slots = slots_of(method, counts)
+    if slots is None or slots <= 0:
+        return out
+    clamped = [_clamp(x) for x in _raw_level1(method, counts, slots)]
+    total = sum(clamped)
+    if total <= 0:
+        return out
+    for name, x in zip(LEVEL1, clamped, strict=True):
+        out[name] = x / total
+    for child, sibling, parent, key in _LEVEL2.get(method, ()):
+        value = counts.get(key)
+        parent_value = out[parent]
+        if value is None or parent_value is None:
+            continue
+        # Same denominator as level 1 (toplev divides level 2 by PERF_METRICS_SUM too) [TL]; 8-bit rounding
+        # can make a child exceed its parent by a little, hence the clamp.
+        out[child] = _clamp(_clamp(value / slots) / total, parent_value)
+        out[sibling] = parent_value - out[child]
+    return out
+
+
+def combine(parts: Iterable[tuple[str | None, Counts]]) -> Fractions:
+    """The all-CPU row: each CPU's fractions weighted by its slots (so a wide or busy core counts more, and
+    P- and E-cores of different widths mix). CPUs without level 1 this interval (idle: zero slots; not
+    measured) are left out. A level 2 field is given only when every CPU left in measured it, so siblings
+    still sum to their parent."""
+    out: Fractions = dict.fromkeys(TMA_FIELDS)
+    weighted: list[tuple[float, Fractions]] = []
+    for method, counts in parts:
+        fractions = compute(method, counts)
+        slots = slots_of(method, counts)
+        if fractions[LEVEL1[0]] is None or slots is None or slots <= 0:
+            continue
+        weighted.append((slots, fractions))
+    if not weighted:
+        return out
+    total = sum(s for s, _ in weighted)
+    for name in TMA_FIELDS:
+        values = [(s, f[name]) for s, f in weighted]
+        if all(v is not None for _, v in values):
+            out[name] = sum(s * v for s, v in values if v is not None) / total
+    return out
+
+
+def dominant(fractions: Mapping[str, float | None]) -> str | None:
+    """The display name of the level-1 category with the largest share (the first on a tie), or None."""
+    best: str | None = None
+    for name in LEVEL1:
+        value = fractions.get(name)
+        if value is None:
+            return None
+        if best is None or value > (fractions.get(best) or 0.0):
+            best = name
+    return None if best is None else LABELS[best]
