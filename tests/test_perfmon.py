@@ -22,6 +22,7 @@ from pmutop.pmu.events import ARCH_EVENTS, EventSpec
 from pmutop.pmu.perfmon import (
     NO_TABLES_HINT,
     PERFMON_URL,
+    AnyThreadSpec,
     IntelEvent,
     PerfmonTables,
     Resolver,
@@ -195,6 +196,26 @@ def test_other_unprogrammable_events(path: Path, name: str, why: str) -> None:
     with pytest.raises(UsageError) as exc:
         to_spec(ev)
     assert str(exc.value).startswith(f"{name} {why}; pick another event")
+
+
+def test_anythread_only_for_the_topdown_planner() -> None:
+    """AnyThread events stay refused for --events; to_spec(any_thread=True) (the top-down planner) lets them
+    through as AnyThreadSpec, and the fixed-counter limit is raised only when asked."""
+    events = load_events(A_CORE)
+    thread_any = events["CPU_CLK_UNHALTED.THREAD_ANY"]
+    with pytest.raises(UsageError, match="needs the AnyThread bit, which pmutop never sets"):
+        to_spec(thread_any)
+    spec = to_spec(thread_any, any_thread=True)
+    assert isinstance(spec, AnyThreadSpec) and spec.any_thread
+    assert (spec.fixed_index, spec.raw, spec.key) == (1, None, "cpu_clk_unhalted_thread_any")
+    plain = to_spec(events["LONGEST_LAT_CACHE.MISS"], any_thread=True)
+    assert not isinstance(plain, AnyThreadSpec) and not getattr(plain, "any_thread", False)
+    retiring = events["TOPDOWN_RETIRING.ALL"]  # fixed counter 6
+    assert retiring.problem_for(max_fixed=16) is None
+    assert to_spec(retiring, max_fixed=16).fixed_index == 6
+    resolver = Resolver(PerfmonTables(FIXTURES))
+    with pytest.raises(UsageError, match="AnyThread"):
+        resolver.resolve(table_spec("CPU_CLK_UNHALTED.THREAD_ANY"), ident(6, 0x55, 4), None)
 
 
 def test_to_spec_checks_field_widths_itself() -> None:

@@ -103,18 +103,26 @@ class IntelEvent:
     @property
     def problem(self) -> str | None:
         """Why pmutop cannot count this event as the table defines it, or None."""
+        return self.problem_for()
+
+    def problem_for(self, *, any_thread: bool = False, max_fixed: int = MAX_FIXED_COUNTERS) -> str | None:
+        """`problem` for a caller that can set AnyThread or drive fixed counters up to max_fixed - 1.
+
+        Only the top-down planner (pmutop.pmu.topdown_plan) passes anything but the defaults: the four-event
+        formula needs AnyThread events with SMT on, and Skymont's top-down events live on fixed counters 4-6.
+        """
         if self.bad_counter is not None:
             return f"lists counter {_short(self.bad_counter)}, and counters are numbered 0-{_MAX_COUNTERS - 1}"
         if self.needs_msr:
             return f"needs an extra MSR ({self._msr_text()}) that pmutop cannot program"
-        if self.fixed_counter is not None and self.fixed_counter >= MAX_FIXED_COUNTERS:
+        if self.fixed_counter is not None and self.fixed_counter >= max_fixed:
             return (
                 f"counts only on fixed counter {_short(self.fixed_counter)}, "
-                f"and pmutop drives fixed counters 0-{MAX_FIXED_COUNTERS - 1}"
+                f"and pmutop drives fixed counters 0-{max_fixed - 1}"
             )
         if self.umask_ext:
             return f"needs extended umask bits (UMaskExt {_hex(self.umask_ext, 2)}) that pmutop cannot program"
-        if self.any_thread:
+        if self.any_thread and not any_thread:
             return "needs the AnyThread bit, which pmutop never sets"
         if self.equal:
             return "needs the EQ bit, which pmutop cannot program"
@@ -520,14 +528,28 @@ class PerfmonTables:
         return merged
 
 
-def to_spec(ev: IntelEvent) -> EventSpec:
-    """The EventSpec pmutop programs for a table event; UsageError when it cannot be counted as defined."""
-    why = ev.problem
+@dataclass(frozen=True)
+class AnyThreadSpec(EventSpec):
+    """A table event counted with the AnyThread bit (PERFEVTSEL bit 21, or the fixed counter's AnyThread bit):
+    it counts for both hyper-threads of the core. Only the top-down four-event formula on PMU v3-v4 with SMT
+    on asks for one (pmutop.pmu.topdown_plan, via to_spec(any_thread=True)); `--events` never yields it."""
+
+    any_thread: bool = True
+
+
+def to_spec(ev: IntelEvent, *, any_thread: bool = False, max_fixed: int = MAX_FIXED_COUNTERS) -> EventSpec:
+    """The EventSpec pmutop programs for a table event; UsageError when it cannot be counted as defined.
+
+    any_thread=True lets an AnyThread event through as an AnyThreadSpec, and max_fixed raises the fixed
+    counter limit: for the top-down planner only (see IntelEvent.problem_for).
+    """
+    why = ev.problem_for(any_thread=any_thread, max_fixed=max_fixed)
     if why is not None:
         raise UsageError(f"{ev.name} {why}; pick another event (see `pmutop events --search WORD`)")
     fixed_only = ev.fixed_counter is not None
     raw = None if fixed_only else RawEvent(ev.event_code, ev.umask, ev.cmask, ev.inv, ev.edge)
-    return EventSpec(
+    cls = AnyThreadSpec if ev.any_thread else EventSpec
+    return cls(
         name=ev.name,
         raw=raw,
         fixed_index=ev.fixed_counter,
