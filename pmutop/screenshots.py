@@ -21,7 +21,12 @@ from pmutop.sources.tasks import SimTasks
 from pmutop.tui.app import PmutopApp
 
 SIZE = (160, 50)
-VIEWS: dict[str, tuple[str, ...]] = {"main": (), "detail": ("down", "enter"), "help": ("question_mark",)}
+VIEWS: dict[str, tuple[str, ...]] = {
+    "main": (),
+    "detail": ("down", "enter"),
+    "topdown": ("t",),
+    "help": ("question_mark",),
+}
 
 
 def demo_app(

@@ -19,3 +19,4 @@ class Sample:
     error: str | None = None  # the CPU's sampler stopped (offline, read failure)
     estimated: dict[str, float] = field(default_factory=dict)  # event key -> fraction of time it was counted
     util: float | None = None  # busy fraction from the kernel's per-CPU times (when there are no ref cycles)
+    topdown: str | None = None  # how top-down is measured on this CPU (pmutop.topdown method), None: not

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
+from pmutop import topdown
 from pmutop.engine.engine import Engine
 from pmutop.engine.sample import Sample
 from pmutop.errors import HardwareError
@@ -60,15 +61,29 @@ def _rate_column(key: str) -> TableColumn:
     return TableColumn(title, width, (key,), cell)
 
 
+def _tma_column(field: str, title: str) -> TableColumn:
+    def cell(m: CoreMetrics, s: Sample) -> str:
+        return _fmt(topdown.compute(s.topdown, s.counts)[field], ".1f", 6, 100)
+
+    return TableColumn(title, 6, (), cell)
+
+
+TMA_TABLE_COLUMNS = tuple(
+    _tma_column(f, t) for f, t in zip(topdown.LEVEL1, ("Ret%", "Bad%", "FE%", "BE%"), strict=True)
+)
+
+
 class TablePrinter:
     """Human-readable rows; the columns are those the counted events can fill."""
 
-    def __init__(self, out: IO[str], keys: list[str], mode: str) -> None:
+    def __init__(self, out: IO[str], keys: list[str], mode: str, tma: bool = False) -> None:
         self.out = out
         self.simulated = mode == "SIMULATED"
         counted = set(keys)
         self.columns = [c for c in TABLE_COLUMNS if set(c.needs) <= counted]
-        self.columns += [_rate_column(k) for k in extra_events(keys)]
+        if tma:
+            self.columns += TMA_TABLE_COLUMNS
+        self.columns += [_rate_column(k) for k in extra_events(keys) if k not in topdown.ALL_KEYS]
         header = f"{'time':>8} {'cpu':>4} " + " ".join(f"{c.title:>{c.width}}" for c in self.columns) + "  flags"
         print(header + ("  SIMULATED" if self.simulated else ""), file=out)
 
@@ -89,7 +104,7 @@ class TablePrinter:
 
 
 class CsvPrinter:
-    def __init__(self, out: IO[str], keys: list[str], mode: str) -> None:
+    def __init__(self, out: IO[str], keys: list[str], mode: str, tma: bool = False) -> None:
         self.mode = mode
         self.columns = [
             "time",
@@ -114,7 +129,7 @@ class CsvPrinter:
 
 
 class JsonPrinter:
-    def __init__(self, out: IO[str], keys: list[str], mode: str) -> None:
+    def __init__(self, out: IO[str], keys: list[str], mode: str, tma: bool = False) -> None:
         self.out = out
         self.mode = mode
 
@@ -139,7 +154,9 @@ def run_batch(
     Returns the CPUs that failed (cpu -> why); raises only when every CPU has failed."""
     out = out or sys.stdout
     keys = engine.backend.counters(engine.cpus[0]).keys
-    printer = PRINTERS[fmt](out, keys, mode)
+    method = getattr(engine.backend, "topdown_method", lambda cpu: None)
+    tma = any(method(cpu) for cpu in engine.cpus)
+    printer = PRINTERS[fmt](out, keys, mode, tma)
     seen = {cpu: 0 for cpu in engine.cpus}
     warned: set[tuple[int, str]] = set()
     failed: dict[int, str] = {}

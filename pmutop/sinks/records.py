@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pmutop import topdown
 from pmutop.engine.sample import Sample
 from pmutop.metrics import CoreMetrics, for_sample
 
@@ -18,7 +19,8 @@ COUNT_ORDER = (
     "branches",
     "branch_misses",
 )
-METRIC_ORDER = tuple(CoreMetrics.__dataclass_fields__)
+# Derived values, then top-down fractions (null where top-down is not measured: see `pmutop info`).
+METRIC_ORDER = tuple(CoreMetrics.__dataclass_fields__) + topdown.TMA_FIELDS
 STANDARD_EVENTS = frozenset(COUNT_ORDER) - {"tsc"}  # the events the derived metrics are made of
 SHORT_TITLES = {
     "context_switches": "Ctx sw/s",
@@ -64,7 +66,7 @@ def record(s: Sample, mode: str) -> dict[str, Any]:
             rec[k] = counts[k]
     for k in s.counts:
         rec[f"{k}_per_s"] = None if s.suspect or not s.interval else s.counts[k] / s.interval
-    metrics = for_sample(s).as_dict()
+    metrics = for_sample(s).as_dict() | topdown.compute(s.topdown, s.counts)
     for k in METRIC_ORDER:
         rec[k] = None if s.suspect else metrics[k]
     rec["overflows"] = dict(s.overflows)

@@ -21,6 +21,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Static
 from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowDoesNotExist, RowKey
 
+from pmutop import topdown
 from pmutop.engine.engine import Engine
 from pmutop.runinfo import RunInfo
 from pmutop.sources.tasks import NoTasks, TaskSource, TopTask
@@ -28,6 +29,9 @@ from pmutop.tui import format as F
 from pmutop.tui.columns import BY_KEY, COLUMN_FORMULAS, columns_for, layout, render_cell
 from pmutop.tui.model import CoreState, ViewModel
 from pmutop.tui.plot import HistoryPlot
+from pmutop.tui.topdown_view import COLOURS, TopdownScreen
+
+HISTORY_WIDTH = 40  # cells of the detail view's top-down history
 
 INTERVAL_STEPS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 TOTAL_ROW = "total"
@@ -43,6 +47,7 @@ KEYS_HELP: tuple[tuple[str, str], ...] = (
     ("click a header", "sort by that column (again: reverse)"),
     ("↑ ↓ PgUp PgDn", "move the highlight"),
     ("Enter", "detail view of the highlighted core"),
+    ("t", "top-down view: where each core's issue slots go (t / Esc: back)"),
     ("Esc", "back to the table"),
     ("?, h", "this help"),
 )
@@ -154,6 +159,7 @@ class DetailScreen(Screen[None]):
             with Horizontal(id="facts"):
                 yield Static(id="deltas")
                 yield Static(id="formulas")
+            yield Static(id="tma-detail")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -181,6 +187,32 @@ class DetailScreen(Screen[None]):
             self.query_one(f"#{plot_id}", HistoryPlot).set_values(core.history[key])
         self.query_one("#deltas", Static).update(self._deltas(core))
         self.query_one("#formulas", Static).update(self._formulas())
+        self.query_one("#tma-detail", Static).update(self._topdown(core))
+
+    @staticmethod
+    def _topdown(core: CoreState) -> RenderableType:
+        """Level 1 history (one line each, 0..100%) and the latest level 2, where measured."""
+        method = core.latest.topdown if core.latest is not None else None
+        grid = RichTable.grid(padding=(0, 1))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column(no_wrap=True)
+        grid.add_column(justify="right")
+        if method is None:
+            grid.add_row("top-down", Text("not measured on this core (see `pmutop info`)", style="dim"), "")
+            return grid
+        grid.add_row(Text(f"top-down ({method})", style="bold"), "history, 0..100%", "last")
+        tma = core.tma or {}
+        for k in topdown.LEVEL1:
+            value = tma.get(k)
+            grid.add_row(
+                Text(topdown.LABELS[k], style=COLOURS[k]),
+                Text(F.sparkline(core.history[k], HISTORY_WIDTH, 1.0), style=COLOURS[k]),
+                "-" if value is None else f"{100 * value:.1f}%",
+            )
+        for k in topdown.TMA_FIELDS[4:]:
+            if tma.get(k) is not None:
+                grid.add_row(Text("  " + topdown.LABELS[k]), "", f"{100 * tma[k]:.1f}%")  # type: ignore[operator]
+        return grid
 
     @staticmethod
     def _deltas(core: CoreState) -> RenderableType:
@@ -237,6 +269,7 @@ class PmutopApp(App[int]):
         Binding("minus", "faster", "-Interval"),
         Binding("s", "cycle_sort", "Sort"),
         Binding("r", "reverse_sort", "Reverse"),
+        Binding("t", "topdown", "Top-down"),
         Binding("question_mark,h", "help", "Help"),
     ]
 
@@ -387,7 +420,7 @@ class PmutopApp(App[int]):
                 self._move_cursor_to(cursor_row)
         self._announce()
         self._refresh_header()
-        if isinstance(self.screen, DetailScreen):
+        if isinstance(self.screen, (DetailScreen, TopdownScreen)):
             self.screen.refresh_from(self.model)
         self.updates += 1
 
@@ -497,6 +530,10 @@ class PmutopApp(App[int]):
 
     def action_reverse_sort(self) -> None:
         self._set_sort(self.sort_key, not self.reverse)
+
+    def action_topdown(self) -> None:
+        if not isinstance(self.screen, TopdownScreen):
+            self.push_screen(TopdownScreen())
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from pmutop import topdown
 from pmutop.engine.ring import SampleRing
 from pmutop.engine.sample import Sample
 from pmutop.metrics import CoreMetrics, combined, for_sample
@@ -15,6 +16,7 @@ from pmutop.sources.tasks import TopTask
 
 HISTORY = 60  # intervals kept for sparklines and plots
 SERIES = ("ipc", "ghz", "util", "llc_misses_per_s")
+TMA_SERIES = topdown.LEVEL1
 
 
 @dataclass
@@ -29,10 +31,11 @@ class CoreState:
     error: str | None = None
     task: TopTask | None = None
     seen: int = 0  # samples consumed from the ring
+    tma: dict[str, float | None] | None = None  # top-down fractions of the latest sample; None: not measured
 
     def __post_init__(self) -> None:
         if not self.history:
-            self.history = {k: deque(maxlen=HISTORY) for k in SERIES}
+            self.history = {k: deque(maxlen=HISTORY) for k in (*SERIES, *TMA_SERIES)}
 
     @property
     def label(self) -> str:
@@ -77,6 +80,7 @@ class ViewModel:
         self.new_errors: list[str] = []  # failures not yet announced
         self.new_suspects: list[str] = []
         self._tops: dict[tuple[str, bool], float] = {}  # (series, total row?) -> largest value kept
+        self.measures_topdown = False  # some CPU measures top-down (its samples say how)
 
     def ingest(self, rings: dict[int, SampleRing]) -> bool:
         """Consume every new sample; True when anything changed."""
@@ -91,13 +95,20 @@ class ViewModel:
         # The total row gets one point per interval (sample k of every CPU), however many arrived at once.
         for seq in sorted(by_interval):
             self.intervals += 1
-            m = combined(by_interval[seq])
+            ok = [s for s in by_interval[seq] if not (s.error or s.suspect)]
+            m = combined(ok)
             self.total.metrics = m
             for k in SERIES:
                 self.total.history[k].append(getattr(m, k))
+            if self.measures_topdown:
+                tma = topdown.combine((s.topdown, s.counts) for s in ok)
+                for k in TMA_SERIES:
+                    self.total.history[k].append(tma[k])
         live = [c.latest for c in self.cores.values() if c.latest is not None and c.error is None]
         self.total.metrics = combined(live)
         self.total.latest = summed(live)
+        if self.measures_topdown:
+            self.total.tma = topdown.combine((s.topdown, s.counts) for s in live if not s.suspect)
         self.total.overflow_totals = {}
         for core in self.cores.values():
             for k, v in core.overflow_totals.items():
@@ -112,6 +123,7 @@ class ViewModel:
                 self.new_errors.append(s.error)
             core.error = s.error
             core.metrics = None
+            core.tma = None
             return
         core.latest = s
         for k, v in s.overflows.items():
@@ -121,12 +133,18 @@ class ViewModel:
                 self.new_suspects.append(f"cpu {core.cpu}: {s.suspect}")
             core.suspect_count += 1
             core.metrics = None
-            for k in SERIES:
+            core.tma = None
+            for k in (*SERIES, *TMA_SERIES):
                 core.history[k].append(None)
             return
         core.metrics = for_sample(s)
         for k in SERIES:
             core.history[k].append(getattr(core.metrics, k))
+        if s.topdown is not None:
+            self.measures_topdown = True
+            core.tma = topdown.compute(s.topdown, s.counts)
+            for k in TMA_SERIES:
+                core.history[k].append(core.tma[k])
 
     def set_tasks(self, tasks: dict[int, TopTask]) -> None:
         for cpu, core in self.cores.items():
