@@ -1,0 +1,449 @@
+"""How top-down is measured per CPU and core type (pmutop.pmu.topdown_plan), from real CPUID dumps and
+Intel's real perfmon tables (../shared; those tests skip without it) and a few transcribed rows (always)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from cpuid_dumps import cpuid_fn, load_shared_dump
+
+from pmutop.pmu import topdown_plan as T
+from pmutop.pmu.cpuid_decode import (
+    CoreType,
+    CpuIdentity,
+    Leaf23Info,
+    PerfmonInfo,
+    decode_core_type,
+    decode_identity,
+    decode_perfmon,
+)
+from pmutop.pmu.perfmon import AnyThreadSpec, PerfmonTables, Resolver
+from pmutop.pmu.registers import RawEvent
+from pmutop.pmu.uarch import core_uarch
+from pmutop.sysroot import Sysroot
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "topdown"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "perfmon"
+P_CORE = CoreType(0x40, 1, "P", "P-core (Core)")
+E_CORE = CoreType(0x20, 1, "E", "E-core (Atom)")
+
+
+def ident(
+    family: int, model: int, stepping: int = 0, *, vendor: str = "GenuineIntel", hybrid: bool = False
+) -> CpuIdentity:
+    return CpuIdentity(vendor, family, model, stepping, None, 0x20, False, None, True, hybrid, None)
+
+
+def pmu(version: int, gp: int = 8, fixed_mask: int = 0x7, *, leaf23: bool = False) -> PerfmonInfo:
+    l23 = Leaf23Info(3, False, False, False, (1 << gp) - 1, fixed_mask) if leaf23 else None
+    return PerfmonInfo(
+        version=version,
+        gp_counters=gp,
+        gp_mask=(1 << gp) - 1,
+        gp_width=48,
+        fixed_counters=fixed_mask.bit_count(),
+        fixed_mask=fixed_mask,
+        fixed_width=48,
+        ebx_length=7,
+        unavailable_events=(),
+        available_events=(),
+        anythread_deprecated=version >= 5,
+        leaf23=l23,
+        notes=(),
+    )
+
+
+def atom(native: int) -> CoreType:
+    return CoreType(0x20, native, "E", "E-core (Atom)")
+
+
+@pytest.fixture
+def real() -> PerfmonTables:
+    if not (SHARED / "mapfile.csv").is_file():
+        pytest.skip("shared/perfmon (Intel's perfmon tables) is not present")
+    return PerfmonTables(SHARED)
+
+
+@pytest.fixture
+def fixture_tables() -> PerfmonTables:
+    return PerfmonTables(FIXTURE)
+
+
+def dump_cpu(fragment: str, cpu: int) -> tuple[CpuIdentity, CoreType | None, PerfmonInfo, object]:
+    dumps = load_shared_dump(fragment)
+    if dumps is None:
+        pytest.skip(f"no CPUID dump matching {fragment!r} in shared/cpuid")
+    fn = cpuid_fn(dumps[cpu])
+    return decode_identity(fn), decode_core_type(fn), decode_perfmon(fn), fn
+
+
+def raws(plan: T.TopdownPlan) -> dict[str, tuple[RawEvent | None, int | None]]:
+    return {e.key: (e.raw, e.fixed_index) for e in plan.events}
+
+
+# --- transcribed rows (always run) --------------------------------------------------------------------
+
+
+def test_skylake_x_without_smt_is_the_four_event_formula(fixture_tables: PerfmonTables) -> None:
+    plan = T.plan_topdown(
+        ident(6, 0x55, 4), None, pmu(4, 4), perf_capabilities=0x33C5, smt=False, tables=fixture_tables, backend="msr"
+    )
+    assert (plan.method, plan.detail, plan.gp_counters, plan.width, plan.approximate) == (
+        "slots4",
+        "four-event formula",
+        4,
+        4,
+        False,
+    )
+    assert plan.keys == (
+        "uops_issued_any",
+        "uops_retired_retire_slots",
+        "idq_uops_not_delivered_core",
+        "int_misc_recovery_cycles",
+        "cycles",
+    )
+    assert raws(plan) == {
+        "uops_issued_any": (RawEvent(0x0E, 0x01), None),
+        "uops_retired_retire_slots": (RawEvent(0xC2, 0x02), None),
+        "idq_uops_not_delivered_core": (RawEvent(0x9C, 0x01), None),
+        "int_misc_recovery_cycles": (RawEvent(0x0D, 0x01), None),
+        "cycles": (RawEvent(0x3C, 0x00), 1),
+    }
+    assert not any(isinstance(e, AnyThreadSpec) for e in plan.events)
+    assert plan.costs_counters and not plan.enabled(None) and plan.enabled(True) and not plan.enabled(False)
+
+
+def test_skylake_x_with_smt_counts_per_core_with_anythread(fixture_tables: PerfmonTables) -> None:
+    plan = T.plan_topdown(
+        ident(6, 0x55, 4), None, pmu(4, 4), perf_capabilities=None, smt=True, tables=fixture_tables, backend="perf"
+    )
+    assert (plan.method, plan.detail, plan.approximate) == (
+        "slots4_smt",
+        "four-event formula, per physical core (AnyThread)",
+        False,
+    )
+    assert plan.keys == (
+        "uops_issued_any",
+        "uops_retired_retire_slots",
+        "idq_uops_not_delivered_core",
+        "int_misc_recovery_cycles_any",
+        "cpu_clk_unhalted_thread_any",
+    )
+    anys = {e.key: e for e in plan.events if isinstance(e, AnyThreadSpec)}
+    assert set(anys) == {"int_misc_recovery_cycles_any", "cpu_clk_unhalted_thread_any"}
+    assert all(e.any_thread for e in anys.values())
+    # THREAD_ANY on its general-counter encoding (THREAD_P_ANY): it must not share fixed counter 1 with `cycles`.
+    thread_any = anys["cpu_clk_unhalted_thread_any"]
+    assert (thread_any.raw, thread_any.fixed_index, thread_any.name) == (
+        RawEvent(0x3C, 0x00),
+        None,
+        "CPU_CLK_UNHALTED.THREAD_ANY",
+    )
+    assert anys["int_misc_recovery_cycles_any"].raw == RawEvent(0x0D, 0x01)
+    assert plan.gp_counters == 5
+
+
+@pytest.mark.parametrize(
+    ("perfmon", "backend", "fmt", "why"),
+    [
+        (pmu(5, 4), "msr", True, "PMU v5+ has no AnyThread"),
+        (pmu(2, 4), "msr", True, "PMU v2 has no AnyThread"),
+        (pmu(4, 4), "perf", False, "the kernel offers no AnyThread (no `any` format)"),
+    ],
+)
+def test_anythread_only_on_pmu_v3_v4_else_an_approximation(
+    fixture_tables: PerfmonTables, perfmon: PerfmonInfo, backend: str, fmt: bool, why: str
+) -> None:
+    plan = T.plan_topdown(
+        ident(6, 0x55, 4),
+        None,
+        perfmon,
+        perf_capabilities=None,
+        smt=True,
+        tables=fixture_tables,
+        backend=backend,
+        any_thread_format=fmt,
+    )
+    assert (plan.method, plan.approximate) == ("slots4", True)
+    assert plan.detail == f"four-event formula, per thread (approximation: SMT on and {why})"
+    assert not any(isinstance(e, AnyThreadSpec) for e in plan.events)
+
+
+def test_v3_with_smt_uses_anythread(fixture_tables: PerfmonTables) -> None:
+    plan = T.plan_topdown(
+        ident(6, 0x55, 4), None, pmu(3, 4), perf_capabilities=None, smt=True, tables=fixture_tables, backend="msr"
+    )
+    assert plan.method == "slots4_smt"
+
+
+def test_gracemont_from_the_transcribed_table(fixture_tables: PerfmonTables) -> None:
+    plan = T.plan_topdown(
+        ident(6, 0x97, 2, hybrid=True), E_CORE, pmu(5, 6), perf_capabilities=None, smt=False,
+        tables=Resolver(fixture_tables), backend="msr",
+    )  # fmt: skip
+    assert (plan.method, plan.detail, plan.width, plan.gp_counters) == (
+        "gracemont",
+        "E-core events (Gracemont, 5 wide)",
+        5,
+        4,
+    )
+    assert raws(plan) == {
+        "topdown_fe_bound_all": (RawEvent(0x71, 0x00), None),
+        "topdown_bad_speculation_all": (RawEvent(0x73, 0x00), None),
+        "topdown_be_bound_all": (RawEvent(0x74, 0x00), None),
+        "topdown_retiring_all": (RawEvent(0xC2, 0x00), None),
+        "cycles": (RawEvent(0x3C, 0x00), 1),
+    }
+
+
+def test_no_tables_says_why_and_how_to_get_them() -> None:
+    for core_type, model in ((None, 0x55), (E_CORE, 0x97)):
+        plan = T.plan_topdown(
+            ident(6, model, 4, hybrid=core_type is not None), core_type, pmu(4, 4), perf_capabilities=None,
+            smt=False, tables=None, backend="msr",
+        )  # fmt: skip
+        assert plan.method is None and not plan.available and not plan.enabled(True)
+        assert plan.detail.startswith(
+            "unavailable: no PERF_METRICS and no perfmon tables (run `pmutop events --download`"
+        )
+
+
+def test_perf_metrics_needs_no_tables_and_costs_no_counters() -> None:
+    spr = T.plan_topdown(
+        ident(6, 0x8F, 8), None, pmu(5, 8, 0xF), perf_capabilities=1 << 15, smt=True, tables=None, backend="msr"
+    )
+    assert (spr.method, spr.level2, spr.detail, spr.gp_counters) == (
+        "perf_metrics",
+        True,
+        "PERF_METRICS, level 1 and 2",
+        0,
+    )
+    assert spr.keys == (
+        "slots",
+        "topdown_retiring",
+        "topdown_bad_spec",
+        "topdown_fe_bound",
+        "topdown_be_bound",
+        "topdown_heavy_ops",
+        "topdown_br_mispredict",
+        "topdown_fetch_lat",
+        "topdown_mem_bound",
+    )
+    assert [(e.key, e.fixed_index, e.raw) for e in spr.events] == [("slots", 3, None)]
+    assert spr.enabled(None) and not spr.enabled(False)
+    icx = T.plan_topdown(
+        ident(6, 0x6A, 6), None, pmu(5, 8, 0xF), perf_capabilities=1 << 15, smt=True, tables=None, backend="msr"
+    )
+    assert (icx.method, icx.level2, icx.detail, len(icx.keys)) == ("perf_metrics", False, "PERF_METRICS, level 1", 5)
+
+
+def test_perf_metrics_needs_the_capability_bit_and_fixed_counter_3() -> None:
+    clear = T.plan_topdown(
+        ident(6, 0x8F, 8), None, pmu(5, 8, 0xF), perf_capabilities=0x33C5 & ~(1 << 15), smt=False, tables=None,
+        backend="msr",
+    )  # fmt: skip
+    assert clear.detail == "unavailable: IA32_PERF_CAPABILITIES bit 15 (PERF_METRICS) is clear"
+    no_fixed3 = T.plan_topdown(
+        ident(6, 0x8F, 8), None, pmu(5, 8, 0x7), perf_capabilities=1 << 15, smt=False, tables=None, backend="msr"
+    )
+    assert no_fixed3.detail == "unavailable: no fixed counter 3 (TOPDOWN.SLOTS) in CPUID"
+    unread = T.plan_topdown(
+        ident(6, 0x8F, 8), None, pmu(5, 8, 0xF), perf_capabilities=None, smt=False, tables=None, backend="msr"
+    )
+    assert unread.detail == "PERF_METRICS, level 1 and 2 (assumed from the model: PERF_CAPABILITIES not read)"
+
+
+def test_perf_backend_follows_the_kernels_topdown_events() -> None:
+    l1 = ("slots", *T.PERF_TOPDOWN_L1)
+    args = {"perf_capabilities": None, "smt": False, "tables": None, "backend": "perf"}
+    spr = T.plan_topdown(ident(6, 0x8F, 8), None, pmu(5, 8, 0xF), perf_events=(*l1, *T.PERF_TOPDOWN_L2), **args)
+    assert (spr.method, spr.level2, spr.detail) == ("perf_metrics", True, "perf topdown events, level 1 and 2")
+    older_kernel = T.plan_topdown(ident(6, 0x8F, 8), None, pmu(5, 8, 0xF), perf_events=l1, **args)
+    assert (older_kernel.level2, older_kernel.detail) == (False, "perf topdown events, level 1")
+    none = T.plan_topdown(ident(6, 0x8F, 8), None, pmu(5, 8, 0xF), perf_events=("cycles-ct",), **args)
+    assert none.method is None and none.detail.startswith("unavailable: the kernel lists no topdown events")
+    # An E-core PMU lists topdown-* (general-counter events) but no slots: never the PERF_METRICS group.
+    grt = T.plan_topdown(ident(6, 0x97, 2, hybrid=True), E_CORE, pmu(5, 6), perf_events=T.PERF_TOPDOWN_L1, **args)
+    assert grt.method != "perf_metrics"
+
+
+def test_amd_through_perf_only() -> None:
+    zen4_args = {"perf_capabilities": None, "smt": True, "tables": None}
+    zen4 = T.plan_topdown(ident(0x19, 0x61, 2, vendor="AuthenticAMD"), None, pmu(0, 0, 0), backend="perf", **zen4_args)
+    assert (zen4.method, zen4.width, zen4.gp_counters, zen4.detail) == (
+        "zen4",
+        6,
+        5,
+        "pipeline utilisation events (Zen 4, 6 wide)",
+    )
+    # Linux tools/perf/pmu-events/arch/x86/amdzen4: other.json (de_*), core.json (ex_ret_ops, ls_not_halted_cyc).
+    assert raws(zen4) == {
+        "ls_not_halted_cyc": (RawEvent(0x76, 0x00), None),
+        "de_no_dispatch_per_slot_no_ops_from_frontend": (RawEvent(0x1A0, 0x01), None),
+        "de_no_dispatch_per_slot_backend_stalls": (RawEvent(0x1A0, 0x1E), None),
+        "de_src_op_disp_all": (RawEvent(0xAA, 0x07), None),
+        "ex_ret_ops": (RawEvent(0xC1, 0x00), None),
+    }
+    zen5 = T.plan_topdown(ident(0x1A, 0x44, 0, vendor="AuthenticAMD"), None, pmu(0, 0, 0), backend="perf", **zen4_args)
+    assert (zen5.method, zen5.width, zen5.keys) == ("zen5", 8, zen4.keys)
+    msr = T.plan_topdown(ident(0x19, 0x61, 2, vendor="AuthenticAMD"), None, pmu(0, 0, 0), backend="msr", **zen4_args)
+    assert msr.detail == "unavailable: AMD top-down is counted through perf only (--backend perf)"
+    zen3 = T.plan_topdown(ident(0x19, 0x21, 0, vendor="AuthenticAMD"), None, pmu(0, 0, 0), backend="perf", **zen4_args)
+    assert zen3.method is None and "Zen 3 has no pipeline-utilisation events" in zen3.detail
+
+
+def test_cores_without_a_method_say_why() -> None:
+    args = {"perf_capabilities": None, "smt": False, "tables": None, "backend": "msr"}
+    tremont = T.plan_topdown(ident(6, 0x86, 7), None, pmu(4, 4), **args)
+    assert tremont.method is None and tremont.core == "Tremont" and "Tremont" in tremont.detail
+    hidden = T.plan_topdown(ident(6, 0x97, 2, hybrid=True), None, pmu(5, 6), **args)
+    assert hidden.detail == "unavailable: hybrid CPU without a core type (CPUID 0x1A): the core cannot be told"
+    nehalem = T.plan_topdown(dataclasses.replace(ident(6, 0x1A, 5), uarch="Nehalem"), None, pmu(3, 4), **args)
+    assert nehalem.detail == "unavailable: no top-down method known for Nehalem"
+    with pytest.raises(ValueError, match="backend"):
+        T.plan_topdown(ident(6, 0x55, 4), None, pmu(4, 4), perf_capabilities=None, smt=False, tables=None, backend="x")
+
+
+def test_core_uarch_table() -> None:
+    assert core_uarch("GenuineIntel", 6, 0x55).name == "Skylake"  # type: ignore[union-attr]
+    assert core_uarch("GenuineIntel", 6, 0xC5, 0x20, 2).name == "Crestmont"  # type: ignore[union-attr]
+    assert core_uarch("GenuineIntel", 6, 0xC5, 0x20, 3).name == "Skymont"  # type: ignore[union-attr]
+    assert core_uarch("GenuineIntel", 6, 0xBD, 0x40, 3).topdown == "perf_metrics_l2"  # type: ignore[union-attr]
+    assert core_uarch("GenuineIntel", 6, 0x8C).topdown == "perf_metrics"  # type: ignore[union-attr]
+    assert core_uarch("GenuineIntel", 6, 0x97) is None  # hybrid model, core type unknown
+    assert core_uarch("GenuineIntel", 6, 0x1A) is None
+
+
+def test_smt_from_sysfs_per_core(tmp_path: Path) -> None:
+    topo = tmp_path / "sys/devices/system/cpu"
+    for cpu, siblings in ((0, "0,4"), (1, "1"), (2, "2-3")):
+        (topo / f"cpu{cpu}/topology").mkdir(parents=True)
+        (topo / f"cpu{cpu}/topology/thread_siblings_list").write_text(siblings + "\n")
+    read = Sysroot(tmp_path).read_text
+    assert [T.smt_from_sysfs(read, c) for c in range(4)] == [True, False, True, None]
+
+
+def test_smt_from_cpuid_dumps() -> None:
+    *_, skx = dump_cpu("SkylakeX", 0)
+    *_, adl_e = dump_cpu("AlderLake", 16)
+    assert T.smt_from_cpuid(skx) is True  # type: ignore[arg-type]
+    assert T.smt_from_cpuid(adl_e) is False  # type: ignore[arg-type]
+    assert T.smt_from_cpuid(lambda leaf, sub: (0xA, 0, 0, 0)) is None
+
+
+# --- Intel's real tables (../shared/perfmon) and real CPUID dumps ---------------------------------------------
+
+
+def test_real_skylake_x_dump_and_table(real: PerfmonTables) -> None:
+    identity, core_type, perfmon, _ = dump_cpu("SkylakeX", 0)
+    plan = T.plan_topdown(identity, core_type, perfmon, perf_capabilities=None, smt=False, tables=real, backend="msr")
+    assert plan.method == "slots4" and plan.core == "Skylake"
+    assert raws(plan)["int_misc_recovery_cycles"] == (RawEvent(0x0D, 0x01), None)
+    smt = T.plan_topdown(identity, core_type, perfmon, perf_capabilities=None, smt=True, tables=real, backend="msr")
+    assert smt.method == "slots4_smt"
+    assert raws(smt)["cpu_clk_unhalted_thread_any"] == (RawEvent(0x3C, 0x00), None)
+
+
+def test_real_sandy_bridge_encoding_differs(real: PerfmonTables) -> None:
+    plan = T.plan_topdown(
+        ident(6, 0x2A, 7), None, pmu(3, 4), perf_capabilities=None, smt=False, tables=real, backend="msr"
+    )
+    assert raws(plan)["int_misc_recovery_cycles"] == (RawEvent(0x0D, 0x03, cmask=1), None)
+
+
+def test_real_sapphire_rapids_dump_is_level_2(real: PerfmonTables) -> None:
+    identity, core_type, perfmon, _ = dump_cpu("SapphireRapids", 0)
+    plan = T.plan_topdown(
+        identity, core_type, perfmon, perf_capabilities=0x1_F3C5 | 1 << 15, smt=True, tables=real, backend="msr"
+    )
+    assert (plan.method, plan.level2, plan.detail) == ("perf_metrics", True, "PERF_METRICS, level 1 and 2")
+
+
+def test_real_ice_lake_server_is_level_1(real: PerfmonTables) -> None:
+    plan = T.plan_topdown(
+        ident(6, 0x6A, 6), None, pmu(5, 8, 0xF), perf_capabilities=1 << 15, smt=True, tables=real, backend="msr"
+    )
+    assert (plan.method, plan.level2) == ("perf_metrics", False)
+
+
+def test_real_alder_lake_p_and_e_cores(real: PerfmonTables) -> None:
+    identity, p_type, p_pmu, _ = dump_cpu("AlderLake", 0)
+    _, e_type, e_pmu, _ = dump_cpu("AlderLake", 16)
+    p = T.plan_topdown(identity, p_type, p_pmu, perf_capabilities=1 << 15, smt=True, tables=real, backend="msr")
+    # CPUID 0xA shows the common subset (3 fixed counters); the P-core has fixed counter 3 (as Linux assumes).
+    assert p_pmu.fixed_mask == 0x7
+    assert (p.method, p.level2, p.core) == ("perf_metrics", True, "Golden Cove")
+    e = T.plan_topdown(identity, e_type, e_pmu, perf_capabilities=None, smt=False, tables=real, backend="msr")
+    assert (e.method, e.width, e.core) == ("gracemont", 5, "Gracemont")
+    assert raws(e)["topdown_retiring_all"] == (RawEvent(0xC2, 0x00), None)
+    assert raws(e)["topdown_fe_bound_all"] == (RawEvent(0x71, 0x00), None)
+
+
+@pytest.mark.parametrize(
+    ("identity", "core_type"),
+    [(ident(6, 0xAA, 4, hybrid=True), atom(2)), (ident(6, 0xAF, 3), None), (ident(6, 0xC5, 2, hybrid=True), atom(2))],
+    ids=["meteor-lake-e", "sierra-forest", "arrow-lake-h-lp-e"],
+)
+def test_real_crestmont_retires_at_0x72(real: PerfmonTables, identity: CpuIdentity, core_type: CoreType | None) -> None:
+    plan = T.plan_topdown(
+        identity, core_type, pmu(5, 8), perf_capabilities=None, smt=False, tables=real, backend="perf"
+    )
+    assert (plan.method, plan.width, plan.detail) == ("crestmont", 6, "E-core events (Crestmont, 6 wide)")
+    assert raws(plan) == {
+        "topdown_fe_bound_all": (RawEvent(0x71, 0x00), None),
+        "topdown_bad_speculation_all": (RawEvent(0x73, 0x00), None),
+        "topdown_be_bound_all": (RawEvent(0x74, 0x00), None),
+        "topdown_retiring_all": (RawEvent(0x72, 0x00), None),
+        "cycles": (RawEvent(0x3C, 0x00), 1),
+    }
+
+
+def test_real_lunar_lake_skymont_uses_fixed_counters_4_to_6(real: PerfmonTables) -> None:
+    args = {"perf_capabilities": None, "smt": False, "tables": real, "backend": "msr"}
+    lnl = ident(6, 0xBD, 1, hybrid=True)
+    plan = T.plan_topdown(lnl, atom(3), pmu(6, 8, 0x77, leaf23=True), **args)
+    assert (plan.method, plan.width, plan.core) == ("skymont", 8, "Skymont")
+    # Fixed counters 4-6 from Intel's table; the *.ALL_P encodings are what perf opens (and Linux schedules them
+    # on those fixed counters itself).
+    assert raws(plan) == {
+        "topdown_fe_bound_all": (RawEvent(0x9C, 0x01), 5),
+        "topdown_bad_speculation_all": (RawEvent(0x73, 0x00), 4),
+        "topdown_be_bound_all": (RawEvent(0xA4, 0x02), None),
+        "topdown_retiring_all": (RawEvent(0xC2, 0x02), 6),
+        "cycles": (RawEvent(0x3C, 0x00), 1),
+    }
+    assert plan.gp_counters == 1  # only backend bound takes a general counter
+    without_fixed = T.plan_topdown(lnl, atom(3), pmu(6, 8, 0x7, leaf23=True), **args)
+    assert without_fixed.gp_counters == 4
+    lion_cove = T.plan_topdown(
+        lnl, CoreType(0x40, 3, "P", "P-core"), pmu(6, 10, 0xF, leaf23=True), **{**args, "perf_capabilities": 1 << 15}
+    )
+    assert (lion_cove.method, lion_cove.level2) == ("perf_metrics", True)
+
+
+def test_real_arrow_lake_crestmont_table_lacks_the_all_names_but_has_the_p_twins(real: PerfmonTables) -> None:
+    events = real.events_for(ident(6, 0xC5, 2, hybrid=True), 0x20, 2)
+    assert "TOPDOWN_RETIRING.ALL" not in events and "TOPDOWN_RETIRING.ALL_P" in events
+
+
+def test_real_table_missing_an_event_names_it(real: PerfmonTables, tmp_path: Path) -> None:
+    # Ice Lake's table has no UOPS_RETIRED.RETIRE_SLOTS: a slots4 core mapped to it says which event is missing.
+    (tmp_path / "mapfile.csv").write_text(
+        "Family-model,Version,Filename,EventType,Core Type,Native Model ID,Core Role Name\n"
+        "GenuineIntel-6-55-[01234],V1,/ICL/events/icelake_core.json,core,,,\n"
+    )
+    (tmp_path / "ICL/events").mkdir(parents=True)
+    (tmp_path / "ICL/events/icelake_core.json").write_bytes((SHARED / "ICL/events/icelake_core.json").read_bytes())
+    plan = T.plan_topdown(
+        ident(6, 0x55, 4), None, pmu(4, 4), perf_capabilities=None, smt=False, tables=PerfmonTables(tmp_path),
+        backend="msr",
+    )  # fmt: skip
+    assert plan.detail == "unavailable: UOPS_RETIRED.RETIRE_SLOTS is not in this CPU's perfmon table"
+
+
+def test_real_zen4_dump(real: PerfmonTables) -> None:
+    identity, core_type, perfmon, _ = dump_cpu("Raphael", 0)
+    plan = T.plan_topdown(identity, core_type, perfmon, perf_capabilities=None, smt=True, tables=real, backend="perf")
+    assert (plan.method, plan.core) == ("zen4", "Zen 4")
