@@ -119,3 +119,7 @@ class Backend(ABC):
     def describe(self) -> dict[str, object]:
         """Facts for headers and JSON: backend, read method, PMU shape."""
         return {"backend": self.name, "read_method": self.read_method}
+
+    def topdown_method(self, cpu: int) -> str | None:
+        """The top-down method measured on `cpu` (pmutop.pmu.topdown_plan names), or None."""
+        return None

@@ -4,6 +4,11 @@ Per CPU: the hardware events in one group when they fit the counters (else the f
 one group and the rest in groups of at most the counter budget, which the kernel multiplexes), and the
 software events in a group of their own. Each group is read with one read(); values are scaled by
 Δenabled/Δrunning like `perf stat -I`, and marked estimates when the group shared the PMU.
+
+Top-down (pmutop.pmu.topdown_plan): where the kernel drives PERF_METRICS, its topdown events (sysfs
+events/slots, events/topdown-*) in one group led by slots, published as slot counts per interval under
+`slots`, `topdown_retiring`, ...; elsewhere the formula's events (Intel tables, E-core events, AMD pipeline
+events) in a group of their own, multiplexed and scaled like the rest.
 """
 
 from __future__ import annotations
@@ -12,12 +17,15 @@ import errno
 
 from pmutop.backends.base import Backend, CpuCounters, EventResolver, Reading, resolve_for_cpu
 from pmutop.clock import Clock
-from pmutop.errors import HardwareError, UsageError
+from pmutop.cpulist import format_cpu_list
+from pmutop.errors import HardwareError, PmutopError, UsageError
 from pmutop.hw import perf_event as P
 from pmutop.hw import shim
 from pmutop.hw.platform import NMI_WATCHDOG, HostPlatform
-from pmutop.pmu.cpuid_decode import decode_identity, decode_perfmon
+from pmutop.pmu import topdown_plan as TD
+from pmutop.pmu.cpuid_decode import decode_core_type, decode_identity, decode_perfmon
 from pmutop.pmu.events import ARCH_EVENTS, DEFAULT_EVENTS, DEFAULT_SOFTWARE_EVENTS, SOFTWARE_EVENTS, EventSpec
+from pmutop.pmu.perfmon import PerfmonTables, Resolver
 from pmutop.restore import UndoLog
 from pmutop.sources.cputimes import CpuBusy
 
@@ -45,7 +53,11 @@ def gp_budget(platform: HostPlatform, cpu: int) -> int:
 def encode_for_perf(spec: EventSpec, pmu: P.PmuInfo | None, cpu: int) -> P.EventSpec:
     """(name, type, config, config1) the kernel needs for one of our events on this CPU."""
     hybrid = pmu is not None and pmu.name != "cpu"
-    hw = spec.hardware if spec.hardware is not None else FIXED_HW.get(spec.fixed_index or -1)
+    hw = (
+        spec.hardware
+        if spec.hardware is not None
+        else FIXED_HW.get(-1 if spec.fixed_index is None else spec.fixed_index)
+    )
     if spec.software is not None:
         return P.EventSpec(spec.key, P.PERF_TYPE_SOFTWARE, spec.software)
     if hw is not None and (spec.raw is None or spec.hardware is not None):
@@ -57,7 +69,9 @@ def encode_for_perf(spec: EventSpec, pmu: P.PmuInfo | None, cpu: int) -> P.Event
         raise HardwareError(f"cpu {cpu}: no core PMU in /sys/bus/event_source/devices for raw event {spec.name}")
     raw = spec.raw
     fields = {"event": raw.event, "umask": raw.umask}
-    for name, value in (("cmask", raw.cmask), ("inv", int(raw.inv)), ("edge", int(raw.edge))):
+    # AnyThread: only the top-down formula's AnyThreadSpec events (PMU v3-v4, where Linux shows `any`).
+    any_thread = int(getattr(spec, "any_thread", False))
+    for name, value in (("cmask", raw.cmask), ("inv", int(raw.inv)), ("edge", int(raw.edge)), ("any", any_thread)):
         if value:
             fields[name] = value
     try:
@@ -133,13 +147,103 @@ class PerfBackend(Backend):
         resolver: EventResolver | None = None,
         software_only: bool = False,
         hardware_problem: str | None = None,
+        topdown: bool | None = None,
+        tables: PerfmonTables | None = None,
     ) -> None:
+        """`topdown`: None = measure top-down where it costs no general-purpose counters (PERF_METRICS),
+        True = also where its events take counters (they are multiplexed with the rest), False = never.
+        `tables`: Intel's perfmon tables for the formula methods (default: those of `resolver`, else the
+        download cache or $PMUTOP_PERFMON_DIR)."""
         super().__init__(platform, clock, events, user=user, kernel=kernel, resolver=resolver)
         self.platform: HostPlatform = platform  # perf counts this host's CPUs only
         self.software_only = software_only
         self.hardware_problem = hardware_problem  # why hardware events are unavailable (software-only mode)
         self.read_method = "read()"
+        self.topdown = topdown
+        self._tables = tables
+        self._tables_looked_up = tables is not None
         self._counters: dict[int, PerfCpuCounters] = {}
+        self._topdown_plans: dict[int, TD.TopdownPlan] = {}  # cpu -> the plan (also when not measured)
+        self._topdown_groups: dict[int, list[P.EventSpec]] = {}  # cpu -> its top-down group, before opening
+        self._topdown_methods: dict[int, str] = {}  # cpu -> method whose group is open
+        self._topdown_notes: dict[str, list[int]] = {}  # message -> cpus, told once after prepare
+
+    # --- top-down ------------------------------------------------------------------------------------
+
+    def topdown_method(self, cpu: int) -> str | None:
+        """The top-down method measured on `cpu` (pmutop.topdown's names), or None."""
+        return self._topdown_methods.get(cpu)
+
+    def topdown_plan(self, cpu: int) -> TD.TopdownPlan | None:
+        """What top-down on `cpu` would take, or why not (None before prepare, or with topdown=False)."""
+        return self._topdown_plans.get(cpu)
+
+    def _perfmon_tables(self) -> PerfmonTables | None:
+        if not self._tables_looked_up:
+            self._tables_looked_up = True
+            owner = getattr(self.resolver, "__self__", None)  # a bound Resolver.resolve
+            if isinstance(owner, Resolver):
+                self._tables = owner.tables
+            else:
+                try:
+                    self._tables = PerfmonTables.locate(None)
+                except UsageError:  # $PMUTOP_PERFMON_DIR without a mapfile: no tables for top-down
+                    self._tables = None
+        return self._tables
+
+    def _plan_topdown(self, cpu: int, pmu: P.PmuInfo | None) -> TD.TopdownPlan:
+        cpuid = self.platform.cpuid_fn(cpu)
+        smt = TD.smt_from_sysfs(self.platform.read_setting, cpu)
+        if smt is None:
+            smt = TD.smt_from_cpuid(cpuid)
+        if pmu is None:
+            return TD.unavailable("no core PMU in /sys/bus/event_source/devices for this CPU")
+        return TD.plan_topdown(
+            decode_identity(cpuid),
+            decode_core_type(cpuid),
+            decode_perfmon(cpuid),
+            perf_capabilities=None,  # not readable through perf; the kernel's event list tells instead
+            smt=smt,
+            tables=self._perfmon_tables(),
+            backend="perf",
+            perf_events=P.pmu_events(self.platform.sysroot, pmu.name).keys(),
+            any_thread_format="any" in pmu.formats,
+        )
+
+    def _topdown_note(self, message: str, cpu: int) -> None:
+        cpus = self._topdown_notes.setdefault(message, [])
+        if cpu not in cpus:
+            cpus.append(cpu)
+
+    def _topdown_specs(self, cpu: int, pmu: P.PmuInfo | None, counted: set[str]) -> list[P.EventSpec]:
+        """The top-down group of this CPU (empty when it is not measured); `counted`: keys already counted."""
+        if self.topdown is False or self.software_only:
+            return []
+        plan = self._plan_topdown(cpu, pmu)
+        self._topdown_plans[cpu] = plan
+        if not plan.enabled(self.topdown):
+            if self.topdown and not plan.available:
+                self._topdown_note(f"top-down not measured: {plan.detail.removeprefix('unavailable: ')}", cpu)
+            return []
+        assert pmu is not None  # an available plan has a PMU
+        try:
+            if plan.method == TD.PERF_METRICS:
+                # The kernel's own encodings from sysfs, slots first: it must lead the group (perf topdown.txt).
+                names = (TD.PERF_SLOTS_EVENT, *TD.PERF_TOPDOWN_L1, *(TD.PERF_TOPDOWN_L2 if plan.level2 else ()))
+                listed = P.pmu_events(self.platform.sysroot, pmu.name)
+                specs = []
+                for name in names:
+                    config, config1, config2 = P.encode_with_format(P.parse_event_terms(listed[name]), pmu.formats)
+                    specs.append(P.EventSpec(name.replace("-", "_"), pmu.type, config, config1, config2))
+            else:
+                specs = [encode_for_perf(e, pmu, cpu) for e in plan.events if e.key not in counted]
+        except (KeyError, ValueError, PmutopError) as e:
+            self._topdown_note(f"top-down not measured: cannot encode its events for PMU {pmu.name}: {e}", cpu)
+            return []
+        if plan.approximate:
+            self._topdown_note(f"top-down: {plan.detail}", cpu)
+        self._topdown_groups[cpu] = specs
+        return specs
 
     def _events_for(self, cpu: int) -> list[EventSpec]:
         if self.events is None:
@@ -176,6 +280,9 @@ class PerfBackend(Backend):
             self.notices.append(
                 f"cpu {cpu}: {len(general)} events for {budget} counters: the kernel multiplexes them (estimates)"
             )
+        topdown = self._topdown_specs(cpu, pmu, {pe.name for _, pe in encoded}) if hardware else []
+        if topdown:
+            groups.append(topdown)  # always a group of its own: its ratios need its events counted together
         if software:
             groups.append(software)
         return groups
@@ -198,13 +305,18 @@ class PerfBackend(Backend):
         for cpu in cpus:
             groups = []
             for specs in self._group_specs(cpu, pmus):
-                group = self._open_group(cpu, specs, explicit)
+                if specs is self._topdown_groups.get(cpu):
+                    group = self._open_topdown_group(cpu, specs)
+                else:
+                    group = self._open_group(cpu, specs, explicit)
                 if group is not None:
                     opened.append(group)
                     groups.append(group)
             if not groups:
                 raise HardwareError(f"cpu {cpu}: none of the events could be opened")
             self._counters[cpu] = PerfCpuCounters(cpu, groups, self.clock, busy, use_tsc)
+        for message, note_cpus in self._topdown_notes.items():
+            self.notices.append(f"{message} (cpu {format_cpu_list(sorted(note_cpus))})")
         if self.software_only:
             self.notices.append(
                 f"hardware events unavailable ({self.hardware_problem}): IPC and cache columns are unavailable; "
@@ -230,6 +342,18 @@ class PerfBackend(Backend):
                     raise
                 self._dropped(cpu, spec.name, str(e))
         return P.PerfGroup(cpu, keep, **kw) if keep else None
+
+    def _open_topdown_group(self, cpu: int, specs: list[P.EventSpec]) -> P.PerfGroup | None:
+        """All or nothing: a partial top-down group means nothing. A failure is a notice, not an error."""
+        try:
+            group = P.PerfGroup(cpu, specs, exclude_user=not self.user, exclude_kernel=not self.kernel)
+        except P.PerfOpenError as e:
+            self._topdown_note(f"top-down not measured: {e}", cpu)
+            return None
+        plan = self._topdown_plans[cpu]
+        assert plan.method is not None
+        self._topdown_methods[cpu] = plan.method
+        return group
 
     def _dropped(self, cpu: int, name: str, why: str) -> None:
         note = f"not counting {name}: {why}"

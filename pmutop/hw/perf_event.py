@@ -688,6 +688,44 @@ def encode_with_format(fields: Mapping[str, int], fmt: Mapping[str, FormatField]
     return words["config"], words["config1"], words["config2"]
 
 
+_EVENT_TERM = re.compile(r"^([a-z][a-z0-9_]*)(?:=(0x[0-9a-f]+|[0-9]+))?$")
+_EVENT_FILE_MAX = 4096  # bytes of one sysfs events/ file (the kernel's are one short line)
+
+
+def parse_event_terms(text: str) -> dict[str, int]:
+    """A sysfs events/ file ("event=0x00,umask=0x80", "event=0x3c,any=1", "edge") as {term: value}.
+
+    A term without a value is 1 (a flag). ValueError for anything else, e.g. a term pmutop cannot encode.
+    """
+    terms: dict[str, int] = {}
+    for part in text.strip().lower().split(","):
+        m = _EVENT_TERM.match(part.strip())
+        if m is None:
+            raise ValueError(f"bad PMU event term {part.strip()[:40]!r} in {text.strip()[:80]!r}")
+        name, value = m.group(1), m.group(2)
+        terms[name] = 1 if value is None else int(value, 0)
+    return terms
+
+
+def pmu_events(sysroot: Sysroot, pmu: str) -> dict[str, str]:
+    """The named events a PMU lists in sysfs (events/<name> -> "event=0x00,umask=0x80"); .scale/.unit and
+    unreadable files are left out, a missing directory gives {}. Linux lists the topdown events here (slots,
+    topdown-retiring, ...) only when it drives PERF_METRICS (arch/x86/events/intel/core.c)."""
+    rel = f"{EVENT_SOURCE_DIR}/{pmu}/events"
+    try:
+        names = sorted(p.name for p in sysroot.path(rel).iterdir())
+    except OSError:
+        return {}
+    events: dict[str, str] = {}
+    for name in names:
+        if "." in name:  # topdown-retiring.scale, cpu-cycles.unit: attributes of an event, not events
+            continue
+        text = sysroot.read_text(f"{rel}/{name}")
+        if text and len(text) <= _EVENT_FILE_MAX:
+            events[name] = text
+    return events
+
+
 _HYBRID_CORE_PMUS = ("cpu_core", "cpu_atom")
 
 
