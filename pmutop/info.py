@@ -7,7 +7,8 @@ import os
 from typing import Any
 
 from pmutop.cpulist import format_cpu_list, group_by_cpu
-from pmutop.errors import HardwareError
+from pmutop.errors import HardwareError, UsageError
+from pmutop.hw import perf_event as P
 from pmutop.hw import shim
 from pmutop.hw.msr import MsrDevice
 from pmutop.hw.platform import (
@@ -18,6 +19,7 @@ from pmutop.hw.platform import (
     Platform,
 )
 from pmutop.pmu import registers as R
+from pmutop.pmu import topdown_plan as TD
 from pmutop.pmu.cpuid_decode import (
     CoreType,
     CpuIdentity,
@@ -28,6 +30,7 @@ from pmutop.pmu.cpuid_decode import (
     identity_to_dict,
     perfmon_to_dict,
 )
+from pmutop.pmu.perfmon import PerfmonTables
 from pmutop.pmu.plan import plan_counters
 from pmutop.pmu.uarch import microarchitecture
 from pmutop.pmu.usage import find_foreign_use
@@ -140,26 +143,13 @@ def gather(platform: HostPlatform, *, probe: bool = True) -> dict[str, Any]:
         facts["cpuid_source"] = None
         facts["cpuid_error"] = problems.get(cpus[0])
 
-    # PMU facts of the first CPU at top level; every CPU (grouped when identical) under "cpu_groups".
-    groups: list[dict[str, Any]] = []
-    for cpu in readable:
-        pm, ct = perfmons[cpu], core_types[cpu]
-        entry = {
-            "core_type": ct.short if ct else None,
-            "core_type_name": ct.name if ct else None,
-            **perfmon_to_dict(pm),
-        }
-        if groups and {k: v for k, v in groups[-1].items() if k != "cpus"} == entry:
-            groups[-1]["cpus"].append(cpu)
-        else:
-            groups.append({"cpus": [cpu], **entry})
-    for g in groups:
-        g["cpus"] = format_cpu_list(g["cpus"])
+    # PMU facts of the first CPU at top level; every CPU (grouped when identical) under "cpu_groups", filled
+    # in once the verdict says which backend would count (top-down depends on it).
     if perfmons:
         facts.update(perfmon_to_dict(perfmons[first]))
     else:
         facts["version"] = None
-    facts["cpu_groups"] = groups
+    facts["cpu_groups"] = []
 
     msr = platform.msr_state(first)
     facts["msr"] = {"present": msr.present, "writable": msr.writable, "problem": msr.problem}
@@ -177,7 +167,89 @@ def gather(platform: HostPlatform, *, probe: bool = True) -> dict[str, Any]:
         facts["counters_in_use"] = {"checked": False, "detail": "the msr device is not readable"}
     facts["perf"] = _perf_facts(platform, first)
     facts["verdict"] = verdict(facts)
+    topdowns = _topdown(platform, identity, readable, perfmons, core_types, facts["verdict"])
+    groups: list[dict[str, Any]] = []
+    for cpu in readable:
+        pm, ct = perfmons[cpu], core_types[cpu]
+        entry = {
+            "core_type": ct.short if ct else None,
+            "core_type_name": ct.name if ct else None,
+            **perfmon_to_dict(pm),
+            "topdown": topdowns[cpu],
+        }
+        if groups and {k: v for k, v in groups[-1].items() if k != "cpus"} == entry:
+            groups[-1]["cpus"].append(cpu)
+        else:
+            groups.append({"cpus": [cpu], **entry})
+    for g in groups:
+        g["cpus"] = format_cpu_list(g["cpus"])
+    facts["cpu_groups"] = groups
     return facts
+
+
+def _perf_capabilities(platform: HostPlatform, cpu: int, identity: CpuIdentity, pm: PerfmonInfo) -> int | None:
+    """IA32_PERF_CAPABILITIES of `cpu`, or None when it does not exist (CPUID.1:ECX.PDCM) or cannot be read."""
+    if identity.vendor != "GenuineIntel" or not identity.pdcm or pm.version < 2:
+        return None
+    if not os.access(platform.sysroot.path(f"dev/cpu/{cpu}/msr"), os.R_OK):
+        return None
+    try:
+        dev = platform.open_msr(cpu, writable=False)
+    except HardwareError:
+        return None
+    try:
+        return dev.read(R.IA32_PERF_CAPABILITIES)
+    except HardwareError:
+        return None
+    finally:
+        dev.close()
+
+
+def _topdown(
+    platform: HostPlatform,
+    identity: CpuIdentity | None,
+    cpus: list[int],
+    perfmons: dict[int, PerfmonInfo],
+    core_types: dict[int, CoreType | None],
+    chosen: dict[str, Any],
+) -> dict[int, dict[str, Any]]:
+    """How each CPU would measure top-down on the backend a plain run picks (pmutop.pmu.topdown_plan)."""
+    if identity is None:
+        return {}
+    backend = chosen.get("backend") or ("msr" if identity.vendor == "GenuineIntel" else "perf")
+    pmus = P.list_pmus(platform.sysroot) if backend == "perf" else {}
+    tables: list[PerfmonTables | None] = []  # located on first need (an E-core or older big core)
+    plans: dict[int, dict[str, Any]] = {}
+    caps: dict[object, int | None] = {}  # per core type: the MSR is the same on every CPU of a kind
+    for cpu in cpus:
+        pm, ct = perfmons[cpu], core_types[cpu]
+        if chosen.get("events") == "software":
+            plan = TD.unavailable("perf has no hardware events here")
+        else:
+            kind = (ct.code, ct.native_model_id) if ct else None
+            if kind not in caps:
+                caps[kind] = _perf_capabilities(platform, cpu, identity, pm) if backend == "msr" else None
+            smt = TD.smt_from_sysfs(platform.read_setting, cpu)
+            cpuid = platform.cpuid_fn(cpu)
+            pmu = P.core_pmu_for_cpu(pmus, cpu)
+            if not tables:
+                try:
+                    tables.append(PerfmonTables.locate(None))
+                except UsageError:
+                    tables.append(None)
+            plan = TD.plan_topdown(
+                identity,
+                ct,
+                pm,
+                perf_capabilities=caps[kind],
+                smt=TD.smt_from_cpuid(cpuid) if smt is None else smt,
+                tables=tables[0],
+                backend=backend,
+                perf_events=P.pmu_events(platform.sysroot, pmu.name).keys() if pmu else None,
+                any_thread_format=pmu is None or "any" in pmu.formats,
+            )
+        plans[cpu] = {"backend": backend, **plan.to_dict()}
+    return plans
 
 
 def _perf_facts(platform: HostPlatform, cpu: int) -> dict[str, Any]:
@@ -363,6 +435,19 @@ def _verdict_backend(f: dict[str, Any]) -> dict[str, Any]:
     return {"backend": "msr", "events": "hardware", "read_method": method, "reasons": notes, "fixes": []}
 
 
+def _topdown_text(td: dict[str, Any]) -> str:
+    """One line: how top-down is measured (or why not), and whether a plain run does it."""
+    text = (
+        f"({td['backend']} backend): "
+        + (f"{td['core']}, " if td["available"] and td.get("core") else "")
+        + td["detail"]
+    )
+    if td["available"] and not td["default_on"]:
+        n = td["gp_counters"]
+        text += f"; takes {n} general-purpose counter{'s' if n != 1 else ''}, so only when asked (--topdown)"
+    return text
+
+
 def _yes(b: object) -> str:
     return "yes" if b else "no"
 
@@ -401,6 +486,9 @@ def render_text(f: dict[str, Any]) -> str:
         lines.append((label, text))
         for note in g.get("notes", []):
             lines.append(("", note))
+        td = g.get("topdown")
+        if td:
+            lines.append(("", "top-down " + _topdown_text(td)))
     msr = f["msr"]
     lines.append(("MSR device", "present, writable" if msr["writable"] else (msr["problem"] or "not usable")))
     sysfs = f.get("rdpmc_sysfs") or {}

@@ -447,3 +447,62 @@ def test_real_zen4_dump(real: PerfmonTables) -> None:
     identity, core_type, perfmon, _ = dump_cpu("Raphael", 0)
     plan = T.plan_topdown(identity, core_type, perfmon, perf_capabilities=None, smt=True, tables=real, backend="perf")
     assert (plan.method, plan.core) == ("zen4", "Zen 4")
+
+
+# --- pmutop info ----------------------------------------------------------------------------------------
+
+
+def _info(root: Path) -> tuple[dict[str, object], str]:
+    from pmutop.hw.platform import HostPlatform
+    from pmutop.info import gather, render_text
+
+    facts = gather(HostPlatform(Sysroot(root)), probe=False)
+    return facts, render_text(facts)
+
+
+def test_info_per_core_type(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers
+    from test_topdown_perf import ADL_E_LEAVES, ADL_P_LEAVES, SPR_LEAVES, add_siblings
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("PMUTOP_PERFMON_DIR", raising=False)
+    spr = build_sysroot(tmp_path / "spr", [0, 1], SPR_LEAVES, msrs={**idle_pmu_registers(8, 4), 0x345: 1 << 15})
+    facts, text = _info(spr)
+    (group,) = facts["cpu_groups"]  # type: ignore[misc]
+    assert group["topdown"]["method"] == "perf_metrics" and group["topdown"]["level2"]
+    assert group["topdown"]["backend"] == "msr" and group["topdown"]["default_on"]
+    assert "top-down (msr backend): Golden Cove, PERF_METRICS, level 1 and 2\n" in text
+
+    cleared = build_sysroot(
+        tmp_path / "vm", [0], SPR_LEAVES, msrs={**idle_pmu_registers(8, 4), 0x345: 0x33C5 & ~(1 << 15)}
+    )
+    _, text = _info(cleared)
+    assert "top-down (msr backend): unavailable: IA32_PERF_CAPABILITIES bit 15 (PERF_METRICS) is clear" in text
+
+    skx = build_sysroot(tmp_path / "skx", [0, 1], SKYLAKE_X_LEAVES, msrs=idle_pmu_registers())
+    add_siblings(skx, {0: "0-1", 1: "0-1"})
+    _, text = _info(skx)
+    assert "top-down (msr backend): unavailable: no PERF_METRICS and no perfmon tables (run `pmutop events" in text
+    monkeypatch.setenv("PMUTOP_PERFMON_DIR", str(FIXTURE))
+    facts, text = _info(skx)
+    assert facts["cpu_groups"][0]["topdown"]["method"] == "slots4_smt"  # type: ignore[index]
+    assert (
+        "top-down (msr backend): Skylake, four-event formula, per physical core (AnyThread); takes 5 "
+        "general-purpose counters, so only when asked (--topdown)"
+    ) in text
+
+    adl = build_sysroot(
+        tmp_path / "adl",
+        [0, 16],
+        {0: ADL_P_LEAVES, 16: ADL_E_LEAVES},
+        msrs={**idle_pmu_registers(6, 3), 0x345: 0x33C5 | 1 << 15},
+    )
+    facts, text = _info(adl)
+    p, e = facts["cpu_groups"]  # type: ignore[misc]
+    assert (p["cpus"], p["topdown"]["method"], e["cpus"], e["topdown"]["method"]) == (
+        "0",
+        "perf_metrics",
+        "16",
+        "gracemont",
+    )
+    assert "E-core events (Gracemont, 5 wide); takes 4 general-purpose counters" in text
