@@ -124,6 +124,15 @@ def run_parser() -> OneLineParser:
         help="Intel perfmon tables for event names (default: $PMUTOP_PERFMON_DIR, else the cache that "
         "`pmutop events --download` fills)",
     )
+    td = p.add_mutually_exclusive_group()
+    td.add_argument(
+        "--topdown",
+        dest="topdown",
+        action="store_true",
+        default=None,
+        help="measure top-down also where it takes general counters (they rotate with the other events)",
+    )
+    td.add_argument("--no-topdown", dest="topdown", action="store_false", help="do not measure top-down")
     p.add_argument("--force", action="store_true", help="take over counters another agent is using")
     p.add_argument(
         "--keep-nmi-watchdog",
@@ -133,6 +142,9 @@ def run_parser() -> OneLineParser:
     p.add_argument("--batch", action="store_true", help="print records instead of the live view")
     p.add_argument("--count", type=_positive_int, metavar="N", help="with --batch: stop after N intervals")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="--batch output format")
+    p.add_argument(
+        "--timestamps", action="store_true", help="with --batch: add each interval's wall-clock time (UTC, ISO 8601)"
+    )
     sim = p.add_argument_group("simulated PMU (--demo)")
     sim.add_argument("--sim-cpus", type=_bounded_int(1, 1024), default=8, metavar="N")
     sim.add_argument("--sim-version", type=_bounded_int(2, 6), default=4, metavar="V", help="perfmon version 2-6")
@@ -314,6 +326,7 @@ def build_backend(args: argparse.Namespace, platform: Platform) -> Backend:
             resolver=resolver,
             software_only=software_only,
             hardware_problem=problem,
+            topdown=args.topdown,
         )
     cls = SimBackend if name == "sim" else MsrBackend
     return cls(
@@ -398,6 +411,8 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
         args.backend = "sim"
     if args.count is not None and not args.batch:
         raise UsageError("--count needs --batch")
+    if args.timestamps and not args.batch:
+        raise UsageError("--timestamps needs --batch")
     # Textual draws on stderr and reads stdin.
     if not args.batch and not (_isatty(sys.stdin) and _isatty(sys.stderr)):
         raise UsageError("the live view needs a terminal on stdin and stderr; use --batch for pipes and files")
@@ -447,6 +462,7 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
                 mode,
                 warn=lambda m: say(f"warning: {m}"),
                 stop=guard.stop_requested,
+                timestamps=args.timestamps,
             )
         else:
             run_live_view(engine, platform, backend, cpus, guard)

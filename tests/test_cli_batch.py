@@ -68,7 +68,7 @@ def test_csv_has_a_header_and_the_json_columns(capsys: pytest.CaptureFixture[str
     assert code == 0, err
     rows = list(csv.DictReader(io.StringIO(out)))
     assert len(rows) == 4 and [r["cpu"] for r in rows] == ["0", "3", "0", "3"]
-    assert list(rows[0])[:3] == ["time", "cpu", "interval"]
+    assert list(rows[0])[:4] == ["time", "interval_index", "cpu", "interval"]
     assert set(RAW_KEYS + METRIC_KEYS + ("overflows", "suspect", "mode")) <= set(rows[0])
     assert all(r["mode"] == "SIMULATED" for r in rows)
     assert float(rows[0]["ipc"]) == pytest.approx(int(rows[0]["instructions"]) / int(rows[0]["cycles"]), rel=1e-5)
@@ -133,3 +133,51 @@ def test_live_view_needs_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "--demo")  # pytest's stdin/stderr are not terminals
     assert code == 2
     assert err == "pmutop: the live view needs a terminal on stdin and stderr; use --batch for pipes and files\n"
+
+
+def test_csv_and_json_have_exactly_the_same_columns_each_once(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("--demo", "--batch", "--count", "1", "--interval", "0.05", "--cores", "0")
+    code, csv_out, err = run(capsys, *args, "--format", "csv")
+    assert code == 0, err
+    header = next(csv.reader(io.StringIO(csv_out)))
+    assert len(header) == len(set(header)), [c for c in header if header.count(c) > 1]  # llc_misses_per_s was twice
+    code, json_out, err = run(capsys, *args, "--format", "json")
+    assert list(json.loads(json_out.splitlines()[0])) == header
+
+
+def test_every_record_of_an_interval_has_one_time_and_its_index(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, "--demo", "--batch", "--count", "3", "--interval", "0.05", "--cores", "0-3", "--format", "json"
+    )
+    assert code == 0, err
+    recs = [json.loads(line) for line in out.splitlines()]
+    for index in (1, 2, 3):
+        of_interval = [r for r in recs if r["interval_index"] == index]
+        assert len(of_interval) == 4 and len({r["time"] for r in of_interval}) == 1
+
+
+def test_numbers_are_rounded_to_sensible_precision(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, "--demo", "--batch", "--count", "2", "--interval", "0.05", "--cores", "0-3", "--format", "json"
+    )
+    assert code == 0, err
+    for line in out.splitlines():
+        for key, value in json.loads(line).items():
+            if isinstance(value, float):
+                assert len(repr(value).split("e")[0].replace("-", "").replace(".", "").strip("0")) <= 6, (key, value)
+
+
+def test_timestamps_are_absolute_utc(capsys: pytest.CaptureFixture[str]) -> None:
+    import datetime as dt
+
+    before = dt.datetime.now(dt.UTC)
+    code, out, err = run(
+        capsys, "--demo", "--batch", "--count", "1", "--interval", "0.05", "--format", "json", "--timestamps"
+    )
+    assert code == 0, err
+    stamp = json.loads(out.splitlines()[0])["timestamp"]
+    assert stamp.endswith("Z")
+    when = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    assert before - dt.timedelta(seconds=1) <= when <= dt.datetime.now(dt.UTC)
+    code, _, err = run(capsys, "--demo", "--timestamps")
+    assert (code, err) == (2, "pmutop: --timestamps needs --batch\n")

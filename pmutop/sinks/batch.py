@@ -6,8 +6,10 @@ import csv
 import json
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import IO, Any
 
 from pmutop import topdown
@@ -15,7 +17,7 @@ from pmutop.engine.engine import Engine
 from pmutop.engine.sample import Sample
 from pmutop.errors import HardwareError
 from pmutop.metrics import CoreMetrics, for_sample
-from pmutop.sinks.records import METRIC_ORDER, count_columns, extra_events, rate_columns, rate_title, record
+from pmutop.sinks.records import columns, extra_events, rate_title, record
 
 
 def _fmt(value: float | None, spec: str, width: int, scale: float = 1.0) -> str:
@@ -76,18 +78,21 @@ TMA_TABLE_COLUMNS = tuple(
 class TablePrinter:
     """Human-readable rows; the columns are those the counted events can fill."""
 
-    def __init__(self, out: IO[str], keys: list[str], mode: str, tma: bool = False) -> None:
+    def __init__(self, out: IO[str], keys: list[str], mode: str, tma: bool = False, timestamps: bool = False) -> None:
         self.out = out
+        self.timestamps = timestamps
         self.simulated = mode == "SIMULATED"
         counted = set(keys)
         self.columns = [c for c in TABLE_COLUMNS if set(c.needs) <= counted]
         if tma:
             self.columns += TMA_TABLE_COLUMNS
         self.columns += [_rate_column(k) for k in extra_events(keys) if k not in topdown.ALL_KEYS]
-        header = f"{'time':>8} {'cpu':>4} " + " ".join(f"{c.title:>{c.width}}" for c in self.columns) + "  flags"
+        stamp = "timestamp".ljust(24) + " " if timestamps else ""
+        titles = " ".join(f"{c.title:>{c.width}}" for c in self.columns)
+        header = stamp + f"{'time':>8} {'cpu':>4} " + titles + "  flags"
         print(header + ("  SIMULATED" if self.simulated else ""), file=out)
 
-    def write(self, s: Sample) -> None:
+    def write(self, s: Sample, *, time: float, index: int, timestamp: str | None = None) -> None:
         m = for_sample(s)
         flags = []
         if s.overflows:
@@ -99,42 +104,38 @@ class TablePrinter:
             cells = " ".join("?".rjust(c.width) for c in self.columns)
         else:
             cells = " ".join(c.cell(m, s) for c in self.columns)
-        line = f"{s.time:8.2f} {s.cpu:>4} {cells}  {' '.join(flags) or '-'}"
+        line = (f"{timestamp} " if timestamp else "") + f"{time:8.2f} {s.cpu:>4} {cells}  {' '.join(flags) or '-'}"
         print(line + ("  SIMULATED" if self.simulated else ""), file=self.out)
 
 
 class CsvPrinter:
-    def __init__(self, out: IO[str], keys: list[str], mode: str, tma: bool = False) -> None:
+    def __init__(self, out: IO[str], keys: list[str], mode: str, tma: bool = False, timestamps: bool = False) -> None:
         self.mode = mode
-        self.columns = [
-            "time",
-            "cpu",
-            "interval",
-            *count_columns(keys),
-            *rate_columns(keys),
-            *METRIC_ORDER,
-            "overflows",
-            "estimated",
-            "suspect",
-            "mode",
-        ]
+        self.keys = keys
+        self.columns = columns(keys, timestamps=timestamps)
         self.writer = csv.writer(out, lineterminator="\n")
         self.writer.writerow(self.columns)
 
-    def write(self, s: Sample) -> None:
-        rec = record(s, self.mode)
+    def write(self, s: Sample, **at: Any) -> None:
+        rec = record(s, self.mode, keys=self.keys, **at)
         rec["overflows"] = ";".join(f"{k}={v}" for k, v in rec["overflows"].items())
         rec["estimated"] = ";".join(f"{k}={v:.3g}" for k, v in rec["estimated"].items())
-        self.writer.writerow(["" if rec.get(c) is None else rec[c] for c in self.columns])
+        self.writer.writerow(["" if rec[c] is None else rec[c] for c in self.columns])
 
 
 class JsonPrinter:
-    def __init__(self, out: IO[str], keys: list[str], mode: str, tma: bool = False) -> None:
+    def __init__(self, out: IO[str], keys: list[str], mode: str, tma: bool = False, timestamps: bool = False) -> None:
         self.out = out
         self.mode = mode
+        self.keys = keys
 
-    def write(self, s: Sample) -> None:
-        print(json.dumps(record(s, self.mode), separators=(",", ":")), file=self.out)
+    def write(self, s: Sample, **at: Any) -> None:
+        print(json.dumps(record(s, self.mode, keys=self.keys, **at), separators=(",", ":")), file=self.out)
+
+
+def _timestamp(seconds: float) -> str:
+    """ISO 8601 in UTC with milliseconds: sorts as text, and says which zone."""
+    return datetime.fromtimestamp(seconds, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 PRINTERS: dict[str, Any] = {"table": TablePrinter, "csv": CsvPrinter, "json": JsonPrinter}
@@ -148,6 +149,7 @@ def run_batch(
     out: IO[str] | None = None,
     warn: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
+    timestamps: bool = False,
 ) -> dict[int, str]:
     """Print `count` intervals (forever when None, or until `stop` is set). The engine must be started;
     the caller stops it. A CPU whose sampler fails is reported once and dropped; the others go on.
@@ -156,7 +158,9 @@ def run_batch(
     keys = engine.backend.counters(engine.cpus[0]).keys
     method = getattr(engine.backend, "topdown_method", lambda cpu: None)
     tma = any(method(cpu) for cpu in engine.cpus)
-    printer = PRINTERS[fmt](out, keys, mode, tma)
+    printer = PRINTERS[fmt](out, keys, mode, tma, timestamps)
+    # Wall-clock time of the engine's start, for absolute timestamps.
+    wall0 = time.time() - (engine.clock.now_ns() - engine.epoch_ns) / 1e9
     seen = {cpu: 0 for cpu in engine.cpus}
     warned: set[tuple[int, str]] = set()
     failed: dict[int, str] = {}
@@ -175,6 +179,7 @@ def run_batch(
                     warn(f"cpu {cpu} dropped: {why}")
         if len(failed) == len(engine.cpus):
             raise HardwareError(next(iter(failed.values())))
+        batch = []
         for cpu in engine.cpus:
             if cpu in failed:
                 continue
@@ -183,7 +188,12 @@ def run_batch(
             if s.suspect and warn and (cpu, s.suspect) not in warned:
                 warned.add((cpu, s.suspect))
                 warn(f"cpu {cpu}: suspect sample at {s.time:.2f} s: {s.suspect}")
-            printer.write(s)
+            batch.append(s)
+        # One time for every record of the interval: when its last CPU was read.
+        at = max(s.time for s in batch)
+        stamp = _timestamp(wall0 + at) if timestamps else None
+        for s in batch:
+            printer.write(s, time=at, index=done + 1, timestamp=stamp)
         out.flush()
         done += 1
     return failed

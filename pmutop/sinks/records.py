@@ -54,10 +54,50 @@ def rate_columns(keys: list[str]) -> list[str]:
     return [f"{k}_per_s" for k in keys]
 
 
-def record(s: Sample, mode: str) -> dict[str, Any]:
+def columns(keys: list[str], *, timestamps: bool = False) -> list[str]:
+    """The columns of a run counting `keys`, in order: CSV's header and JSON's keys are exactly these."""
+    cols = [
+        "time",
+        *(["timestamp"] if timestamps else []),
+        "interval_index",
+        "cpu",
+        "interval",
+        *count_columns(keys),
+        *rate_columns(keys),
+        *METRIC_ORDER,
+        "overflows",
+        "estimated",
+        "suspect",
+        "mode",
+    ]
+    return list(dict.fromkeys(cols))  # once each: llc_misses_per_s is both a metric and an event's rate
+
+
+def rounded(value: float, digits: int = 6) -> float:
+    """`digits` significant digits: enough for any counter ratio, without float noise (0.38000000000016826)."""
+    return float(f"{value:.{digits}g}") if value else value
+
+
+def record(
+    s: Sample,
+    mode: str,
+    *,
+    keys: list[str] | None = None,
+    time: float | None = None,
+    index: int | None = None,
+    timestamp: str | None = None,
+) -> dict[str, Any]:
     """time, cpu, interval, raw deltas and their rates (only those counted), derived metrics, overflows,
-    estimated (event -> fraction of time counted, for multiplexed or rotated events), suspect, mode."""
-    rec: dict[str, Any] = {"time": round(s.time, 6), "cpu": s.cpu, "interval": round(s.interval, 6)}
+    estimated (event -> fraction of time counted, for multiplexed or rotated events), suspect, mode.
+
+    With `keys` (the run's events) the record has exactly `columns(keys)`, null where a value is absent;
+    `time`/`index` give every record of one interval the same time and interval number."""
+    rec: dict[str, Any] = {"time": round(s.time if time is None else time, 3)}
+    if timestamp is not None:
+        rec["timestamp"] = timestamp
+    if index is not None:
+        rec["interval_index"] = index
+    rec |= {"cpu": s.cpu, "interval": round(s.interval, 6)}
     counts = dict(s.counts)
     if s.tsc is not None:
         counts["tsc"] = s.tsc
@@ -65,12 +105,15 @@ def record(s: Sample, mode: str) -> dict[str, Any]:
         if k in counts:
             rec[k] = counts[k]
     for k in s.counts:
-        rec[f"{k}_per_s"] = None if s.suspect or not s.interval else s.counts[k] / s.interval
+        rec[f"{k}_per_s"] = None if s.suspect or not s.interval else rounded(s.counts[k] / s.interval)
     metrics = for_sample(s).as_dict() | topdown.compute(s.topdown, s.counts)
     for k in METRIC_ORDER:
-        rec[k] = None if s.suspect else metrics[k]
+        value = metrics[k]
+        rec[k] = None if s.suspect or value is None else rounded(value)
     rec["overflows"] = dict(s.overflows)
-    rec["estimated"] = dict(s.estimated)
+    rec["estimated"] = {k: rounded(v, 3) for k, v in s.estimated.items()}
     rec["suspect"] = s.suspect
     rec["mode"] = mode
+    if keys is not None:
+        rec = {c: rec.get(c) for c in columns(keys, timestamps=timestamp is not None)}
     return rec
