@@ -315,6 +315,10 @@ def build_backend(args: argparse.Namespace, platform: Platform) -> Backend:
     events = parse_events(args.events) if args.events else None
     resolver = event_resolver(args.perfmon_dir) if events and any(not e.resolved for e in events) else None
     name, software_only, problem = choose_backend(args, platform)
+    if name == "perf" and args.read:
+        say(
+            f"--read {args.read} is ignored: the perf backend reads its counters with read() on perf's file descriptors"
+        )
     if name == "perf":
         assert isinstance(platform, HostPlatform)
         return PerfBackend(

@@ -88,7 +88,13 @@ def banner_text(info: RunInfo, model: ViewModel, paused: bool) -> Text:
     if info.hardware_problem:
         badge("no hardware events: IPC and cache columns unavailable (pmutop info says why)", "bold white on red")
     if info.hypervisor:
-        badge("VM: counters are virtualised", "black on magenta")
+        # Say what is true: a VM either passes a virtual PMU through or has no hardware counters at all.
+        what = (
+            "no hardware counters (kernel software events only)"
+            if info.hardware_problem
+            else "counters are virtualised"
+        )
+        badge(f"VM: {what}", "black on magenta")
     if info.watchdog_paused:
         badge("NMI watchdog paused for this run", "black on bright_blue")
     if model.overflow_count:

@@ -140,7 +140,8 @@ def _render(key: str, core: CoreState, model: ViewModel, width: int) -> Text:
             return Text("".ljust(width))
         t = core.task
         pid = str(t.pid)
-        name = t.name[: max(1, width - len(pid) - 1)]
+        room = max(1, width - len(pid) - 1)
+        name = t.name if len(t.name) <= room else t.name[: room - 1] + "…"  # say that it was cut
         return Text(f"{name} {pid}"[:width].ljust(width), style="dim")
     if key == "ipc_hist":
         top = F.nice_ceiling(model.series_top("ipc", core), 4.0)
