@@ -167,6 +167,7 @@ class PerfBackend(Backend):
         self._topdown_groups: dict[int, list[P.EventSpec]] = {}  # cpu -> its top-down group, before opening
         self._topdown_methods: dict[int, str] = {}  # cpu -> method whose group is open
         self._topdown_notes: dict[str, list[int]] = {}  # message -> cpus, told once after prepare
+        self._pmu_events: dict[str, dict[str, str]] = {}  # PMU name -> its sysfs events/, read once
 
     # --- top-down ------------------------------------------------------------------------------------
 
@@ -206,9 +207,14 @@ class PerfBackend(Backend):
             smt=smt,
             tables=self._perfmon_tables(),
             backend="perf",
-            perf_events=P.pmu_events(self.platform.sysroot, pmu.name).keys(),
+            perf_events=self._listed_events(pmu).keys(),
             any_thread_format="any" in pmu.formats,
         )
+
+    def _listed_events(self, pmu: P.PmuInfo) -> dict[str, str]:
+        if pmu.name not in self._pmu_events:
+            self._pmu_events[pmu.name] = P.pmu_events(self.platform.sysroot, pmu.name)
+        return self._pmu_events[pmu.name]
 
     def _topdown_note(self, message: str, cpu: int) -> None:
         cpus = self._topdown_notes.setdefault(message, [])
@@ -230,7 +236,7 @@ class PerfBackend(Backend):
             if plan.method == TD.PERF_METRICS:
                 # The kernel's own encodings from sysfs, slots first: it must lead the group (perf topdown.txt).
                 names = (TD.PERF_SLOTS_EVENT, *TD.PERF_TOPDOWN_L1, *(TD.PERF_TOPDOWN_L2 if plan.level2 else ()))
-                listed = P.pmu_events(self.platform.sysroot, pmu.name)
+                listed = self._listed_events(pmu)
                 specs = []
                 for name in names:
                     config, config1, config2 = P.encode_with_format(P.parse_event_terms(listed[name]), pmu.formats)
@@ -240,8 +246,15 @@ class PerfBackend(Backend):
         except (KeyError, ValueError, PmutopError) as e:
             self._topdown_note(f"top-down not measured: cannot encode its events for PMU {pmu.name}: {e}", cpu)
             return []
-        if plan.approximate:
-            self._topdown_note(f"top-down: {plan.detail}", cpu)
+        if plan.costs_counters:
+            self._topdown_note(
+                f"top-down: {plan.detail}; its events take {plan.gp_counters} general-purpose counters "
+                "(multiplexed with the others: estimates)",
+                cpu,
+            )
+        if not specs:  # every event it needs is counted already (asked for with --events)
+            self._topdown_methods[cpu] = plan.method or ""
+            return []
         self._topdown_groups[cpu] = specs
         return specs
 
