@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
 
+from pmutop import topdown as tma_formulas
 from pmutop.backends.base import Backend
 from pmutop.backends.perf import PerfBackend, encode_for_perf
 from pmutop.clock import ManualClock
@@ -244,6 +245,7 @@ def test_sapphire_rapids_opens_one_topdown_group_led_by_slots_and_publishes_slot
     backend = PerfBackend(spr_machine(tmp_path), ManualClock())
     undo = prepare(backend, [0, 1])
     assert [backend.topdown_method(c) for c in (0, 1)] == ["perf_metrics", "perf_metrics"]
+    assert backend.counters(0).topdown_method == "perf_metrics"  # what the engine puts in each Sample
     main, topdown = groups_of(kernel, 0)
     assert [(o.type, o.config) for o in main[:3]] == [(0, 1), (0, 0), (0, 9)]  # the fixed trio leads as before
     # Leader slots (pseudo event 0x0400, disabled until enabled), then the eight metric events 0x8000-0x8700.
@@ -273,6 +275,11 @@ def test_sapphire_rapids_opens_one_topdown_group_led_by_slots_and_publishes_slot
     reading = counters.read()
     values = [reading.counts[k] for k in keys]
     assert values == [8_000, 3_600, 800, 1_400, 2_200, 850, 440, 880, 1_220]
+    # What pmutop.topdown makes of them: the published keys are exactly what its perf_metrics formula reads.
+    tma = tma_formulas.compute(counters.topdown_method, reading.counts)
+    assert tma["tma_retiring"] == pytest.approx(3_600 / 8_000) and tma["tma_memory_bound"] == pytest.approx(
+        1_220 / 8_000
+    )
     assert not reading.estimated
     assert undo.run().failures == []  # the undo log closes every group
     assert not any(is_open(o.fd) for o in kernel.opened)
@@ -299,6 +306,7 @@ def test_topdown_false_opens_nothing_more(tmp_path: Path, kernel: FakeKernel) ->
     prepare(backend, [0])
     assert len(groups_of(kernel, 0)) == 1
     assert backend.topdown_method(0) is None and backend.topdown_plan(0) is None
+    assert backend.counters(0).topdown_method is None
 
 
 def test_a_multiplexed_topdown_group_is_scaled_and_marked(tmp_path: Path, kernel: FakeKernel) -> None:

@@ -82,6 +82,9 @@ def encode_for_perf(spec: EventSpec, pmu: P.PmuInfo | None, cpu: int) -> P.Event
 
 
 class PerfCpuCounters(CpuCounters):
+    # The top-down method this CPU measures (pmutop.topdown names); the engine copies it into each Sample.
+    topdown_method: str | None = None
+
     def __init__(self, cpu: int, groups: list[P.PerfGroup], clock: Clock, busy: CpuBusy | None, use_tsc: bool) -> None:
         self.cpu = cpu
         self._groups = groups
@@ -328,6 +331,7 @@ class PerfBackend(Backend):
             if not groups:
                 raise HardwareError(f"cpu {cpu}: none of the events could be opened")
             self._counters[cpu] = PerfCpuCounters(cpu, groups, self.clock, busy, use_tsc)
+            self._counters[cpu].topdown_method = self._topdown_methods.get(cpu)
         for message, note_cpus in self._topdown_notes.items():
             self.notices.append(f"{message} (cpu {format_cpu_list(sorted(note_cpus))})")
         if self.software_only:
