@@ -63,6 +63,36 @@ def test_the_allowlist_holds_only_pmu_control_and_counters() -> None:
     assert {0x1900, 0x1901, 0x1924, 0x1925, 0x197C, 0x197D, 0x1980, 0x198C} <= R.PMU_WRITABLE_MSRS
 
 
+def test_perf_metrics_is_allowlisted_and_nothing_else_for_top_down() -> None:
+    # Top-down writes exactly FIXED_CTR3 (0x30C, a counter of the legacy map) and MSR_PERF_METRICS (0x329).
+    assert R.MSR_PERF_METRICS == 0x329 and R.IA32_FIXED_CTR3 == 0x30C == R.fixed_ctr(3)
+    assert R.TOPDOWN_WRITABLE_MSRS == {0x329}
+    expected = set(R.CONTROL_WRITABLE_MSRS) | set(R.TOPDOWN_WRITABLE_MSRS)
+    for m in (R.LEGACY_REGISTERS, R.V6_REGISTERS):
+        expected |= set(m.writable(n_fixed=R.MAX_FIXED_COUNTERS))
+    assert expected == R.PMU_WRITABLE_MSRS
+    # Its neighbours stay forbidden (0x328/0x32A are not PMU registers pmutop knows; 0x345 is read-only).
+    for forbidden in (0x328, 0x32A, R.IA32_PERF_CAPABILITIES):
+        assert forbidden not in R.PMU_WRITABLE_MSRS
+    assert R.msr_name(0x329) == "MSR_PERF_METRICS"
+    assert R.GLOBAL_CTRL_EN_PERF_METRICS == 1 << 48 == R.STATUS_PERF_METRICS_OVF
+
+
+def test_perf_metrics_overflow_bit_is_writable_only_with_perf_metrics() -> None:
+    assert not R.status_reset_writable_mask(5, 8, range(4)) & R.STATUS_PERF_METRICS_OVF
+    assert R.status_reset_writable_mask(5, 8, range(4), perf_metrics=True) & R.STATUS_PERF_METRICS_OVF
+
+
+def test_perf_metrics_fields_by_model() -> None:
+    # Linux intel_pmu_init: num_topdown_events = 4 on the Ice Lake generation, 8 from Sapphire Rapids / Alder Lake.
+    for model in (0x6A, 0x6C, 0x7D, 0x7E, 0x8C, 0x8D, 0xA7):
+        assert R.perf_metrics_fields(6, model) == 4
+    for model in (0x8F, 0xCF, 0xAD, 0x97, 0x9A, 0xB7, 0xAA, 0xBD):
+        assert R.perf_metrics_fields(6, model) == 8
+    value = 0x0102030405060708
+    assert [R.perf_metrics_byte(value, i) for i in range(8)] == [8, 7, 6, 5, 4, 3, 2, 1]
+
+
 def test_msr_file_snapshot_layout_and_allowlist(tmp_path: Path) -> None:
     path = tmp_path / "msr"
     path.write_bytes(b"")

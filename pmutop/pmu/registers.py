@@ -15,6 +15,10 @@ IA32_TIME_STAMP_COUNTER = 0x10
 IA32_PMC0 = 0xC1  # legacy GP counters: writes are sign-extended from bit 31
 IA32_PERFEVTSEL0 = 0x186
 IA32_FIXED_CTR0 = 0x309
+IA32_FIXED_CTR3 = 0x30C  # TOPDOWN.SLOTS (Linux msr-index.h MSR_CORE_PERF_FIXED_CTR3; PCM types.h TOPDOWN_SLOTS_ADDR)
+# Top-down level 1 (and, from Golden Cove, level 2) fractions of the slots fixed counter 3 counts: one byte
+# each, out of 0xFF. Linux msr-index.h MSR_PERF_METRICS 0x00000329; PCM types.h PERF_METRICS_ADDR.
+MSR_PERF_METRICS = 0x329
 IA32_PERF_CAPABILITIES = 0x345
 IA32_FIXED_CTR_CTRL = 0x38D  # the same address on v6 ("the MSR address of the fixed counter control is not changed")
 IA32_PERF_GLOBAL_STATUS = 0x38E
@@ -35,7 +39,7 @@ IA32_PMC_V6_STEP = 4
 
 # IA32_PERF_CAPABILITIES bits
 PERF_CAP_FW_WRITE = 1 << 13  # full-width writes through IA32_A_PMCx
-PERF_CAP_PERF_METRICS = 1 << 15
+PERF_CAP_PERF_METRICS = 1 << 15  # Linux msr-index.h PERF_CAP_PERF_METRICS BIT_ULL(15); PCM isHWTMAL1Supported
 
 # How many counters a register map can address. The legacy blocks hold 8 GP counters (0x186..0x18D,
 # 0xC1..0xC8, 0x4C1..0x4C8: 0x18E, 0xC9.., 0x4C9.. are other registers) and 4 fixed (0x309..0x30C; fixed
@@ -196,13 +200,17 @@ def fixed_ctr(i: int) -> int:
 CONTROL_WRITABLE_MSRS: frozenset[int] = frozenset(
     [IA32_FIXED_CTR_CTRL, IA32_PERF_GLOBAL_CTRL, IA32_PERF_GLOBAL_STATUS_RESET]
 )
+# Top-down: PERF_METRICS, zeroed with fixed counter 3 after every read and put back on restore. Fixed
+# counter 3 itself is a counter of both maps (in `writable` below); nothing else is needed.
+TOPDOWN_WRITABLE_MSRS: frozenset[int] = frozenset([MSR_PERF_METRICS])
 
 # The only MSRs pmutop ever writes: the counters and event selects of both maps for every index the planner
-# can place (GP up to each map's limit, fixed 0-3), plus the control registers. Everything else (status,
-# INUSE, TSC, capabilities, CFG_B/CFG_C) is read-only to us.
+# can place (GP up to each map's limit, fixed 0-3), the control registers and PERF_METRICS. Everything else
+# (status, INUSE, TSC, capabilities, CFG_B/CFG_C) is read-only to us.
 PMU_WRITABLE_MSRS: frozenset[int] = frozenset(
     itertools.chain(
         CONTROL_WRITABLE_MSRS,
+        TOPDOWN_WRITABLE_MSRS,
         *(m.writable(n_fixed=MAX_FIXED_COUNTERS) for m in (LEGACY_REGISTERS, V6_REGISTERS)),
     )
 )
@@ -216,6 +224,7 @@ MSR_NAMES: dict[int, str] = {
     IA32_PERF_GLOBAL_STATUS_RESET: "IA32_PERF_GLOBAL_STATUS_RESET",
     IA32_PERF_GLOBAL_STATUS_SET: "IA32_PERF_GLOBAL_STATUS_SET",
     IA32_PERF_GLOBAL_INUSE: "IA32_PERF_GLOBAL_INUSE",
+    MSR_PERF_METRICS: "MSR_PERF_METRICS",
     **LEGACY_REGISTERS.names(),
     **V6_REGISTERS.names(),
 }
@@ -299,7 +308,8 @@ def fixed_ctrl_nibble(value: int, i: int) -> int:
 
 # IA32_PERF_GLOBAL_CTRL / STATUS layout
 GLOBAL_FIXED_SHIFT = 32
-STATUS_PERF_METRICS_OVF = 1 << 48
+GLOBAL_CTRL_EN_PERF_METRICS = 1 << 48  # Linux perf_event.h GLOBAL_CTRL_EN_PERF_METRICS 48 (PCM sets it too)
+STATUS_PERF_METRICS_OVF = 1 << 48  # Linux GLOBAL_STATUS_PERF_METRICS_OVF_BIT 48
 STATUS_TRACE_TOPA_PMI = 1 << 55
 STATUS_LBR_FRZ = 1 << 58
 STATUS_CTR_FRZ = 1 << 59
@@ -328,13 +338,18 @@ def global_ctrl_mask(gp: list[int] | range, fixed: list[int] | range) -> int:
     return value
 
 
-def status_reset_writable_mask(version: int, gp_count: int, fixed: list[int] | range) -> int:
+def status_reset_writable_mask(
+    version: int, gp_count: int, fixed: list[int] | range, *, perf_metrics: bool = False
+) -> int:
     """Bits of IA32_PERF_GLOBAL_STATUS_RESET (0x390) that exist on this PMU version.
 
     Writing a 1 to a reserved bit faults (EIO through the msr driver), so a status value read from
-    0x38E is ANDed with this before it is written back to clear it.
+    0x38E is ANDed with this before it is written back to clear it. `perf_metrics`: the PMU has
+    PERF_METRICS, whose overflow bit 48 Linux clears the same way (it acks the status it read).
     """
     mask = global_ctrl_mask(range(gp_count), fixed) | STATUS_OVF_BUF | STATUS_COND_CHGD
+    if perf_metrics:
+        mask |= STATUS_PERF_METRICS_OVF
     if version >= 3:
         mask |= STATUS_OVF_UNCORE
     if version >= 4:
@@ -348,3 +363,26 @@ def sign_extend_legacy_pmc_write(value: int, width: int) -> int:
     if low & 0x80000000:
         low |= ~0xFFFFFFFF
     return low & ((1 << width) - 1)
+
+
+# PERF_METRICS fields per CPU model. Linux intel_pmu_init sets num_topdown_events = 4 (level 1 only) for the
+# Ice Lake generation (ICELAKE_X/_D/_L, ICELAKE, ICELAKE_NNPI, TIGERLAKE(_L), ROCKETLAKE) and 8 (level 1 and 2)
+# for Sapphire Rapids, Alder Lake and every later big core (intel_pmu_init_glc); PCM's isHWTMAL2Supported also
+# goes by model. Family 6 display models from Linux intel-family.h.
+PERF_METRICS_LEVEL1_ONLY_MODELS: frozenset[int] = frozenset([0x6A, 0x6C, 0x7D, 0x7E, 0x9D, 0x8C, 0x8D, 0xA7])
+PERF_METRICS_L1_FIELDS = 4
+PERF_METRICS_L2_FIELDS = 8
+
+
+def perf_metrics_fields(family: int, model: int) -> int:
+    """How many PERF_METRICS bytes a CPU with PERF_CAPABILITIES[15] fills: 4 (level 1) or 8 (level 1 and 2)."""
+    if family == 6 and model in PERF_METRICS_LEVEL1_ONLY_MODELS:
+        return PERF_METRICS_L1_FIELDS
+    return PERF_METRICS_L2_FIELDS
+
+
+def perf_metrics_byte(value: int, i: int) -> int:
+    """Field i of PERF_METRICS: 0 retiring, 1 bad speculation, 2 frontend bound, 3 backend bound; level 2:
+    4 heavy operations, 5 branch mispredicts, 6 fetch latency, 7 memory bound (Linux INTEL_PMC_IDX_TD_* order,
+    icl_get_metrics_event_value: (metric >> 8 * idx) & 0xff)."""
+    return value >> (8 * i) & 0xFF
