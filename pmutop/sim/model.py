@@ -13,10 +13,27 @@ Approximations (no real hardware gives these numbers):
   treated as CMASK=1).
 * Counts in user and kernel mode are derived (and floored) separately, so a USR+OS counter of a scaled
   event (e.g. 0x3C/0x01 at 100 MHz) can differ by one from scaling the total.
-* AnyThread (v3/v4) is accepted and ignored: each CPU is its own core. PC is ignored.
+* AnyThread (v3/v4) is accepted and ignored: each CPU is its own core (no SMT), so the *_ANY events the
+  four-event formula uses with SMT on (CPU_CLK_UNHALTED.THREAD_ANY, INT_MISC.RECOVERY_CYCLES_ANY) count
+  what the thread counts. PC is ignored.
 * Freeze on PMI (v4+) is unconditional (as if DEBUGCTL.Freeze_PerfMon_On_PMI were set); the freeze
   instant is found by bisecting time, so other counters stop where the overflow happened.
-* No PERF_METRICS (PERF_CAPABILITIES[15] = 0), PEBS, LBR or uncore.
+* Shapes (`SimConfig.model`): "skx" (Skylake-SP, CPUID model 0x55: v4, 4 GP, fixed 0-2, 4-wide), "icx" (Ice
+  Lake-SP, 0x6A: v5, 8 GP, fixed 0-3, 5-wide, PERF_METRICS level 1), "spr" (Sapphire Rapids, 0x8F: v5, 8 GP,
+  fixed 0-3, 6-wide, PERF_METRICS level 1+2) and "adl" (Alder Lake, 0x97, hybrid: P-cores as spr, E-cores
+  Gracemont with 6 GP, fixed 0-2, 5-wide, no PERF_METRICS; leaf 0x1A core types). E-cores of any shape are
+  Gracemont-like (5-wide, its top-down events, no PERF_METRICS). Version and counter numbers may be overridden.
+* Top-down: fixed counter 3 counts TOPDOWN.SLOTS (width x cycles). PERF_METRICS (0x329, where the shape has it:
+  PERF_CAPABILITIES[15] = 1) holds, per byte, round(255 x category slots / slots) over the slots counted
+  since it was last written, counted only while GLOBAL_CTRL bit 48 is set and fixed counter 3 counts (with
+  that counter's USR/OS selection). Writing 0 zeroes it; writing a value v loads it as the fractions of the
+  slots fixed counter 3 holds at that moment (the kernel writes fixed counter 3 first for that reason) and
+  reads back v until new slots are counted. Bytes 4-7 are reserved on level-1 shapes (a write with them set
+  faults). rdpmc(1 << 29) reads it. GLOBAL_STATUS bit 48 is set when fixed counter 3 wraps while metrics
+  count (an approximation: the SDM text on that bit is not at hand). The general-counter events of the
+  four-event formula (SKX) and the E-core top-down events (Gracemont) count the workload's top-down truth
+  (see _SKX_EVENTS, _GRACEMONT_EVENTS).
+* No PEBS, LBR or uncore.
 * PMU v6 (up to 32 GP counters): CPUID.(7,1):EAX[8] and leaf 0x23 (sub-leaf 0 EAX = 0b11, sub-leaf 1 EAX/EBX =
   GP/fixed bitmaps, contiguous) are answered, and the counters live in the v6 range (IA32_PMC_GPn_CTR /
   _CFG_A at 0x1900 + 4n, IA32_PMC_FXn_CTR at 0x1980 + 4n), which is all Linux uses on v6. Whether the legacy
@@ -28,16 +45,17 @@ Approximations (no real hardware gives these numbers):
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import struct
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pmutop.clock import Clock, MonotonicClock
 from pmutop.hw.msr import MsrAccessError, MsrDevice
 from pmutop.pmu import registers as r
-from pmutop.sim.workload import Amounts, Counts, Workload, hash_unit
+from pmutop.sim.workload import MIXES, TOPDOWN_FIELDS, Amounts, Counts, Workload, hash_unit
 
 _BUS_HZ = 100_000_000  # the architectural ref event on a GP counter ticks at the bus clock
 _PPM = 1_000_000
@@ -49,39 +67,146 @@ _CORE_TYPE_ATOM = 0x20
 _CORE_TYPE_CORE = 0x40
 _RDPMC_TYPE_GP = 0x0000
 _RDPMC_TYPE_FIXED = 0x4000
+_RDPMC_TYPE_METRICS = 0x2000  # ECX = 1 << 29 (Linux INTEL_PMC_FIXED_RDPMC_METRICS)
 _BRAND = b"pmutop simulated CPU"
+_TD_ATTRS = tuple(f"td_{f}" for f in TOPDOWN_FIELDS)  # Amounts fields in PERF_METRICS byte order
 _FIXED_ENABLE = r.FIXED_EN_OS | r.FIXED_EN_USR
+
+
+# -- event model: the model-specific encodings that count top-down truth ------------------------------------
+
+_CountFn = Callable[[Amounts], int]
+
+# Skylake server, the four-event formula (reference topdown.md section 2). Encodings from Intel's table
+# /work/shared/perfmon/SKX/events/skylakex_core.json (perfmon SKX/events/skylakex_core.json):
+# UOPS_ISSUED.ANY EventCode 0x0E UMask 0x01; UOPS_RETIRED.RETIRE_SLOTS 0xC2/0x02; IDQ_UOPS_NOT_DELIVERED.CORE
+# 0x9C/0x01; INT_MISC.RECOVERY_CYCLES 0x0D/0x01 (INT_MISC.RECOVERY_CYCLES_ANY is the same with AnyThread=1,
+# which this model ignores). CPU_CLK_UNHALTED.THREAD(_ANY) is fixed counter 1 (event 0x00 umask 0x02) or
+# 0x3C/0x00 on a GP counter: cycles, already architectural.
+_SKX_EVENTS: dict[tuple[int, int], _CountFn] = {
+    (0x0E, 0x01): lambda a: a.uops_issued,
+    (0xC2, 0x02): lambda a: a.td_retiring,
+    (0x9C, 0x01): lambda a: a.td_fe_bound,
+    (0x0D, 0x01): lambda a: a.recovery_cycles,
+}
+_CYCLE_EVENTS = frozenset([(0x0D, 0x01)])  # model events that count cycles (at most 1 per cycle)
+# Gracemont (Alder Lake E-cores), slots = 5 x CPU_CLK_UNHALTED.CORE. Encodings from
+# /work/shared/perfmon/ADL/events/alderlake_gracemont_core.json: TOPDOWN_FE_BOUND.ALL 0x71/0x00,
+# TOPDOWN_BAD_SPECULATION.ALL 0x73/0x00, TOPDOWN_BE_BOUND.ALL 0x74/0x00, TOPDOWN_RETIRING.ALL 0xC2/0x00.
+_GRACEMONT_EVENTS: dict[tuple[int, int], _CountFn] = {
+    (0x71, 0x00): lambda a: a.td_fe_bound,
+    (0x73, 0x00): lambda a: a.td_bad_spec,
+    (0x74, 0x00): lambda a: a.td_be_bound,
+    (0xC2, 0x00): lambda a: a.td_retiring,
+}
+
+
+@dataclass(frozen=True)
+class _CoreShape:
+    """One core type of a simulated model: its PMU and pipeline."""
+
+    gp: int
+    fixed: int
+    width: int  # issue slots per cycle (TOPDOWN.SLOTS per cycle)
+    metrics: int  # PERF_METRICS fields: 0 = none, 4 = level 1, 8 = level 1 and 2 (Linux num_topdown_events)
+    events: dict[tuple[int, int], _CountFn]
+
+
+@dataclass(frozen=True)
+class _ModelShape:
+    cpuid_model: int  # family 6 display model (Linux intel-family.h)
+    stepping: int
+    version: int
+    p: _CoreShape
+    e: _CoreShape
+    hybrid: bool  # e_cores defaults to half the CPUs
+    mix: str  # the workload mix (pmutop.sim.workload.MIXES)
+
+
+# E-cores are Gracemont-like in every shape: 5 wide (topdown.md section 3), no PERF_METRICS (Linux
+# adl_update_topdown_event counts nothing on non-big cores). Their counter numbers follow the P-cores' unless
+# the model is hybrid (Gracemont: 6 GP, fixed 0-2).
+_GRACEMONT = _CoreShape(gp=6, fixed=3, width=5, metrics=0, events=_GRACEMONT_EVENTS)
+MODELS: dict[str, _ModelShape] = {
+    # "skx" is the simulator as it always was (PMU shape and workload), now 4 wide like Skylake.
+    "skx": _ModelShape(0x55, 4, 4, _CoreShape(4, 3, 4, 0, _SKX_EVENTS), _GRACEMONT, False, "classic"),
+    # Linux intel_pmu_init: Ice Lake num_topdown_events = 4; Sapphire Rapids and Alder Lake = 8.
+    "icx": _ModelShape(0x6A, 6, 5, _CoreShape(8, 4, 5, 4, {}), _GRACEMONT, False, "tma"),
+    "spr": _ModelShape(0x8F, 8, 5, _CoreShape(8, 4, 6, 8, {}), _GRACEMONT, False, "tma"),
+    "adl": _ModelShape(0x97, 2, 5, _CoreShape(8, 4, 6, 8, {}), _GRACEMONT, True, "tma"),
+}
 
 
 @dataclass(frozen=True)
 class SimConfig:
+    """The simulated machine. Fields left None take the model's value (`MODELS`)."""
+
     cpus: int = 8
-    version: int = 4  # 2..6 supported
-    gp_counters: int = 4  # 1..8, or 1..32 from v6 (what the version's register map can address)
-    fixed_counters: int = 3  # 0..4
+    version: int | None = None  # 2..6 supported
+    gp_counters: int | None = None  # 1..8, or 1..32 from v6 (what the version's register map can address)
+    fixed_counters: int | None = None  # 0..4
     gp_width: int = 48
     fixed_width: int = 48
     tsc_hz: int = 2_400_000_000
     seed: int = 1
-    e_cores: int = 0  # the last e_cores CPUs are hybrid E-cores
+    e_cores: int | None = None  # the last e_cores CPUs are hybrid E-cores (model default: half on "adl", else 0)
     full_width_writes: bool = True  # IA32_PERF_CAPABILITIES[13]
     rdpmc_enabled: bool = True  # models CR4.PCE: when False every rdpmc faults
+    model: str = "skx"  # one of MODELS
+    mix: str | None = None  # workload mix: "classic" or "tma" (adds branchy and frontend-bound phases)
+    # The fields given explicitly (they apply to E-cores too); the others took the model's values.
+    explicit: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        max_gp = r.register_map(self.version).max_gp
+        shape = MODELS.get(self.model)
+        if shape is None:
+            raise ValueError(f"bad SimConfig: model must be one of {', '.join(MODELS)}")
+        defaults = {
+            "version": shape.version,
+            "gp_counters": shape.p.gp,
+            "fixed_counters": shape.p.fixed,
+            "e_cores": self.cpus // 2 if shape.hybrid else 0,
+            "mix": shape.mix,
+        }
+        object.__setattr__(self, "explicit", frozenset(k for k in defaults if getattr(self, k) is not None))
+        for name, value in defaults.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+        assert self.version is not None and self.e_cores is not None
+        max_gp = r.register_map(self.version).max_gp if 2 <= self.version <= 6 else 0
         checks = [
             (self.cpus >= 1, "cpus must be >= 1"),
             (2 <= self.version <= 6, "version must be 2..6"),
-            (1 <= self.gp_counters <= max_gp, f"gp_counters must be 1..{max_gp}"),
-            (0 <= self.fixed_counters <= r.MAX_FIXED_COUNTERS, "fixed_counters must be 0..4"),
+            (all(1 <= s.gp <= max_gp for s in self.core_shapes()), f"gp_counters must be 1..{max_gp}"),
+            (all(0 <= s.fixed <= r.MAX_FIXED_COUNTERS for s in self.core_shapes()), "fixed_counters must be 0..4"),
             (8 <= self.gp_width <= 64, "gp_width must be 8..64"),
             (8 <= self.fixed_width <= 64, "fixed_width must be 8..64"),
             (self.tsc_hz >= _BUS_HZ // 10, "tsc_hz too small"),
             (0 <= self.e_cores <= self.cpus, "e_cores must be 0..cpus"),
+            (self.mix in MIXES, f"mix must be one of {', '.join(MIXES)}"),
         ]
         for ok, why in checks:
             if not ok:
                 raise ValueError(f"bad SimConfig: {why}")
+
+    @property
+    def shape(self) -> _ModelShape:
+        return MODELS[self.model]
+
+    def core_shapes(self) -> tuple[_CoreShape, _CoreShape]:
+        """(P-core, E-core) as simulated. P-cores take gp_counters/fixed_counters; E-cores too, except on a
+        hybrid model where those were not given (then Gracemont's)."""
+        shape = self.shape
+        assert self.gp_counters is not None and self.fixed_counters is not None
+        gp, fixed = self.gp_counters, self.fixed_counters
+        e_gp = shape.e.gp if shape.hybrid and "gp_counters" not in self.explicit else gp
+        e_fixed = shape.e.fixed if shape.hybrid and "fixed_counters" not in self.explicit else fixed
+
+        def core(base: _CoreShape, n_gp: int, n_fixed: int) -> _CoreShape:
+            # PERF_METRICS is derived from fixed counter 3: without it there is none.
+            return _CoreShape(n_gp, n_fixed, base.width, base.metrics if n_fixed >= 4 else 0, base.events)
+
+        return core(shape.p, gp, fixed), core(shape.e, e_gp, e_fixed)
 
 
 class SimRdpmcFault(Exception):
@@ -89,8 +214,6 @@ class SimRdpmcFault(Exception):
 
 
 # -- event model ----------------------------------------------------------------------------------------
-
-_CountFn = Callable[[Amounts], int]
 
 # Architectural events (SDM table of CPUID.0AH:EBX events); 0x3C/0x01 depends on tsc_hz, see _event_fn.
 _ARCH_EVENTS: dict[tuple[int, int], _CountFn] = {
@@ -108,8 +231,9 @@ def _fraction(count: Callable[[Amounts], int], ppm: int) -> _CountFn:
     return lambda a: count(a) * ppm // _PPM
 
 
-def _event_fn(evtsel: int, tsc_hz: int) -> _CountFn:
+def _event_fn(evtsel: int, tsc_hz: int, model_events: dict[tuple[int, int], _CountFn] | None = None) -> _CountFn:
     """Cumulative count of the event an EVTSEL selects, as a monotonic function of workload amounts.
+    `model_events`: the core's own encodings (top-down events) before the architectural ones.
 
     Deltas are taken as f(new) - f(old), so floored fractions never drift or go negative.
     """
@@ -120,6 +244,10 @@ def _event_fn(evtsel: int, tsc_hz: int) -> _CountFn:
     inv = bool(evtsel & r.EVTSEL_INV)
     if event == 0:
         return lambda a: 0
+    if cmask == 1 and not (edge or inv) and (event, umask) in _CYCLE_EVENTS and model_events:
+        # An event counting cycles already counts 1 per cycle: CMASK=1 changes nothing (Linux programs
+        # topdown-recovery-bubbles on Skylake as event=0xd,umask=0x1,cmask=1).
+        return model_events.get((event, umask)) or (lambda a: 0)
     if cmask or edge:
         p = (0.05 + 0.9 * hash_unit(event, umask, 0x636D61736B)) / max(cmask, 1)
         if inv and cmask:
@@ -129,7 +257,7 @@ def _event_fn(evtsel: int, tsc_hz: int) -> _CountFn:
         return _fraction(lambda a: a.cycles, int(p * _PPM))
     if (event, umask) == (0x3C, 0x01):
         return lambda a: a.ref_cycles * _BUS_HZ // tsc_hz
-    fn = _ARCH_EVENTS.get((event, umask))
+    fn = (model_events or {}).get((event, umask)) or _ARCH_EVENTS.get((event, umask))
     if fn is not None:
         return fn
     # Log-uniform between 0.001% and 30% of instructions: most real events are rare per instruction.
@@ -171,10 +299,12 @@ class _Counter:
 class _SimCpu:
     """The PMU state of one logical CPU. Every public method takes the CPU's lock."""
 
-    def __init__(self, machine: SimMachine, cpu: int, workload: Workload) -> None:
-        cfg = machine.config
+    def __init__(self, machine: SimMachine, cpu: int, workload: Workload, core: _CoreShape) -> None:
+        # This CPU's config: the machine's with its core type's counter numbers (hybrid parts differ).
+        cfg = dataclasses.replace(machine.config, gp_counters=core.gp, fixed_counters=core.fixed)
         self.machine = machine
         self.cfg = cfg
+        self.core = core
         self.cpu = cpu
         self.workload = workload
         self.lock = threading.Lock()
@@ -188,8 +318,18 @@ class _SimCpu:
         self._cum = workload.cumulative(0)
         self._enabled: list[_Counter] | None = None  # cache, dropped by every register write
         fixed = range(cfg.fixed_counters)
+        self.metrics_fields = core.metrics
         self.global_ctrl_valid = r.global_ctrl_mask(range(cfg.gp_counters), fixed)
-        self.status_valid = r.status_reset_writable_mask(cfg.version, cfg.gp_counters, fixed)
+        self.status_valid = r.status_reset_writable_mask(
+            cfg.version, cfg.gp_counters, fixed, perf_metrics=bool(self.metrics_fields)
+        )
+        if self.metrics_fields:
+            self.global_ctrl_valid |= r.GLOBAL_CTRL_EN_PERF_METRICS
+        # PERF_METRICS: slots per category (x 255, so a loaded fraction of fixed counter 3 stays an integer)
+        # since it was last written, and the value written while nothing has been counted since.
+        self._metrics_acc = [0] * 8
+        self._metrics_loaded: int | None = None
+        self._metrics_src: _Counter | None = None  # fixed counter 3 while it feeds PERF_METRICS
         self.gp_mask = (1 << cfg.gp_width) - 1
         self.fixed_mask = (1 << cfg.fixed_width) - 1
         self.regs = r.register_map(cfg.version)
@@ -210,12 +350,13 @@ class _SimCpu:
 
     def _enabled_counters(self) -> list[_Counter]:
         out: list[_Counter] = []
+        self._metrics_src = None
         freeze_on_pmi = self.cfg.version >= 4
         for i, sel in enumerate(self.evtsel):
             if sel & r.EVTSEL_EN and self.global_ctrl & r.gp_bit(i) and sel & (r.EVTSEL_USR | r.EVTSEL_OS):
                 out.append(
                     _Counter(
-                        _event_fn(sel, self.cfg.tsc_hz),
+                        _event_fn(sel, self.cfg.tsc_hz, self.core.events),
                         bool(sel & r.EVTSEL_USR),
                         bool(sel & r.EVTSEL_OS),
                         freeze_on_pmi and bool(sel & r.EVTSEL_INT),
@@ -240,6 +381,8 @@ class _SimCpu:
                         lambda v, i=i: self.fixed.__setitem__(i, v),
                     )
                 )
+                if i == 3 and self.metrics_fields and self.global_ctrl & r.GLOBAL_CTRL_EN_PERF_METRICS:
+                    self._metrics_src = out[-1]
         return out
 
     def _advance(self) -> None:
@@ -269,14 +412,61 @@ class _SimCpu:
         return any((c.read() + c.delta(self._cum, new)) >> c.width for c in pmi)
 
     def _count(self, active: list[_Counter], new: Counts) -> None:
+        src = self._metrics_src
         for c in active:
             value = c.read() + c.delta(self._cum, new)
             if value >> c.width:
                 self.status |= c.status_bit
                 if c.pmi:
                     self.status |= r.STATUS_CTR_FRZ
+                if c is src:
+                    self.status |= r.STATUS_PERF_METRICS_OVF
             c.write(value & ((1 << c.width) - 1))
+            if c is src:
+                self._count_metrics(c, new)
         self._cum = new
+
+    def _count_metrics(self, c: _Counter, new: Counts) -> None:
+        """PERF_METRICS follows fixed counter 3: the same slots, split by category (same USR/OS)."""
+        old = self._cum
+        added = False
+        for name, on in (("user", c.user), ("kernel", c.kernel)):
+            if not on:
+                continue
+            a, b = getattr(old, name), getattr(new, name)
+            for k, f in enumerate(_TD_ATTRS[: self.metrics_fields]):
+                d = getattr(b, f) - getattr(a, f)
+                if d:
+                    self._metrics_acc[k] += 255 * d
+                    added = True
+        if added:
+            self._metrics_loaded = None
+
+    def _perf_metrics(self) -> int:
+        if self._metrics_loaded is not None:
+            return self._metrics_loaded
+        acc = self._metrics_acc
+        total = sum(acc[:4])
+        if not total:
+            return 0
+        value = 0
+        for k in range(self.metrics_fields):
+            value |= min(255, (510 * acc[k] + total) // (2 * total)) << 8 * k  # round half up
+        return value
+
+    def _write_perf_metrics(self, value: int) -> bool:
+        if value >> 8 * self.metrics_fields:
+            return False  # reserved bytes (level 2 on a level-1 part)
+        if value == 0:
+            self._metrics_acc = [0] * 8
+            self._metrics_loaded = None
+            return True
+        # A loaded value is the fractions of the slots fixed counter 3 holds now (Linux restores a context by
+        # writing fixed counter 3, then PERF_METRICS).
+        weight = max(self.fixed[3], 1)
+        self._metrics_acc = [(value >> 8 * k & 0xFF) * weight for k in range(8)]
+        self._metrics_loaded = value
+        return True
 
     # -- registers ----------------------------------------------------------------------------------
 
@@ -315,7 +505,10 @@ class _SimCpu:
             return self.fixed[i] if kind == _FIXED else self.gp[i]
         readers: dict[int, Callable[[], int]] = {
             r.IA32_TIME_STAMP_COUNTER: self.tsc,
-            r.IA32_PERF_CAPABILITIES: lambda: r.PERF_CAP_FW_WRITE if cfg.full_width_writes else 0,
+            r.IA32_PERF_CAPABILITIES: lambda: (
+                (r.PERF_CAP_FW_WRITE if cfg.full_width_writes else 0)
+                | (r.PERF_CAP_PERF_METRICS if self.metrics_fields else 0)
+            ),
             r.IA32_FIXED_CTR_CTRL: lambda: self.fixed_ctrl,
             r.IA32_PERF_GLOBAL_STATUS: lambda: self.status,
             r.IA32_PERF_GLOBAL_CTRL: lambda: self.global_ctrl,
@@ -324,6 +517,8 @@ class _SimCpu:
         if cfg.version >= 4:
             readers[r.IA32_PERF_GLOBAL_STATUS_SET] = lambda: 0  # write-only
             readers[r.IA32_PERF_GLOBAL_INUSE] = self._inuse
+        if self.metrics_fields:
+            readers[r.MSR_PERF_METRICS] = self._perf_metrics
         reader = readers.get(address)
         return None if reader is None else reader()
 
@@ -374,6 +569,8 @@ class _SimCpu:
                 return False
             self.status &= ~value  # write-1-to-clear
             return True
+        if address == r.MSR_PERF_METRICS and self.metrics_fields:
+            return self._write_perf_metrics(value)
         if address == r.IA32_PERF_GLOBAL_STATUS_SET and cfg.version >= 4:
             if value & ~self.status_valid:
                 return False
@@ -407,6 +604,8 @@ class _SimCpu:
             return self.gp[index]
         if kind == _RDPMC_TYPE_FIXED and index < self.cfg.fixed_counters:
             return self.fixed[index]
+        if kind == _RDPMC_TYPE_METRICS and index == 0 and self.metrics_fields:
+            return self._perf_metrics()
         raise SimRdpmcFault(f"cpu {self.cpu}: rdpmc ecx={ecx:#x} is not a counter")
 
     def rdpmc(self, ecx: int) -> int:
@@ -416,11 +615,13 @@ class _SimCpu:
             self._advance()
             return self._rdpmc(ecx)
 
-    def read_counters(self, n_fixed: int, n_gp: int) -> tuple[int, list[int]]:
+    def read_counters(self, n_fixed: int, n_gp: int, metrics: bool = False) -> tuple[int, list[int]]:
         with self.lock:
             self._advance()
             values = [self._rdpmc(_RDPMC_TYPE_FIXED << 16 | i) for i in range(n_fixed)]
             values += [self._rdpmc(_RDPMC_TYPE_GP << 16 | i) for i in range(n_gp)]
+            if metrics:
+                values.append(self._rdpmc(_RDPMC_TYPE_METRICS << 16))
             return self.tsc(), values
 
 
@@ -480,11 +681,16 @@ class SimMachine:
         self.config = config
         self.clock: Clock = clock if clock is not None else MonotonicClock()
         self._t0 = self.clock.now_ns()
+        assert config.e_cores is not None and config.mix is not None
         first_e = config.cpus - config.e_cores
-        self._cpus = [
-            _SimCpu(self, cpu, Workload(config.seed, cpu, config.tsc_hz, e_core=cpu >= first_e))
-            for cpu in range(config.cpus)
-        ]
+        p_core, e_core = config.core_shapes()
+        self._cpus = []
+        for cpu in range(config.cpus):
+            core = e_core if cpu >= first_e else p_core
+            workload = Workload(
+                config.seed, cpu, config.tsc_hz, e_core=cpu >= first_e, width=core.width, mix=config.mix
+            )
+            self._cpus.append(_SimCpu(self, cpu, workload, core))
         self._devices = [SimMsrDevice(state) for state in self._cpus]
         # Fault injection for tests: called with the cpu right after every read_counters (rdpmc), so a
         # test can let time pass between a sampler's counter read and its GLOBAL_STATUS read.
@@ -515,9 +721,10 @@ class SimMachine:
     def rdpmc(self, cpu: int, ecx: int) -> int:
         return self._state(cpu).rdpmc(ecx)
 
-    def read_counters(self, cpu: int, n_fixed: int, n_gp: int) -> tuple[int, list[int]]:
-        """What the rdpmc shim returns: (TSC, [fixed 0..n_fixed-1, GP 0..n_gp-1]), read atomically."""
-        values = self._state(cpu).read_counters(n_fixed, n_gp)
+    def read_counters(self, cpu: int, n_fixed: int, n_gp: int, metrics: bool = False) -> tuple[int, list[int]]:
+        """What the rdpmc shim returns: (TSC, [fixed 0..n_fixed-1, GP 0..n_gp-1] + [PERF_METRICS if metrics]),
+        read atomically."""
+        values = self._state(cpu).read_counters(n_fixed, n_gp, metrics)
         hook = self.after_counter_read
         if hook is not None:
             hook(cpu)  # outside the CPU's lock: the hook may read or write registers
@@ -535,16 +742,18 @@ class SimMachine:
 
     def cpuid(self, cpu: int, leaf: int, subleaf: int = 0) -> tuple[int, int, int, int]:
         """(EAX, EBX, ECX, EDX) as CPU `cpu` would answer."""
-        cfg = self.config
-        hybrid = cfg.e_cores > 0
+        state = self._state(cpu)
+        cfg = state.cfg  # this CPU's counter numbers
+        hybrid = bool(cfg.e_cores)
         e_core = self.is_e_core(cpu)
-        v6 = cfg.version >= 6
+        v6 = (cfg.version or 0) >= 6
         if leaf == 0:
             vendor = struct.unpack("<3I", b"GenuineIntel")  # EBX, EDX, ECX order
             max_leaf = 0x23 if v6 else 0x1A if hybrid else 0xA
             return (max_leaf, vendor[0], vendor[2], vendor[1])
         if leaf == 1:
-            signature = 0x5 << 16 | 0x6 << 8 | 0x5 << 4 | 0x4  # family 6 model 0x55 stepping 4
+            shape = cfg.shape  # family 6, the model's display model (extended model in bits 19:16)
+            signature = (shape.cpuid_model >> 4) << 16 | 0x6 << 8 | (shape.cpuid_model & 0xF) << 4 | shape.stepping
             ebx = (cpu & 0xFF) << 24 | cfg.cpus % 256 << 16 | 8 << 8  # APIC id, count, CLFLUSH 64 B
             edx = 1 << 4 | 1 << 5  # TSC, MSR
             return (signature, ebx, _PDCM, edx)
@@ -559,7 +768,9 @@ class SimMachine:
                 return ((1 << cfg.gp_counters) - 1, (1 << cfg.fixed_counters) - 1, 0, 0)
             return (0, 0, 0, 0)
         if leaf == 0xA:
-            eax = cfg.version | cfg.gp_counters << 8 | cfg.gp_width << 16 | 7 << 24
+            # EBX length 8 where fixed counter 3 counts slots (bit 7, topdown slots: available).
+            ebx_length = 8 if state.metrics_fields else 7
+            eax = cfg.version | cfg.gp_counters << 8 | cfg.gp_width << 16 | ebx_length << 24
             fixed_bitmap = (1 << cfg.fixed_counters) - 1
             ecx = fixed_bitmap if cfg.version >= 5 else 0
             edx = cfg.fixed_counters | cfg.fixed_width << 5

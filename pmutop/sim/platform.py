@@ -10,14 +10,17 @@ from pmutop.sim.model import SimConfig, SimMachine, SimRdpmcFault
 
 
 class SimRdpmcReader:
+    """What pmutop.hw.shim.RdpmcReader does, on the simulated PMU: one atomic read of everything."""
+
     method = "rdpmc"
 
-    def __init__(self, platform: SimPlatform, cpu: int, n_fixed: int, n_gp: int) -> None:
+    def __init__(self, platform: SimPlatform, cpu: int, n_fixed: int, n_gp: int, metrics: bool = False) -> None:
         self._platform, self._cpu, self._n_fixed, self._n_gp = platform, cpu, n_fixed, n_gp
+        self._metrics = metrics
 
     def read(self) -> tuple[int, list[int]]:
         self._platform.check_pce()
-        return self._platform.machine.read_counters(self._cpu, self._n_fixed, self._n_gp)
+        return self._platform.machine.read_counters(self._cpu, self._n_fixed, self._n_gp, self._metrics)
 
 
 class SimPlatform(Platform):
@@ -83,13 +86,13 @@ class SimPlatform(Platform):
         if values and values != {"2"}:
             raise SimRdpmcFault(f"CR4.PCE clear (rdpmc sysfs = {min(values)})")
 
-    def probe_rdpmc(self, cpu: int, n_fixed: int, n_gp: int) -> RdpmcProbe:
+    def probe_rdpmc(self, cpu: int, n_fixed: int, n_gp: int, metrics: bool = False) -> RdpmcProbe:
         try:
             self.check_pce()
-            self.machine.read_counters(cpu, n_fixed, n_gp)
+            self.machine.read_counters(cpu, n_fixed, n_gp, metrics)
         except SimRdpmcFault as e:
             return RdpmcProbe(False, f"rdpmc faults on simulated cpu {cpu}: {e}")
         return RdpmcProbe(True, f"rdpmc works on simulated cpu {cpu}")
 
-    def rdpmc_reader(self, cpu: int, n_fixed: int, n_gp: int) -> SimRdpmcReader:
-        return SimRdpmcReader(self, cpu, n_fixed, n_gp)
+    def rdpmc_reader(self, cpu: int, n_fixed: int, n_gp: int, metrics: bool = False) -> SimRdpmcReader:
+        return SimRdpmcReader(self, cpu, n_fixed, n_gp, metrics)

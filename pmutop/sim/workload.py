@@ -2,10 +2,18 @@
 
 Time is cut into segments of 1/10 s of TSC ticks. Every segment has constant rates (utilisation,
 frequency, IPC, cache and branch behaviour, kernel share) drawn from a phase (idle, busy compute,
-memory-bound, mixed/bursty) plus per-segment jitter. Phases last 2-20 s and come from an RNG seeded
-by (seed, cpu); the jitter is a hash of (seed, cpu, segment). So the cumulative amount of every
-quantity at time t is a pure function of (seed, cpu, t), whenever and however often it is read.
-Within a segment counts grow linearly (floored to integers).
+memory-bound, mixed/bursty; with the "tma" mix also branchy and frontend-bound) plus per-segment jitter.
+Phases last 2-20 s and come from an RNG seeded by (seed, cpu); the jitter is a hash of (seed, cpu,
+segment). So the cumulative amount of every quantity at time t is a pure function of (seed, cpu, t),
+whenever and however often it is read. Within a segment counts grow linearly (floored to integers).
+
+Top-down truth: every segment also splits its issue slots (width x cycles) into the four level-1
+categories (retiring, bad speculation, frontend bound, backend bound; they sum to the slots exactly at
+segment boundaries) and one level-2 child of each (heavy operations, branch mispredicts, fetch latency,
+memory bound), plus the uops issued and recovery cycles that make the pre-Ice Lake four-event formula
+come out at the same truth (reference topdown.md section 2). Retiring follows the phase's IPC; the rest
+is split by a per-regime profile. These shares come from hashes only (never the phase RNG), so adding
+them left every other quantity of the "classic" mix unchanged.
 """
 
 from __future__ import annotations
@@ -25,8 +33,20 @@ _MAX_PHASE_SEGMENTS = 20 * SEGMENTS_PER_SECOND
 _JITTER = 0.08  # +-8% per segment, clamped to the regime's range
 _E_CORE_GHZ = 0.65
 _E_CORE_IPC = 0.6
-_P_CORE_SLOTS_PER_CYCLE = 6
+_P_CORE_SLOTS_PER_CYCLE = 6  # default pipeline widths; the simulated machine passes its model's
 _E_CORE_SLOTS_PER_CYCLE = 4
+MIXES = ("classic", "tma")
+# Level-1 then level-2 top-down categories, in PERF_METRICS byte order (reference pmu.md section 2.9).
+TOPDOWN_FIELDS = (
+    "retiring",
+    "bad_spec",
+    "fe_bound",
+    "be_bound",
+    "heavy_ops",
+    "br_mispredict",
+    "fetch_lat",
+    "mem_bound",
+)
 
 
 def mix64(x: int) -> int:
@@ -61,6 +81,8 @@ class PhaseKind(StrEnum):
     BUSY = "busy"
     MEMORY = "memory"
     MIXED = "mixed"
+    BRANCHY = "branchy"  # "tma" mix only: mispredicts a lot (bad speculation)
+    FRONTEND = "frontend"  # "tma" mix only: a large code footprint starves the frontend
 
 
 @dataclass(frozen=True)
@@ -111,10 +133,108 @@ _RANGES: dict[PhaseKind, tuple[tuple[float, float], ...]] = {
         (0.005, 0.03),
         (0.02, 0.1),
     ),
+    PhaseKind.BRANCHY: (
+        (0.9, 1.0),
+        (3.0, 4.4),
+        (0.8, 1.5),
+        (0.3, 2.0),
+        (0.1, 0.4),
+        (0.2, 0.28),
+        (0.06, 0.15),
+        (0.02, 0.08),
+    ),
+    PhaseKind.FRONTEND: (
+        (0.85, 1.0),
+        (3.0, 4.2),
+        (0.7, 1.4),
+        (0.5, 3.0),
+        (0.1, 0.4),
+        (0.15, 0.22),
+        (0.01, 0.04),
+        (0.1, 0.4),
+    ),
 }
-_STEADY = (PhaseKind.IDLE, PhaseKind.BUSY, PhaseKind.MEMORY)
-_PHASE_WEIGHTS = {PhaseKind.IDLE: 3, PhaseKind.BUSY: 3, PhaseKind.MEMORY: 2, PhaseKind.MIXED: 2}
-_MIXED_WEIGHTS = ((PhaseKind.BUSY, 0.45), (PhaseKind.MEMORY, 0.2), (PhaseKind.IDLE, 0.35))
+# Per mix: phase weights (dict order matters: it is the RNG's choice order) and the regimes of a mixed phase.
+_PHASE_WEIGHTS: dict[str, dict[PhaseKind, int]] = {
+    "classic": {PhaseKind.IDLE: 3, PhaseKind.BUSY: 3, PhaseKind.MEMORY: 2, PhaseKind.MIXED: 2},
+    "tma": {
+        PhaseKind.IDLE: 3,
+        PhaseKind.BUSY: 3,
+        PhaseKind.MEMORY: 2,
+        PhaseKind.MIXED: 2,
+        PhaseKind.BRANCHY: 2,
+        PhaseKind.FRONTEND: 2,
+    },
+}
+_MIXED_WEIGHTS: dict[str, tuple[tuple[PhaseKind, float], ...]] = {
+    "classic": ((PhaseKind.BUSY, 0.45), (PhaseKind.MEMORY, 0.2), (PhaseKind.IDLE, 0.35)),
+    "tma": (
+        (PhaseKind.BUSY, 0.3),
+        (PhaseKind.MEMORY, 0.15),
+        (PhaseKind.IDLE, 0.3),
+        (PhaseKind.BRANCHY, 0.15),
+        (PhaseKind.FRONTEND, 0.1),
+    ),
+}
+
+
+class _TmaProfile(NamedTuple):
+    """How a regime spends its slots. Retiring = IPC x uops per instruction / width; the rest is split by
+    the three weights; each level-2 child is a share of its parent."""
+
+    uops_per_instr: float
+    bad_spec: float  # weights of the non-retiring slots
+    fe_bound: float
+    be_bound: float
+    heavy_ops: float  # of retiring
+    br_mispredict: float  # of bad speculation
+    fetch_lat: float  # of frontend bound
+    mem_bound: float  # of backend bound
+    recovery: float  # share of bad-speculation slots spent in recovery cycles (x width), the rest wasted uops
+
+
+_TMA: dict[PhaseKind, _TmaProfile] = {
+    PhaseKind.IDLE: _TmaProfile(1.2, 0.12, 0.5, 0.38, 0.25, 0.6, 0.8, 0.5, 0.5),
+    PhaseKind.BUSY: _TmaProfile(1.1, 0.12, 0.25, 0.63, 0.12, 0.8, 0.45, 0.2, 0.5),
+    PhaseKind.MEMORY: _TmaProfile(1.05, 0.04, 0.08, 0.88, 0.1, 0.5, 0.6, 0.9, 0.5),
+    PhaseKind.BRANCHY: _TmaProfile(1.05, 0.6, 0.2, 0.2, 0.08, 0.95, 0.55, 0.3, 0.45),
+    PhaseKind.FRONTEND: _TmaProfile(1.25, 0.08, 0.72, 0.2, 0.35, 0.7, 0.8, 0.35, 0.5),
+}
+_TMA_PHASE_JITTER = 0.15  # per phase (per burst in a mixed phase)
+_TMA_KEY = 0x746D61  # hash keys of the top-down shares: "tma"
+_TMA_SEG_KEY = 0x746D6173
+
+
+class TmaShares(NamedTuple):
+    """Fractions of the slots in each top-down category (level 2 children are parts of their parent)."""
+
+    retiring: float
+    bad_spec: float
+    fe_bound: float
+    be_bound: float
+    heavy_ops: float
+    br_mispredict: float
+    fetch_lat: float
+    mem_bound: float
+
+
+@dataclass(frozen=True)
+class TopdownSlots:
+    """Slots and slots per top-down category over a span of time (exact integers from the workload)."""
+
+    slots: int
+    retiring: int
+    bad_spec: int
+    fe_bound: int
+    be_bound: int
+    heavy_ops: int
+    br_mispredict: int
+    fetch_lat: int
+    mem_bound: int
+
+    def fractions(self) -> dict[str, float]:
+        """Each category's share of the slots (what PERF_METRICS approximates in 8-bit fields)."""
+        return {f: getattr(self, f) / self.slots if self.slots else 0.0 for f in TOPDOWN_FIELDS}
 
 
 class Amounts(NamedTuple):
@@ -128,6 +248,18 @@ class Amounts(NamedTuple):
     branches: int
     branch_misses: int
     slots: int  # topdown slots = pipeline width x cycles
+    # Slots per top-down category (level 1 sums to `slots` at segment boundaries; level 2 within its parent).
+    td_retiring: int = 0
+    td_bad_spec: int = 0
+    td_fe_bound: int = 0
+    td_be_bound: int = 0
+    td_heavy_ops: int = 0
+    td_br_mispredict: int = 0
+    td_fetch_lat: int = 0
+    td_mem_bound: int = 0
+    # For the four-event formula: issued - retired + width x recovery = bad speculation slots.
+    uops_issued: int = 0
+    recovery_cycles: int = 0
 
 
 @dataclass(frozen=True)
@@ -141,8 +273,10 @@ class Counts:
         return Amounts(*(u + k for u, k in zip(self.user, self.kernel, strict=True)))
 
 
-# Per segment we store 7 user then 7 kernel integers (slots are derived from cycles).
-_N = 7
+# Per segment we store _N user then _N kernel integers: the 7 base quantities, then the 10 top-down ones
+# (slots are derived from cycles).
+_BASE = 7
+_N = _BASE + 10
 _Vec = tuple[int, ...]
 _ZERO: _Vec = (0,) * (2 * _N)
 
@@ -163,15 +297,35 @@ class Workload:
     t. Thread-safe.
     """
 
-    def __init__(self, seed: int, cpu: int, tsc_hz: int, e_core: bool = False) -> None:
+    def __init__(
+        self,
+        seed: int,
+        cpu: int,
+        tsc_hz: int,
+        e_core: bool = False,
+        *,
+        width: int | None = None,
+        mix: str = "classic",
+    ) -> None:
+        """`width`: issue slots per cycle (default 6 on P-cores, 4 on E-cores); `mix`: "classic" (idle, busy,
+        memory, mixed) or "tma" (those plus branchy and frontend-bound phases)."""
         if tsc_hz < SEGMENTS_PER_SECOND:
             raise ValueError(f"tsc_hz too small: {tsc_hz}")
+        if mix not in MIXES:
+            raise ValueError(f"unknown workload mix {mix!r} (one of {', '.join(MIXES)})")
+        if width is not None and not 1 <= width <= 16:
+            raise ValueError(f"width must be 1..16: {width}")
         self.seed = seed
         self.cpu = cpu
         self.tsc_hz = tsc_hz
         self.e_core = e_core
+        self.mix = mix
+        self._weights = _PHASE_WEIGHTS[mix]
+        self._mixed = _MIXED_WEIGHTS[mix]
         self.seg_ticks = tsc_hz // SEGMENTS_PER_SECOND
-        self.slots_per_cycle = _E_CORE_SLOTS_PER_CYCLE if e_core else _P_CORE_SLOTS_PER_CYCLE
+        if width is None:
+            width = _E_CORE_SLOTS_PER_CYCLE if e_core else _P_CORE_SLOTS_PER_CYCLE
+        self.slots_per_cycle = width
         self._lock = threading.Lock()
         self._rng = random.Random(mix64(mix64(seed & _M64) ^ cpu))
         self._phases: list[_Phase] = []
@@ -208,13 +362,27 @@ class Workload:
             phase = self._phases[self._phase_index(seg)]
             return self._rates(phase, seg)
 
+    def tma_at(self, t_ns: int) -> TmaShares:
+        """The top-down shares of the segment running at t (before flooring to whole slots)."""
+        seg = self.ticks(max(t_ns, 0)) // self.seg_ticks
+        with self._lock:
+            phase = self._phases[self._phase_index(seg)]
+            return self._tma(phase, seg, self._rates(phase, seg))
+
+    def topdown(self, t0_ns: int, t1_ns: int, part: str = "total") -> TopdownSlots:
+        """Slots and slots per top-down category counted in [t0, t1] ("total", "user" or "kernel"): the
+        exact truth a PMU reading over that span should reproduce."""
+        a, b = self.cumulative(t0_ns), self.cumulative(t1_ns)
+        x, y = (a.total, b.total) if part == "total" else (getattr(a, part), getattr(b, part))
+        return TopdownSlots(y.slots - x.slots, *(getattr(y, f"td_{f}") - getattr(x, f"td_{f}") for f in TOPDOWN_FIELDS))
+
     # -- phases -------------------------------------------------------------------------------------
 
     def _append_phase(self, start_cum: _Vec) -> None:
         rng = self._rng
         prev = self._phases[-1].kind if self._phases else None
-        kinds = [k for k in _PHASE_WEIGHTS if k != prev]  # always change behaviour at a boundary
-        kind = rng.choices(kinds, weights=[_PHASE_WEIGHTS[k] for k in kinds])[0]
+        kinds = [k for k in self._weights if k != prev]  # always change behaviour at a boundary
+        kind = rng.choices(kinds, weights=[self._weights[k] for k in kinds])[0]
         length = rng.randint(_MIN_PHASE_SEGMENTS, _MAX_PHASE_SEGMENTS)
         base = () if kind is PhaseKind.MIXED else tuple(rng.uniform(lo, hi) for lo, hi in _RANGES[kind])
         start = self._phases[-1].start + self._phases[-1].length if self._phases else 0
@@ -248,7 +416,7 @@ class Workload:
             burst = seg // _MIXED_BURST_SEGMENTS
             u = hash_unit(self.seed, self.cpu, burst, 0x6D69786564)
             regime = PhaseKind.IDLE
-            for kind, weight in _MIXED_WEIGHTS:
+            for kind, weight in self._mixed:
                 if u < weight:
                     regime = kind
                     break
@@ -284,7 +452,61 @@ class Workload:
         # Flooring the kernel share of a <= b keeps a <= b in both the kernel and the user part.
         kernel = tuple(int(x * r.kernel_frac) for x in total)
         user = tuple(x - k for x, k in zip(total, kernel, strict=True))
-        return user + kernel
+        tma = self._tma(phase, seg, r)
+        recovery = _TMA[r.regime].recovery
+        return (
+            user
+            + self._topdown_amounts(user[0], tma, recovery)
+            + kernel
+            + self._topdown_amounts(kernel[0], tma, recovery)
+        )
+
+    def _tma(self, phase: _Phase, seg: int, r: Rates) -> TmaShares:
+        """Top-down shares of one segment: the regime's profile, varied per phase (per burst in a mixed
+        phase) and per segment. Hashes only: the phase RNG is never drawn from."""
+        profile = _TMA[r.regime]
+        key = seg // _MIXED_BURST_SEGMENTS if phase.kind is PhaseKind.MIXED else phase.start
+        per_phase = _hash_units8(self.seed, self.cpu, key, _TMA_KEY)
+        per_seg = _hash_units8(self.seed, self.cpu, seg, _TMA_SEG_KEY)
+
+        def vary(x: float, i: int) -> float:
+            phase_factor = 1.0 + _TMA_PHASE_JITTER * (2.0 * per_phase[i] - 1.0)
+            return x * phase_factor * (1.0 + _JITTER * (2.0 * per_seg[i] - 1.0))
+
+        retiring = min(0.92, max(0.03, r.ipc * vary(profile.uops_per_instr, 0) / self.slots_per_cycle))
+        weights = [vary(w, 1 + i) for i, w in enumerate((profile.bad_spec, profile.fe_bound, profile.be_bound))]
+        rest = (1.0 - retiring) / sum(weights)
+        bad, fe = weights[0] * rest, weights[1] * rest
+        children = [
+            min(1.0, vary(c, 4 + i))
+            for i, c in enumerate((profile.heavy_ops, profile.br_mispredict, profile.fetch_lat, profile.mem_bound))
+        ]
+        be = 1.0 - retiring - bad - fe
+        return TmaShares(
+            retiring,
+            bad,
+            fe,
+            be,
+            retiring * children[0],
+            bad * children[1],
+            fe * children[2],
+            be * children[3],
+        )
+
+    def _topdown_amounts(self, cycles: int, tma: TmaShares, recovery_share: float) -> _Vec:
+        """Integer slots per category for one privilege mode's cycles of a segment; level 1 sums to the
+        slots exactly, each child is floored from its parent."""
+        slots = cycles * self.slots_per_cycle
+        retiring, bad, fe = int(slots * tma.retiring), int(slots * tma.bad_spec), int(slots * tma.fe_bound)
+        be = slots - retiring - bad - fe
+        heavy = int(retiring * tma.heavy_ops / tma.retiring) if tma.retiring else 0
+        br = int(bad * tma.br_mispredict / tma.bad_spec) if tma.bad_spec else 0
+        fetch = int(fe * tma.fetch_lat / tma.fe_bound) if tma.fe_bound else 0
+        mem = int(be * tma.mem_bound / tma.be_bound) if tma.be_bound > 0 else 0
+        # Bad speculation = (issued - retired) + width x recovery cycles: split it between the two.
+        recovery = int(bad * recovery_share / self.slots_per_cycle)
+        issued = retiring + bad - self.slots_per_cycle * recovery
+        return (retiring, bad, fe, be, heavy, br, fetch, mem, issued, recovery)
 
     def _amounts(self, v: list[int]) -> Amounts:
-        return Amounts(*v, slots=v[0] * self.slots_per_cycle)
+        return Amounts(*v[:_BASE], v[0] * self.slots_per_cycle, *v[_BASE:])
