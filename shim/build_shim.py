@@ -10,6 +10,7 @@ ffibuilder.cdef(
     int pmutop_cpuid(uint32_t leaf, uint32_t subleaf, uint32_t *out4);
     int pmutop_rdpmc(uint32_t ecx, uint64_t *out);
     int pmutop_read_counters(uint32_t n_fixed, uint32_t n_gp, uint64_t *out);
+    int pmutop_read_counters_metrics(uint32_t n_fixed, uint32_t n_gp, uint64_t *out);
     """
 )
 ffibuilder.set_source(

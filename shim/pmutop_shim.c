@@ -41,6 +41,24 @@ int pmutop_read_counters(uint32_t n_fixed, uint32_t n_gp, uint64_t *out)
     return 0;
 }
 
+/* The same sample, then PERF_METRICS at out[1+n_fixed+n_gp]: rdpmc ECX = 1 << 29 (SDM RDPMC type 0x2000;
+ * Linux INTEL_PMC_FIXED_RDPMC_METRICS). Read right after fixed counter 3 (slots, in the fixed sweep) in
+ * the same call, as Linux's intel_update_topdown_event does, so the fractions describe those slots. Faults
+ * unless IA32_PERF_CAPABILITIES[15]: only call after a probe. */
+int pmutop_read_counters_metrics(uint32_t n_fixed, uint32_t n_gp, uint64_t *out)
+{
+    uint32_t i;
+    _mm_lfence();
+    out[0] = __rdtsc();
+    for (i = 0; i < n_fixed; i++)
+        out[1 + i] = __rdpmc((int)((1u << 30) | i));
+    out[1 + n_fixed + n_gp] = __rdpmc((int)(1u << 29));
+    for (i = 0; i < n_gp; i++)
+        out[1 + n_fixed + i] = __rdpmc((int)i);
+    _mm_lfence();
+    return 0;
+}
+
 #else
 
 int pmutop_is_x86(void) { return 0; }
@@ -48,5 +66,6 @@ uint64_t pmutop_rdtsc(void) { return 0; }
 int pmutop_cpuid(uint32_t leaf, uint32_t subleaf, uint32_t *out4) { (void)leaf; (void)subleaf; (void)out4; return -1; }
 int pmutop_rdpmc(uint32_t ecx, uint64_t *out) { (void)ecx; *out = 0; return -1; }
 int pmutop_read_counters(uint32_t n_fixed, uint32_t n_gp, uint64_t *out) { (void)n_fixed; (void)n_gp; (void)out; return -1; }
+int pmutop_read_counters_metrics(uint32_t n_fixed, uint32_t n_gp, uint64_t *out) { (void)n_fixed; (void)n_gp; (void)out; return -1; }
 
 #endif

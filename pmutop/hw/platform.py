@@ -18,7 +18,7 @@ from pmutop.errors import HardwareError, PmutopError
 from pmutop.hw import shim
 from pmutop.hw.cpuid import CpuidSource
 from pmutop.hw.msr import MsrDevice, MsrFile
-from pmutop.pmu.registers import IA32_TIME_STAMP_COUNTER, LEGACY_REGISTERS, CounterRegisters
+from pmutop.pmu.registers import IA32_TIME_STAMP_COUNTER, LEGACY_REGISTERS, MSR_PERF_METRICS, CounterRegisters
 from pmutop.sysroot import CHAR_DEVICE, REGULAR, Sysroot, UnsafePathError
 
 NMI_WATCHDOG = "proc/sys/kernel/nmi_watchdog"
@@ -33,7 +33,8 @@ LOCKDOWN = "sys/kernel/security/lockdown"
 
 
 class CounterReader(Protocol):
-    """Reads the TSC and the planned counters: (tsc, [fixed 0..n_fixed-1, gp 0..n_gp-1])."""
+    """Reads the TSC and the planned counters: (tsc, [fixed 0..n_fixed-1, gp 0..n_gp-1]), followed by
+    PERF_METRICS when the reader was made with metrics=True."""
 
     method: str
 
@@ -45,11 +46,21 @@ class MsrCounterReader:
 
     method = "msr"
 
-    def __init__(self, dev: MsrDevice, n_fixed: int, n_gp: int, *, regs: CounterRegisters = LEGACY_REGISTERS) -> None:
+    def __init__(
+        self,
+        dev: MsrDevice,
+        n_fixed: int,
+        n_gp: int,
+        *,
+        regs: CounterRegisters = LEGACY_REGISTERS,
+        metrics: bool = False,
+    ) -> None:
         self._dev = dev
         self._addresses = (
             [IA32_TIME_STAMP_COUNTER] + [regs.fixed_ctr(i) for i in range(n_fixed)] + [regs.pmc(i) for i in range(n_gp)]
         )
+        if metrics:  # read right after the counters, fixed counter 3 (slots) among them
+            self._addresses.append(MSR_PERF_METRICS)
 
     def read(self) -> tuple[int, list[int]]:
         values = [self._dev.read(a) for a in self._addresses]
@@ -109,10 +120,12 @@ class Platform(ABC):
         """Can rdpmc be executed at all for these CPUs (own host with the shim, or the simulator)?"""
         return False
 
-    def probe_rdpmc(self, cpu: int, n_fixed: int, n_gp: int) -> RdpmcProbe:
+    def probe_rdpmc(self, cpu: int, n_fixed: int, n_gp: int, metrics: bool = False) -> RdpmcProbe:
+        """Does the read rdpmc_reader(cpu, n_fixed, n_gp, metrics) will do work on that CPU?"""
         return RdpmcProbe(False, "rdpmc is not available for these CPUs")
 
-    def rdpmc_reader(self, cpu: int, n_fixed: int, n_gp: int) -> CounterReader:
+    def rdpmc_reader(self, cpu: int, n_fixed: int, n_gp: int, metrics: bool = False) -> CounterReader:
+        """TSC, fixed 0..n_fixed-1, GP 0..n_gp-1 and (metrics) PERF_METRICS, all in one call."""
         raise HardwareError("rdpmc is not available for these CPUs")
 
     def pin_current_thread(self, cpu: int) -> None:  # noqa: B027 - no-op unless the CPUs are ours
@@ -212,14 +225,14 @@ class HostPlatform(Platform):
     def rdpmc_possible(self) -> bool:
         return self.sysroot.is_host and shim.available()
 
-    def probe_rdpmc(self, cpu: int, n_fixed: int, n_gp: int) -> RdpmcProbe:
+    def probe_rdpmc(self, cpu: int, n_fixed: int, n_gp: int, metrics: bool = False) -> RdpmcProbe:
         if not self.rdpmc_possible():
             return RdpmcProbe(False, "rdpmc is only used on this host's own CPUs (not under --sysroot)")
-        r = shim.probe_rdpmc(cpu, n_fixed, n_gp)
+        r = shim.probe_rdpmc(cpu, n_fixed, n_gp, metrics)
         return RdpmcProbe(r.ok, r.detail)
 
-    def rdpmc_reader(self, cpu: int, n_fixed: int, n_gp: int) -> CounterReader:
-        return shim.RdpmcReader(n_fixed, n_gp)
+    def rdpmc_reader(self, cpu: int, n_fixed: int, n_gp: int, metrics: bool = False) -> CounterReader:
+        return shim.RdpmcReader(n_fixed, n_gp, metrics)
 
     def pin_current_thread(self, cpu: int) -> None:
         if self.pins_threads:

@@ -70,21 +70,24 @@ def cpuid_on(cpu: int, leaf: int, subleaf: int = 0) -> tuple[int, int, int, int]
 
 
 class RdpmcReader:
-    """TSC + fixed counters 0..n_fixed-1 + GP counters 0..n_gp-1 in one C call (GIL released by cffi).
+    """TSC + fixed counters 0..n_fixed-1 + GP counters 0..n_gp-1 (+ PERF_METRICS with `metrics`) in one C call
+    (GIL released by cffi), so the top-down fractions belong to the slots read with them.
 
     Must be used only from a thread pinned to the CPU that passed `probe_rdpmc`.
     """
 
     method = "rdpmc"
 
-    def __init__(self, n_fixed: int, n_gp: int) -> None:
+    def __init__(self, n_fixed: int, n_gp: int, metrics: bool = False) -> None:
         _require()
         self.n_fixed = n_fixed
         self.n_gp = n_gp
-        self._buf = ffi.new("uint64_t[]", 1 + n_fixed + n_gp)
+        self.metrics = metrics
+        self._buf = ffi.new("uint64_t[]", 1 + n_fixed + n_gp + int(metrics))
+        self._call = lib.pmutop_read_counters_metrics if metrics else lib.pmutop_read_counters
 
     def read(self) -> tuple[int, list[int]]:
-        lib.pmutop_read_counters(self.n_fixed, self.n_gp, self._buf)
+        self._call(self.n_fixed, self.n_gp, self._buf)
         values = list(self._buf)
         return values[0], values[1:]
 
@@ -121,11 +124,11 @@ def _probe(cpu: int, action: Callable[[], None]) -> ProbeResult:
     return ProbeResult(True, f"rdpmc works on cpu {cpu}")
 
 
-def probe_rdpmc(cpu: int, n_fixed: int, n_gp: int) -> ProbeResult:
-    """Does exactly the read pmutop will do (RdpmcReader(n_fixed, n_gp)) work on `cpu`?"""
+def probe_rdpmc(cpu: int, n_fixed: int, n_gp: int, metrics: bool = False) -> ProbeResult:
+    """Does exactly the read pmutop will do (RdpmcReader(n_fixed, n_gp, metrics)) work on `cpu`?"""
 
     def action() -> None:
-        RdpmcReader(n_fixed, n_gp).read()
+        RdpmcReader(n_fixed, n_gp, metrics).read()
 
     return _probe(cpu, action)
 
