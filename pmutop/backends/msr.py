@@ -4,6 +4,15 @@ Sequence per CPU (SDM vol. 3 "Architectural Performance Monitoring", reference s
 inspect and save every register we will write; refuse if someone else is using the PMU; then
 GLOBAL_CTRL=0, zero our counters, clear their status bits (write-1-to-clear), write the event
 selects and FIXED_CTR_CTRL, enable GLOBAL_CTRL. Restore in the reverse spirit, GLOBAL_CTRL last.
+
+Top-down level 1/2 (reference pmu.md 2.8-2.9, topdown.md 1): where IA32_PERF_CAPABILITIES[15] says the CPU
+has PERF_METRICS and fixed counter 3 exists, fixed counter 3 (TOPDOWN.SLOTS) is programmed too, with
+GLOBAL_CTRL bits 35 and 48 (EN_PERF_METRICS). Every read (the rdpmc path: in the same shim call as the other
+counters) takes slots and PERF_METRICS, then zeroes fixed counter 3 and PERF_METRICS, in that order, as
+Linux's intel_update_topdown_event ("The fixed counter 3 has to be written before the PERF_METRICS") and PCM
+do: the 8-bit fractions lose precision as the counted span grows, so each read covers only the slots since
+the previous one. Category slots = byte x slots / (sum of the four level-1 bytes), as PCM and toplev scale
+(Linux uses byte / 0xFF), so level 1 sums to the slots.
 """
 
 from __future__ import annotations
@@ -20,13 +29,27 @@ from pmutop.errors import HardwareError, PmuInUseError, UsageError
 from pmutop.hw.msr import MsrDevice
 from pmutop.hw.platform import NMI_WATCHDOG, RDPMC_SYSFS, CounterReader, MsrCounterReader, Platform
 from pmutop.pmu import registers as R
-from pmutop.pmu.cpuid_decode import PerfmonInfo, decode_identity, decode_perfmon
+from pmutop.pmu.cpuid_decode import CORE_TYPE_CORE, PerfmonInfo, decode_core_type, decode_identity, decode_perfmon
 from pmutop.pmu.events import EventSpec
 from pmutop.pmu.plan import CounterPlan, plan_counters
 from pmutop.pmu.usage import find_foreign_use
 from pmutop.restore import UndoLog, setting_undo
 
 U64 = (1 << 64) - 1
+SLOTS_FIXED = 3  # fixed counter 3 counts TOPDOWN.SLOTS
+# Sample keys of the slots per top-down category, in PERF_METRICS byte order (level 1, then level 2).
+SLOTS_KEY = "slots"
+TOPDOWN_KEYS = (
+    "topdown_retiring",
+    "topdown_bad_spec",
+    "topdown_fe_bound",
+    "topdown_be_bound",
+    "topdown_heavy_ops",
+    "topdown_br_mispredict",
+    "topdown_fetch_lat",
+    "topdown_mem_bound",
+)
+TOPDOWN_METHOD = "perf_metrics"
 # No counter can tick faster than ~8 events per cycle at 6 GHz. An interval longer than
 # 2^width / MAX_EVENTS_PER_S may hide a second wrap, which neither the value nor the status bit shows.
 MAX_EVENTS_PER_S = 5e10
@@ -44,10 +67,43 @@ class CpuSetup:
     dev: MsrDevice
     full_width_writes: bool
     saved: dict[int, int]
+    topdown_fields: int = 0  # PERF_METRICS bytes used: 0 (no top-down here), 4 (level 1) or 8 (level 1 and 2)
 
     def counter_address(self, i: int) -> int:
         """Where GP counter i is zeroed, saved and restored: the full-width alias when the PMU has one."""
         return self.perfmon.registers.counter(i, full_width=self.full_width_writes)
+
+    @property
+    def fixed_indexes(self) -> list[int]:
+        """Fixed counters this run programs: the plan's, plus counter 3 (slots) for top-down."""
+        idx = {p.index for p in self.plan.fixed}
+        if self.topdown_fields:
+            idx.add(SLOTS_FIXED)
+        return sorted(idx)
+
+    @property
+    def n_fixed_read(self) -> int:
+        """Fixed counters 0..n-1 read every time (through counter 3 for top-down)."""
+        return max(self.plan.n_fixed_read, SLOTS_FIXED + 1) if self.topdown_fields else self.plan.n_fixed_read
+
+
+def split_slots(slots: int, metrics: int, fields: int) -> list[int]:
+    """Slots per top-down category from one PERF_METRICS value: byte x slots / (sum of the level-1 bytes),
+    rounded so that level 1 adds up to `slots` exactly; level 2 on the same scale, at most its parent."""
+    b = [R.perf_metrics_byte(metrics, k) for k in range(fields)]
+    total = b[0] + b[1] + b[2] + b[3]
+    if not total or not slots:
+        return [0] * fields
+    out: list[int] = []
+    edge = cum = 0
+    for k in range(4):  # round the running sum, not each part: the parts then add up to slots
+        cum += b[k]
+        nxt = (2 * slots * cum + total) // (2 * total)
+        out.append(nxt - edge)
+        edge = nxt
+    for k in range(4, fields):
+        out.append(min(out[k - 4], (2 * slots * b[k] + total) // (2 * total)))
+    return out
 
 
 class MsrCpuCounters(CpuCounters):
@@ -75,8 +131,12 @@ class MsrCpuCounters(CpuCounters):
         self._clock = clock
         self._read_method = read_method
         plan, pm = setup.plan, setup.perfmon
-        fixed_idx = sorted({p.index for p in plan.fixed})
+        fixed_idx = setup.fixed_indexes
         gp_idx = sorted({p.index for g in plan.gp_groups for p in g})
+        # Top-down through PERF_METRICS: "perf_metrics", or None (no work at all per read then).
+        self._td_fields = setup.topdown_fields
+        self.topdown_method: str | None = TOPDOWN_METHOD if self._td_fields else None
+        self._n_fixed_read = setup.n_fixed_read
         self._fixed_ctrl_ours = R.encode_fixed_ctrl(fixed_idx, user=user, kernel=kernel)
         regs = pm.registers
         self._group_evtsels = [
@@ -84,10 +144,15 @@ class MsrCpuCounters(CpuCounters):
             for g in plan.gp_groups
         ] or [{}]
         self._ours_mask = R.global_ctrl_mask(gp_idx, fixed_idx)
+        if self._td_fields:
+            self._ours_mask |= R.GLOBAL_CTRL_EN_PERF_METRICS
         self._status_writable = R.status_reset_writable_mask(
-            pm.version, pm.gp_counters, [i for i in range(R.MAX_FIXED_COUNTERS) if pm.fixed_mask >> i & 1]
+            pm.version,
+            pm.gp_counters,
+            [i for i in range(R.MAX_FIXED_COUNTERS) if pm.fixed_mask >> i & 1],
+            perf_metrics=bool(self._td_fields),
         )
-        all_widths = [pm.fixed_width] * bool(plan.fixed) + [pm.gp_width] * bool(gp_idx)
+        all_widths = [pm.fixed_width] * bool(fixed_idx) + [pm.gp_width] * bool(gp_idx)
         self._wrap_ns = min(shortest_wrap_s(w) for w in all_widths) * 1e9 if all_widths else float("inf")
         self._min_width = min(all_widths, default=64)
         # Counters that can wrap within an interval are also read between the deadlines (accumulate).
@@ -110,11 +175,25 @@ class MsrCpuCounters(CpuCounters):
         self._acc: list[int] = []  # per placement: counts since the last read(), added up by accumulate()
         self._acc_ovf: dict[str, int] = {}  # event -> overflow bits seen since the last read()
         self._acc_suspect: str | None = None  # the first reason found since the last read()
+        # Top-down: where slots and PERF_METRICS are in a reader's output, and the slots (per category) counted
+        # since the last read(), folded in at every collect because both registers are zeroed each time.
+        self._td_slots_pos = SLOTS_FIXED
+        self._td_metrics_pos = self._n_fixed_read + plan.n_gp_read
+        self._td_keys = TOPDOWN_KEYS[: self._td_fields]
+        self._td_slots = 0
+        self._td_acc = [0] * self._td_fields
+        self._td_slots_bit = R.fixed_bit(SLOTS_FIXED)
+        self._td_ctr = pm.registers.fixed_ctr(SLOTS_FIXED) if self._td_fields else 0
+        # A requested event placed on fixed counter 3 reports the same slots.
+        self._td_plan_keys = [p.event.key for p in plan.fixed if p.index == SLOTS_FIXED and self._td_fields]
         self._select_group(0)
 
     @property
     def keys(self) -> list[str]:
-        return self.setup.plan.keys
+        keys = self.setup.plan.keys
+        if self._td_fields:
+            keys = keys + [k for k in (SLOTS_KEY, *self._td_keys) if k not in keys]
+        return keys
 
     def _select_group(self, g: int) -> None:
         """Which placements the next reads cover (the fixed counters plus GP group g)."""
@@ -123,7 +202,8 @@ class MsrCpuCounters(CpuCounters):
         self._placements = plan.fixed + (plan.gp_groups[g] if plan.gp_groups else ())
         self._widths = [pm.fixed_width if p.kind == "fixed" else pm.gp_width for p in self._placements]
         self._bits = [R.fixed_bit(p.index) if p.kind == "fixed" else R.gp_bit(p.index) for p in self._placements]
-        self._positions = [plan.value_index(p) for p in self._placements]
+        # Position in a reader's output: fixed 0..n_fixed_read-1, then GP (then PERF_METRICS).
+        self._positions = [p.index if p.kind == "fixed" else self._n_fixed_read + p.index for p in self._placements]
         self._pending_ovf = [False] * len(self._placements)
         self._acc = [0] * len(self._placements)
 
@@ -148,8 +228,11 @@ class MsrCpuCounters(CpuCounters):
             self._write(regs.evtsel(i), 0)
             self._write(s.counter_address(i), 0)
         self._write(R.IA32_FIXED_CTR_CTRL, other_fixed)
-        for i in sorted({p.index for p in plan.fixed}):
+        for i in s.fixed_indexes:
             self._write(regs.fixed_ctr(i), 0)
+        if self._td_fields:
+            # Both start from zero, fixed counter 3 first (Linux icl_set_topdown_event_period, PCM).
+            self._write(R.MSR_PERF_METRICS, 0)
         status = dev.read(R.IA32_PERF_GLOBAL_STATUS)
         self._clear_status((status & self._ours_mask) | self._ours_mask)
         for address, value in self._group_evtsels[0].items():
@@ -190,7 +273,7 @@ class MsrCpuCounters(CpuCounters):
                 saved_count=s.saved[regs.fixed_ctr(i)],
                 nibble=R.fixed_ctrl_nibble(self._fixed_ctrl_ours, i),
             )
-            for i in sorted({p.index for p in s.plan.fixed})
+            for i in s.fixed_indexes
         ]
         return CpuRecord(
             cpu=self.cpu,
@@ -199,6 +282,7 @@ class MsrCpuCounters(CpuCounters):
             saved_fixed_ctrl=s.saved[R.IA32_FIXED_CTR_CTRL],
             saved_global_ctrl=s.saved[R.IA32_PERF_GLOBAL_CTRL],
             status_writable=self._status_writable,
+            saved_perf_metrics=s.saved[R.MSR_PERF_METRICS] if self._td_fields else None,
         )
 
     def _clear_status(self, bits: int) -> None:
@@ -211,16 +295,51 @@ class MsrCpuCounters(CpuCounters):
     def start(self) -> int:
         self.program()
         plan = self.setup.plan
+        metrics = bool(self._td_fields)
         if self._read_method == "rdpmc":
-            self._reader = self._platform.rdpmc_reader(self.cpu, plan.n_fixed_read, plan.n_gp_read)
+            if metrics:  # slots and PERF_METRICS in the same shim call as the other counters
+                self._reader = self._platform.rdpmc_reader(self.cpu, self._n_fixed_read, plan.n_gp_read, metrics=True)
+            else:
+                self._reader = self._platform.rdpmc_reader(self.cpu, self._n_fixed_read, plan.n_gp_read)
         else:
             self._reader = MsrCounterReader(
-                self.setup.dev, plan.n_fixed_read, plan.n_gp_read, regs=self.setup.perfmon.registers
+                self.setup.dev, self._n_fixed_read, plan.n_gp_read, regs=self.setup.perfmon.registers, metrics=metrics
             )
         self._prev_at = self._last_at = self._clock.now_ns()
         self._prev_tsc, values = self._reader.read()
         self._prev = [values[i] for i in self._positions]
+        if metrics:
+            self._td_zero()  # the first interval's slots start at this baseline, like every other counter's
         return self._prev_at
+
+    def _td_zero(self) -> None:
+        """Zero fixed counter 3, then PERF_METRICS (Linux: "The fixed counter 3 has to be written before the
+        PERF_METRICS"); a requested event on fixed counter 3 restarts from 0 with it."""
+        self._write(self._td_ctr, 0)
+        self._write(R.MSR_PERF_METRICS, 0)
+        for n, p in enumerate(self._placements):
+            if p.kind == "fixed" and p.index == SLOTS_FIXED:
+                self._prev[n] = 0
+                self._pending_ovf[n] = False
+
+    def _td_collect(self, values: list[int], status: int) -> None:
+        """Fold the slots and PERF_METRICS just read into the interval's totals and zero both."""
+        slots = values[self._td_slots_pos]
+        metrics = values[self._td_metrics_pos]
+        if status & self._td_slots_bit:
+            width = self.setup.perfmon.fixed_width
+            # Zeroed at every collect, at most half a wrap time ago: a small value with the bit set wrapped once.
+            if slots < 1 << (width - 1):
+                slots += 1 << width
+            self._acc_ovf[SLOTS_KEY] = self._acc_ovf.get(SLOTS_KEY, 0) + 1
+        if status & R.STATUS_PERF_METRICS_OVF:
+            # The metrics' own overflow (Linux handles it by reading and zeroing both, as every collect does).
+            self._acc_ovf["perf_metrics"] = self._acc_ovf.get("perf_metrics", 0) + 1
+        self._td_zero()
+        self._td_slots += slots
+        acc = self._td_acc
+        for k, v in enumerate(split_slots(slots, metrics, self._td_fields)):
+            acc[k] += v
 
     def foreign_changes(self) -> list[str]:
         """Control registers that no longer hold what we programmed."""
@@ -257,6 +376,8 @@ class MsrCpuCounters(CpuCounters):
                 pending[n] = True
         if status & R.STATUS_CTR_FRZ:
             suspect = suspect or "counters were frozen (GLOBAL_STATUS bit 59 was set)"
+        if self._td_fields:
+            self._td_collect(values, status)
         self._clear_status(status)
         if at - self._last_at > self._wrap_ns:  # two wraps could hide in there: the best explanation of all
             suspect = (
@@ -275,6 +396,12 @@ class MsrCpuCounters(CpuCounters):
     def read(self) -> Reading:
         at, tsc = self._collect()
         counts = {p.event.key: self._acc[n] for n, p in enumerate(self._placements)}
+        if self._td_fields:
+            counts[SLOTS_KEY] = self._td_slots
+            for key in self._td_plan_keys:
+                counts[key] = self._td_slots
+            counts.update(zip(self._td_keys, self._td_acc, strict=True))
+            self._td_slots, self._td_acc = 0, [0] * self._td_fields
         overflows, suspect = self._acc_ovf, self._acc_suspect
         self._acc = [0] * len(self._placements)
         self._acc_ovf, self._acc_suspect = {}, None
@@ -355,8 +482,12 @@ class MsrBackend(Backend):
         force: bool = False,
         keep_nmi_watchdog: bool = False,
         resolver: EventResolver | None = None,
+        topdown: bool | None = None,
     ) -> None:
+        """`topdown`: False never programs fixed counter 3 / PERF_METRICS for top-down; None or True use them on
+        every CPU that has them (other methods come as plain `events`)."""
         super().__init__(platform, clock, events, user=user, kernel=kernel, resolver=resolver)
+        self.topdown = topdown
         self.requested_read = read_method
         self.force = force
         self.keep_nmi_watchdog = keep_nmi_watchdog
@@ -379,6 +510,8 @@ class MsrBackend(Backend):
             dev = self.platform.open_msr(cpu, writable=True)
             self.setups[cpu] = CpuSetup(cpu, perfmons[cpu], plan, dev, False, {})
             self.setups[cpu].full_width_writes = self._full_width_writes(self.setups[cpu])
+            if self.topdown is not False:
+                self.setups[cpu].topdown_fields = self._perf_metrics_fields(self.setups[cpu])
         self._note_dropped()
 
         watchdog = self.platform.read_setting(NMI_WATCHDOG) or "0"
@@ -480,8 +613,10 @@ class MsrBackend(Backend):
             saved[rmap.evtsel(i)] = regs[rmap.evtsel(i)]
             # Read and written at one address (the same counter on hardware; one cell in a snapshot).
             saved[s.counter_address(i)] = dev.read(s.counter_address(i))
-        for i in sorted({p.index for p in s.plan.fixed}):
+        for i in s.fixed_indexes:
             saved[rmap.fixed_ctr(i)] = dev.read(rmap.fixed_ctr(i))
+        if s.topdown_fields:
+            saved[R.MSR_PERF_METRICS] = dev.read(R.MSR_PERF_METRICS)
         s.saved = saved
         found = find_foreign_use(pm, regs, tolerate_watchdog=tolerate_watchdog)
         if found:
@@ -515,6 +650,26 @@ class MsrBackend(Backend):
         except HardwareError:
             return False
 
+    def _perf_metrics_fields(self, s: CpuSetup) -> int:
+        """PERF_METRICS bytes this CPU fills (4 or 8), or 0: it needs IA32_PERF_CAPABILITIES[15] (read only when
+        CPUID.1:ECX[15] PDCM says the MSR exists, as Linux and PCM check), fixed counters 0-3 (readers sweep
+        0..3) and a big core (Linux adl_update_topdown_event counts nothing on hybrid E-cores)."""
+        cpuid = self.platform.cpuid_fn(s.cpu)
+        ident = decode_identity(cpuid)
+        core = decode_core_type(cpuid)
+        if not ident.pdcm or (core is not None and core.code != CORE_TYPE_CORE):
+            return 0
+        pm, regs = s.perfmon, s.perfmon.registers
+        if pm.fixed_mask & 0xF != 0xF or regs.max_fixed <= SLOTS_FIXED:
+            return 0
+        try:
+            caps = s.dev.read(R.IA32_PERF_CAPABILITIES)
+        except HardwareError:
+            return 0
+        if not caps & R.PERF_CAP_PERF_METRICS:
+            return 0
+        return R.perf_metrics_fields(ident.family, ident.model)
+
     def _choose_read_method(self, cpus: list[int], undo: UndoLog) -> str:
         if self.requested_read == "msr" or not self.platform.rdpmc_possible():
             return "msr"
@@ -544,8 +699,13 @@ class MsrBackend(Backend):
                 return fall_back(f"cannot set /{to_change[0]} to 2: {e.strerror or e}")
             self.notices.append(f"set /{to_change[0]} to 2 for this run (was 1; restored on exit)")
         for cpu in cpus:
-            plan = self.setups[cpu].plan
-            probe = self.platform.probe_rdpmc(cpu, plan.n_fixed_read, plan.n_gp_read)
+            s = self.setups[cpu]
+            # Exactly the read the sampler will do (with PERF_METRICS where it reads it: that rdpmc faults
+            # where the CPU has none).
+            if s.topdown_fields:
+                probe = self.platform.probe_rdpmc(cpu, s.n_fixed_read, s.plan.n_gp_read, metrics=True)
+            else:
+                probe = self.platform.probe_rdpmc(cpu, s.n_fixed_read, s.plan.n_gp_read)
             if not probe.ok:
                 if to_change:  # not needed after all: put it back now rather than at exit
                     self.notices.pop()

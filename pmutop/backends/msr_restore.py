@@ -10,6 +10,9 @@ Rules (reference sections 2.2-2.6):
 * Every step is tried even when an earlier one failed, and a write is tried even when the read that
   would have checked it failed (an MSR read can fail where the write still works).
 * Our GLOBAL_CTRL bits go off first and come back last.
+* Top-down (PERF_METRICS): fixed counter 3 is one of the fixed records; PERF_METRICS is written back right
+  after it (Linux writes fixed counter 3 before PERF_METRICS, whose fractions refer to it), and GLOBAL_CTRL
+  bit 48 is ours with it. Both stay as found when another agent took fixed counter 3 over.
 """
 
 from __future__ import annotations
@@ -53,10 +56,14 @@ class CpuRecord:
     saved_fixed_ctrl: int
     saved_global_ctrl: int
     status_writable: int  # bits of 0x390 that exist on this PMU
+    # PERF_METRICS before the run, when the run enabled it (GLOBAL_CTRL bit 48); None otherwise and in state
+    # files of runs that predate top-down.
+    saved_perf_metrics: int | None = None
 
     @property
     def global_bits(self) -> int:
-        return R.global_ctrl_mask([g.index for g in self.gp], [f.index for f in self.fixed])
+        bits = R.global_ctrl_mask([g.index for g in self.gp], [f.index for f in self.fixed])
+        return bits | (R.GLOBAL_CTRL_EN_PERF_METRICS if self.saved_perf_metrics is not None else 0)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,6 +77,7 @@ class CpuRecord:
             saved_fixed_ctrl=int(d["saved_fixed_ctrl"]),
             saved_global_ctrl=int(d["saved_global_ctrl"]),
             status_writable=int(d["status_writable"]),
+            saved_perf_metrics=None if d.get("saved_perf_metrics") is None else int(d["saved_perf_metrics"]),
         )
 
 
@@ -130,6 +138,10 @@ def _restore_cpu(dev: MsrDevice, rec: CpuRecord) -> RestoreResult:
             f"cpu {rec.cpu}: {', '.join(taken)} reprogrammed by another agent during the run; left as found"
         )
     ours = R.global_ctrl_mask([g.index for g in gp], [f.index for f in fixed])
+    # PERF_METRICS goes with fixed counter 3: ours only while that counter still is.
+    metrics = rec.saved_perf_metrics is not None and any(f.index == 3 for f in fixed)
+    if metrics:
+        ours |= R.GLOBAL_CTRL_EN_PERF_METRICS
     if not ours:
         return out
 
@@ -146,6 +158,9 @@ def _restore_cpu(dev: MsrDevice, rec: CpuRecord) -> RestoreResult:
         put(g.counter, value)
     for f in fixed:
         put(f.counter, f.saved_count & ((1 << f.width) - 1))
+    if metrics:
+        assert rec.saved_perf_metrics is not None
+        put(R.MSR_PERF_METRICS, rec.saved_perf_metrics)  # after fixed counter 3 (its fractions refer to it)
     for g in gp:
         put(g.evtsel, g.saved_evtsel)
     if fixed:

@@ -73,6 +73,7 @@ class Sampler:
             suspect=suspect,
             estimated=r.estimated,
             util=r.util,
+            topdown=getattr(self.counters, "topdown_method", None),  # only the msr backend's counters have it
         )
         self.ring.push(sample)
         return sample
