@@ -73,9 +73,10 @@ def columns(keys: list[str], *, timestamps: bool = False) -> list[str]:
     return list(dict.fromkeys(cols))  # once each: llc_misses_per_s is both a metric and an event's rate
 
 
-def rounded(value: float, digits: int = 6) -> float:
-    """`digits` significant digits: enough for any counter ratio, without float noise (0.38000000000016826)."""
-    return float(f"{value:.{digits}g}") if value else value
+def rounded(value: float) -> float:
+    """Six decimals for ratios and small rates, three for large rates: well within what any counter
+    resolves, and no float noise (0.38000000000016826)."""
+    return round(value, 6 if abs(value) < 1000 else 3)
 
 
 def record(
@@ -111,7 +112,7 @@ def record(
         value = metrics[k]
         rec[k] = None if s.suspect or value is None else rounded(value)
     rec["overflows"] = dict(s.overflows)
-    rec["estimated"] = {k: rounded(v, 3) for k, v in s.estimated.items()}
+    rec["estimated"] = {k: round(v, 3) for k, v in s.estimated.items()}
     rec["suspect"] = s.suspect
     rec["mode"] = mode
     if keys is not None:
