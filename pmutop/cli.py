@@ -273,6 +273,15 @@ def build_platform(args: argparse.Namespace) -> Platform:
     return HostPlatform(_sysroot_dir(args.sysroot))
 
 
+def topdown_tables(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """Intel's tables for the top-down formulas (--perfmon-dir, else the usual places), unless it is off."""
+    if args.topdown is False:
+        return None
+    from pmutop.pmu.perfmon import PerfmonTables
+
+    return PerfmonTables.locate(args.perfmon_dir)
+
+
 def event_resolver(perfmon_dir: str | None) -> EventResolver:
     """Intel event names, resolved lazily: the tables are read only when such a name is used."""
     from pmutop.pmu.perfmon import PerfmonTables, Resolver
@@ -331,6 +340,7 @@ def build_backend(args: argparse.Namespace, platform: Platform) -> Backend:
             software_only=software_only,
             hardware_problem=problem,
             topdown=args.topdown,
+            tables=topdown_tables(args),
         )
     cls = SimBackend if name == "sim" else MsrBackend
     return cls(
