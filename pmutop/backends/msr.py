@@ -568,6 +568,12 @@ class MsrBackend(Backend):
     def counters(self, cpu: int) -> MsrCpuCounters:
         return self._counters[cpu]
 
+    def topdown_method(self, cpu: int) -> str | None:
+        """"perf_metrics" where this backend reads PERF_METRICS on `cpu` (the formula and E-core methods are
+        plain events: whoever planned them sets the counters' topdown_method)."""
+        counters = self._counters.get(cpu)
+        return None if counters is None else counters.topdown_method
+
     def _check_cpu(self, cpu: int) -> PerfmonInfo:
         cpuid = self.platform.cpuid_fn(cpu)
         ident = decode_identity(cpuid)

@@ -73,7 +73,7 @@ class Sampler:
             suspect=suspect,
             estimated=r.estimated,
             util=r.util,
-            topdown=getattr(self.counters, "topdown_method", None),  # only the msr backend's counters have it
+            topdown=getattr(self.counters, "topdown_method", None),  # msr and perf counters carry it
         )
         self.ring.push(sample)
         return sample

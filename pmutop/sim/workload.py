@@ -195,7 +195,7 @@ class _TmaProfile(NamedTuple):
 
 _TMA: dict[PhaseKind, _TmaProfile] = {
     PhaseKind.IDLE: _TmaProfile(1.2, 0.12, 0.5, 0.38, 0.25, 0.6, 0.8, 0.5, 0.5),
-    PhaseKind.BUSY: _TmaProfile(1.1, 0.12, 0.25, 0.63, 0.12, 0.8, 0.45, 0.2, 0.5),
+    PhaseKind.BUSY: _TmaProfile(1.25, 0.18, 0.4, 0.42, 0.12, 0.8, 0.45, 0.2, 0.5),
     PhaseKind.MEMORY: _TmaProfile(1.05, 0.04, 0.08, 0.88, 0.1, 0.5, 0.6, 0.9, 0.5),
     PhaseKind.BRANCHY: _TmaProfile(1.05, 0.6, 0.2, 0.2, 0.08, 0.95, 0.55, 0.3, 0.45),
     PhaseKind.FRONTEND: _TmaProfile(1.25, 0.08, 0.72, 0.2, 0.35, 0.7, 0.8, 0.35, 0.5),
