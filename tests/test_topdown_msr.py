@@ -125,6 +125,29 @@ def test_hybrid_measures_on_p_cores_only(clock: ManualClock) -> None:
     engine.stop()
 
 
+def test_hybrid_p_cores_whose_leaf_0xa_hides_fixed_counter_3(clock: ManualClock) -> None:
+    """Alder Lake without CPUID 0x23: leaf 0xA may report the counters both core types share (6 GP, fixed 0-2);
+    Linux adds fixed counter 3 on P-cores, and so does pmutop where PERF_CAPABILITIES[15] is set."""
+    platform, backend, engine = make(clock, "adl", cpus=2)
+    real = platform.cpuid
+
+    def common_subset(cpu: int, leaf: int, subleaf: int = 0) -> tuple[int, int, int, int]:
+        eax, ebx, ecx, edx = real(cpu, leaf, subleaf)
+        if leaf == 0xA:  # 6 GP, fixed 0-2
+            eax, ecx, edx = eax & ~0xFF00 | 6 << 8, 0x7, edx & ~0x1F | 3
+        return eax, ebx, ecx, edx
+
+    platform.cpuid = common_subset  # type: ignore[method-assign]
+    engine.start()
+    assert backend.counters(0).topdown_method == "perf_metrics"
+    assert backend.counters(1).topdown_method is None  # the E-core
+    clock.advance(1.0)
+    s = next(x for x in engine.tick() if x.cpu == 0)
+    t = platform.machine.elapsed_ns()
+    assert s.counts[SLOTS_KEY] == platform.machine.workload(0).topdown(t - NS, t).slots
+    assert engine.stop().failures == []
+
+
 # -- arithmetic -----------------------------------------------------------------------------------------------
 
 

@@ -149,7 +149,8 @@ class MsrCpuCounters(CpuCounters):
         self._status_writable = R.status_reset_writable_mask(
             pm.version,
             pm.gp_counters,
-            [i for i in range(R.MAX_FIXED_COUNTERS) if pm.fixed_mask >> i & 1],
+            # Fixed counter 3 also where CPUID leaf 0xA left it out (hybrid P-cores, see _perf_metrics_fields).
+            sorted({i for i in range(R.MAX_FIXED_COUNTERS) if pm.fixed_mask >> i & 1} | set(fixed_idx)),
             perf_metrics=bool(self._td_fields),
         )
         all_widths = [pm.fixed_width] * bool(fixed_idx) + [pm.gp_width] * bool(gp_idx)
@@ -569,7 +570,7 @@ class MsrBackend(Backend):
         return self._counters[cpu]
 
     def topdown_method(self, cpu: int) -> str | None:
-        """"perf_metrics" where this backend reads PERF_METRICS on `cpu` (the formula and E-core methods are
+        """The method "perf_metrics" where this backend reads PERF_METRICS on `cpu` (the formula and E-core methods are
         plain events: whoever planned them sets the counters' topdown_method)."""
         counters = self._counters.get(cpu)
         return None if counters is None else counters.topdown_method
@@ -666,7 +667,12 @@ class MsrBackend(Backend):
         if not ident.pdcm or (core is not None and core.code != CORE_TYPE_CORE):
             return 0
         pm, regs = s.perfmon, s.perfmon.registers
-        if pm.fixed_mask & 0xF != 0xF or regs.max_fixed <= SLOTS_FIXED:
+        # Hybrid P-cores without CPUID 0x23 report the counters common to both core types in leaf 0xA; Linux
+        # gives them fixed counter 3 anyway (intel_pmu_init, Alder Lake: num_counters_fixed + 1 for cpu_core),
+        # as pmutop.pmu.topdown_plan does.
+        hybrid_p = core is not None and pm.leaf23 is None and pm.version >= 5
+        fixed = pm.fixed_mask | ((1 << (SLOTS_FIXED + 1)) - 1 if hybrid_p and pm.fixed_mask & 0x7 == 0x7 else 0)
+        if fixed & 0xF != 0xF or regs.max_fixed <= SLOTS_FIXED:
             return 0
         try:
             caps = s.dev.read(R.IA32_PERF_CAPABILITIES)
