@@ -147,19 +147,32 @@ def run_parser() -> OneLineParser:
     )
     sim = p.add_argument_group("simulated PMU (--demo)")
     sim.add_argument("--sim-cpus", type=_bounded_int(1, 1024), default=8, metavar="N")
-    sim.add_argument("--sim-version", type=_bounded_int(2, 6), default=4, metavar="V", help="perfmon version 2-6")
     sim.add_argument(
-        "--sim-gp", type=_bounded_int(1, 32), default=4, metavar="N", help="general counters (1-8; 1-32 with version 6)"
+        "--sim-model",
+        choices=("skx", "icx", "spr", "adl"),
+        default="spr",
+        help="CPU shape: spr (default; Sapphire Rapids, PERF_METRICS level 1 and 2), icx (level 1), "
+        "skx (Skylake-SP: top-down by the four-event formula, --topdown with Intel's tables), adl (hybrid)",
     )
-    sim.add_argument("--sim-fixed", type=_bounded_int(0, 4), default=3, metavar="N", help="fixed counters (0-4)")
+    sim.add_argument(
+        "--sim-mix",
+        choices=("classic", "tma"),
+        default=None,
+        help="workload phases (default: classic on skx, tma elsewhere, which adds branchy and frontend phases)",
+    )
+    sim.add_argument("--sim-version", type=_bounded_int(2, 6), default=None, metavar="V", help="perfmon version 2-6")
+    sim.add_argument(
+        "--sim-gp", type=_bounded_int(1, 32), default=None, metavar="N", help="general counters (1-8; 1-32 with v6)"
+    )
+    sim.add_argument("--sim-fixed", type=_bounded_int(0, 4), default=None, metavar="N", help="fixed counters (0-4)")
     sim.add_argument("--sim-gp-width", type=_bounded_int(16, 64), default=48, metavar="BITS")
     sim.add_argument("--sim-fixed-width", type=_bounded_int(16, 64), default=48, metavar="BITS")
     sim.add_argument(
         "--sim-e-cores",
         type=_bounded_int(0, 1024),
-        default=0,
+        default=None,
         metavar="N",
-        help="the last N simulated CPUs are hybrid E-cores",
+        help="the last N simulated CPUs are hybrid E-cores (default: half on adl, none elsewhere)",
     )
     sim.add_argument("--seed", type=int, default=1, help="simulated workload seed")
     return p
@@ -254,12 +267,12 @@ def build_platform(args: argparse.Namespace) -> Platform:
 
         if args.sysroot != "/":
             raise UsageError("--sysroot describes real hardware; it cannot be combined with --demo/--backend sim")
-        if args.sim_e_cores > args.sim_cpus:
+        if args.sim_e_cores is not None and args.sim_e_cores > args.sim_cpus:
             raise UsageError(f"--sim-e-cores {args.sim_e_cores} exceeds --sim-cpus {args.sim_cpus}")
-        if args.sim_version < 6 and args.sim_gp > 8:
+        if (args.sim_version or 5) < 6 and (args.sim_gp or 0) > 8:
             raise UsageError(f"--sim-gp {args.sim_gp} needs --sim-version 6 (the legacy registers hold 8 counters)")
-        return SimPlatform(
-            SimConfig(
+        try:
+            config = SimConfig(
                 cpus=args.sim_cpus,
                 version=args.sim_version,
                 gp_counters=args.sim_gp,
@@ -268,8 +281,12 @@ def build_platform(args: argparse.Namespace) -> Platform:
                 fixed_width=args.sim_fixed_width,
                 seed=args.seed,
                 e_cores=args.sim_e_cores,
+                model=args.sim_model,
+                mix=args.sim_mix,
             )
-        )
+        except ValueError as e:
+            raise UsageError(str(e).removeprefix("bad SimConfig: ")) from None
+        return SimPlatform(config)
     return HostPlatform(_sysroot_dir(args.sysroot))
 
 
@@ -353,6 +370,8 @@ def build_backend(args: argparse.Namespace, platform: Platform) -> Backend:
         force=args.force,
         keep_nmi_watchdog=args.keep_nmi_watchdog,
         resolver=resolver,
+        topdown=args.topdown,
+        tables=topdown_tables(args),
     )
 
 

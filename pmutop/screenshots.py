@@ -38,10 +38,12 @@ def demo_app(
     interval: float = 1.0,
     events: list[EventSpec] | None = None,
     gp_counters: int = 4,
+    model: str = "skx",
 ) -> tuple[PmutopApp, Engine, SimPlatform, ManualClock]:
     """A live view over a simulated machine that has already run `intervals` intervals."""
     clock = ManualClock(start_ns=1_000_000_000)
-    platform = SimPlatform(SimConfig(cpus=cpus, e_cores=e_cores, seed=seed, gp_counters=gp_counters), clock)
+    config = SimConfig(cpus=cpus, e_cores=e_cores, seed=seed, gp_counters=gp_counters, model=model)
+    platform = SimPlatform(config, clock)
     backend = SimBackend(platform, clock, events)
     engine = Engine(backend, platform, clock, platform.online_cpus(), interval, threaded=False)
     engine.start()
@@ -52,8 +54,13 @@ def demo_app(
     return PmutopApp(engine, info, SimTasks(platform, engine.cpus)), engine, platform, clock
 
 
+# The pictures show a hybrid part whose P-cores measure top-down (PERF_METRICS); its E-cores need Intel's
+# tables for their events, which the pictures do without (they say so).
+SHOWN_MODEL = "adl"
+
+
 async def _save(out: Path, name: str, keys: tuple[str, ...]) -> Path:
-    app, engine, _, _ = demo_app()
+    app, engine, _, _ = demo_app(model=SHOWN_MODEL)
     try:
         async with app.run_test(size=SIZE) as pilot:
             for key in keys:

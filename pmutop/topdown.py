@@ -326,7 +326,3 @@ def dominant(fractions: Mapping[str, float | None]) -> str | None:
             best = name
     return None if best is None else LABELS[best]
 
-
-# Every count key some method reads, except the cycles every run counts anyway: sinks show these through
-# the TMA fields rather than as events of their own.
-ALL_KEYS: frozenset[str] = frozenset(k for m in METHODS for k in (*required_keys(m), *level2_keys(m))) - {"cycles"}

@@ -74,11 +74,12 @@ def test_v6_names() -> None:
 
 
 def test_the_allowlist_is_exactly_both_maps_plus_the_control_registers() -> None:
-    expected = set(R.CONTROL_WRITABLE_MSRS)
+    expected = set(R.CONTROL_WRITABLE_MSRS) | set(R.TOPDOWN_WRITABLE_MSRS)
     for m in (R.LEGACY_REGISTERS, R.V6_REGISTERS):
         expected |= set(m.writable(n_fixed=R.MAX_FIXED_COUNTERS))
     assert expected == R.PMU_WRITABLE_MSRS
     assert sorted(R.CONTROL_WRITABLE_MSRS) == [0x38D, 0x38F, 0x390]
+    assert sorted(R.TOPDOWN_WRITABLE_MSRS) == [0x329]  # PERF_METRICS: zeroed with fixed counter 3
     # CFG_B/CFG_C (reload / PEBS configuration) and the fixed CFG registers are never ours.
     for cfg in (0x1902, 0x1903, 0x1926, 0x1927, 0x1982, 0x1983):
         assert cfg not in R.PMU_WRITABLE_MSRS

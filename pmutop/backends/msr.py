@@ -29,8 +29,10 @@ from pmutop.errors import HardwareError, PmuInUseError, UsageError
 from pmutop.hw.msr import MsrDevice
 from pmutop.hw.platform import NMI_WATCHDOG, RDPMC_SYSFS, CounterReader, MsrCounterReader, Platform
 from pmutop.pmu import registers as R
+from pmutop.pmu import topdown_plan as TD
 from pmutop.pmu.cpuid_decode import CORE_TYPE_CORE, PerfmonInfo, decode_core_type, decode_identity, decode_perfmon
-from pmutop.pmu.events import EventSpec
+from pmutop.pmu.events import ARCH_EVENTS, DEFAULT_EVENTS, EventSpec
+from pmutop.pmu.perfmon import PerfmonTables
 from pmutop.pmu.plan import CounterPlan, plan_counters
 from pmutop.pmu.usage import find_foreign_use
 from pmutop.restore import UndoLog, setting_undo
@@ -57,6 +59,13 @@ MAX_EVENTS_PER_S = 5e10
 
 def shortest_wrap_s(width: int) -> float:
     return (1 << width) / MAX_EVENTS_PER_S
+
+
+def _evtsel(event: EventSpec, *, user: bool, kernel: bool) -> int:
+    """The event select for a planned event. AnyThread only for the top-down planner's per-core events (on
+    the PMU versions 3-4 that have it): encode_evtsel never sets it for anything a user asks for."""
+    value = R.encode_evtsel(event.raw, user=user, kernel=kernel)  # type: ignore[arg-type]
+    return value | R.EVTSEL_ANY if getattr(event, "any_thread", False) else value
 
 
 @dataclass
@@ -140,8 +149,7 @@ class MsrCpuCounters(CpuCounters):
         self._fixed_ctrl_ours = R.encode_fixed_ctrl(fixed_idx, user=user, kernel=kernel)
         regs = pm.registers
         self._group_evtsels = [
-            {regs.evtsel(p.index): R.encode_evtsel(p.event.raw, user=user, kernel=kernel) for p in g}  # type: ignore[arg-type]
-            for g in plan.gp_groups
+            {regs.evtsel(p.index): _evtsel(p.event, user=user, kernel=kernel) for p in g} for g in plan.gp_groups
         ] or [{}]
         self._ours_mask = R.global_ctrl_mask(gp_idx, fixed_idx)
         if self._td_fields:
@@ -159,7 +167,7 @@ class MsrCpuCounters(CpuCounters):
         # Counters that can wrap within an interval are also read between the deadlines (accumulate).
         self.accumulate_period_ns = self.period_for_wrap(self._wrap_ns)
         self._active = 0
-        self._rates: dict[str, float] = {}  # rotating event -> count per ns when last counted
+        self._rates: dict[str, tuple[float, str]] = {}  # rotating event -> (count per cycle or ns, "cycles"/"ns")
         self._counted: dict[str, list[bool]] = {}  # rotating event -> counted? in each recent interval
         self.programmed: dict[int, int] = {}  # control register -> the value we wrote
         # FIXED_CTR_CTRL and GLOBAL_CTRL are shared with other agents: only these bits are ours.
@@ -424,6 +432,11 @@ class MsrCpuCounters(CpuCounters):
         groups = self.setup.plan.gp_groups
         active = {p.event.key for p in groups[self._active]}
         estimated: dict[str, float] = {}
+        # A resting event is estimated per unhalted cycle (fixed counter 1 counts every interval): events
+        # follow how busy the core was, so ratios to cycles (IPC-like, top-down) stay right when the load
+        # changes; per nanosecond only where cycles are not counted.
+        cycles = counts.get("cycles")
+        basis, unit = (cycles, "cycles") if cycles is not None else (interval_ns, "ns")
         for g in groups:
             for p in g:
                 key = p.event.key
@@ -431,9 +444,11 @@ class MsrCpuCounters(CpuCounters):
                 seen.append(key in active)
                 del seen[: -len(groups)]
                 if key in active:
-                    self._rates[key] = counts[key] / interval_ns if interval_ns > 0 else 0.0
+                    if basis > 0:
+                        self._rates[key] = (counts[key] / basis, unit)
                 elif key in self._rates:
-                    counts[key] = round(self._rates[key] * interval_ns)
+                    rate, rate_unit = self._rates[key]
+                    counts[key] = round(rate * (basis if rate_unit == unit else interval_ns))
                 estimated[key] = sum(seen) / len(groups)
         nxt = (self._active + 1) % len(groups)
         for address, value in self._group_evtsels[nxt].items():
@@ -484,11 +499,15 @@ class MsrBackend(Backend):
         keep_nmi_watchdog: bool = False,
         resolver: EventResolver | None = None,
         topdown: bool | None = None,
+        tables: PerfmonTables | None = None,
     ) -> None:
-        """`topdown`: False never programs fixed counter 3 / PERF_METRICS for top-down; None or True use them on
-        every CPU that has them (other methods come as plain `events`)."""
+        """`topdown`: False: no top-down; None: where it costs no general counter (PERF_METRICS); True: also
+        the formula and E-core methods (pmutop.pmu.topdown_plan), whose events rotate with the others.
+        `tables`: Intel's perfmon tables for those methods' events."""
         super().__init__(platform, clock, events, user=user, kernel=kernel, resolver=resolver)
         self.topdown = topdown
+        self.tables = tables
+        self._td_plans: dict[int, TD.TopdownPlan] = {}
         self.requested_read = read_method
         self.force = force
         self.keep_nmi_watchdog = keep_nmi_watchdog
@@ -505,14 +524,19 @@ class MsrBackend(Backend):
             )
         perfmons = {cpu: self._check_cpu(cpu) for cpu in cpus}
         for cpu in cpus:
-            plan = plan_counters(
-                perfmons[cpu], resolve_for_cpu(self.platform, cpu, self.events, self.resolver), cpu=cpu
-            )
             dev = self.platform.open_msr(cpu, writable=True)
-            self.setups[cpu] = CpuSetup(cpu, perfmons[cpu], plan, dev, False, {})
-            self.setups[cpu].full_width_writes = self._full_width_writes(self.setups[cpu])
+            requested = resolve_for_cpu(self.platform, cpu, self.events, self.resolver)
+            setup = CpuSetup(cpu, perfmons[cpu], plan_counters(perfmons[cpu], requested, cpu=cpu), dev, False, {})
+            self.setups[cpu] = setup
+            setup.full_width_writes = self._full_width_writes(setup)
             if self.topdown is not False:
-                self.setups[cpu].topdown_fields = self._perf_metrics_fields(self.setups[cpu])
+                setup.topdown_fields = self._perf_metrics_fields(setup)
+                if not setup.topdown_fields:
+                    extra = self._topdown_events(setup, requested)
+                    if extra:
+                        setup.plan = plan_counters(
+                            perfmons[cpu], self._with_defaults(setup, requested) + extra, cpu=cpu
+                        )
         self._note_dropped()
 
         watchdog = self.platform.read_setting(NMI_WATCHDOG) or "0"
@@ -541,6 +565,9 @@ class MsrBackend(Backend):
                 kernel=self.kernel,
             )
             self._counters[cpu] = counters
+            td = self._td_plans.get(cpu)
+            if td is not None and not counters.topdown_method:
+                counters.topdown_method = td.method
         # Saved in the state file before the first register is written (at start).
         undo.journal.record_cpus([c.record() for c in self._counters.values()])
         for cpu, counters in self._counters.items():
@@ -656,6 +683,45 @@ class MsrBackend(Backend):
             return bool(s.dev.read(R.IA32_PERF_CAPABILITIES) & R.PERF_CAP_FW_WRITE)
         except HardwareError:
             return False
+
+    def _topdown_events(self, s: CpuSetup, requested: list[EventSpec] | None) -> list[EventSpec]:
+        """Where there is no PERF_METRICS: the events of the formula or E-core method for this core type, if
+        it is on (--topdown: they cost general counters). Notes why not, once per reason."""
+        cpuid = self.platform.cpuid_fn(s.cpu)
+        ident = decode_identity(cpuid)
+        caps = None
+        if ident.pdcm:
+            with contextlib.suppress(HardwareError):
+                caps = s.dev.read(R.IA32_PERF_CAPABILITIES)
+        plan = TD.plan_topdown(
+            ident,
+            decode_core_type(cpuid),
+            s.perfmon,
+            perf_capabilities=caps,
+            smt=TD.smt_from_sysfs(self.platform.read_setting, s.cpu),
+            tables=self.tables,
+            backend="msr",
+        )
+        if not plan.available or not plan.enabled(self.topdown):
+            if self.topdown and plan.detail:
+                self._note_once(f"top-down not measured on cpu {s.cpu}: {plan.detail}")
+            return []
+        self._td_plans[s.cpu] = plan
+        if plan.approximate:
+            self._note_once(f"top-down on cpu {s.cpu}: {plan.detail}")
+        counted = {e.key for e in requested or []} | {"instructions", "cycles", "ref_cycles"}
+        return [e for e in plan.events if e.key not in counted]
+
+    def _with_defaults(self, s: CpuSetup, requested: list[EventSpec] | None) -> list[EventSpec]:
+        """What the user asked for, or the default events this CPU can count (so adding top-down's events to
+        them keeps the usual columns; they all take turns on the general counters)."""
+        if requested is not None:
+            return list(requested)
+        return [ARCH_EVENTS[n] for n in DEFAULT_EVENTS if n not in s.perfmon.unavailable_events]
+
+    def _note_once(self, message: str) -> None:
+        if message not in self.notices:
+            self.notices.append(message)
 
     def _perf_metrics_fields(self, s: CpuSetup) -> int:
         """PERF_METRICS bytes this CPU fills (4 or 8), or 0: it needs IA32_PERF_CAPABILITIES[15] (read only when

@@ -86,7 +86,7 @@ class TablePrinter:
         self.columns = [c for c in TABLE_COLUMNS if set(c.needs) <= counted]
         if tma:
             self.columns += TMA_TABLE_COLUMNS
-        self.columns += [_rate_column(k) for k in extra_events(keys) if k not in topdown.ALL_KEYS]
+        self.columns += [_rate_column(k) for k in extra_events(keys)]
         stamp = "timestamp".ljust(24) + " " if timestamps else ""
         titles = " ".join(f"{c.title:>{c.width}}" for c in self.columns)
         header = stamp + f"{'time':>8} {'cpu':>4} " + titles + "  flags"

@@ -39,8 +39,13 @@ def rate_title(key: str) -> str:
 
 
 def extra_events(keys: list[str]) -> list[str]:
-    """Counted events that are not inputs of the standard metrics (shown as their own rates)."""
-    return [k for k in keys if k not in STANDARD_EVENTS]
+    """Counted events that are not inputs of the standard metrics (shown as their own rates). Issue slots and
+    their top-down categories are shown as the tma_* fractions instead."""
+    return [k for k in keys if k not in STANDARD_EVENTS and not _topdown_slots(k)]
+
+
+def _topdown_slots(key: str) -> bool:
+    return key == "slots" or key.startswith("topdown_")
 
 
 def count_columns(keys: list[str]) -> list[str]:

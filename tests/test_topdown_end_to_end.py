@@ -1,0 +1,146 @@
+"""Top-down from the planner to the numbers, on the simulated PMU: PERF_METRICS (Sapphire Rapids shape), the
+four-event formula (Skylake shape, with Intel's table rows in tests/fixtures/topdown) and E-core events
+(Alder Lake shape): fractions near the simulator's truth, level 1 summing to 1, the PMU restored."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pmutop import topdown
+from pmutop.backends.msr import MsrBackend
+from pmutop.clock import ManualClock
+from pmutop.engine.engine import Engine
+from pmutop.pmu import registers as R
+from pmutop.pmu.perfmon import PerfmonTables
+from pmutop.sim.model import SimConfig
+from pmutop.sim.platform import SimPlatform
+
+TABLES = Path(__file__).parent / "fixtures" / "topdown"
+FIELD = {"retiring": "tma_retiring", "bad_spec": "tma_bad_speculation", "fe_bound": "tma_frontend_bound",
+         "be_bound": "tma_backend_bound"}  # fmt: skip
+
+
+def run(clock: ManualClock, model: str, cpus: int, intervals: int, **kw):  # type: ignore[no-untyped-def]
+    """`intervals` 1-s intervals; returns the platform, the samples and each interval's [t0, t1]."""
+    platform = SimPlatform(SimConfig(model=model, cpus=cpus, seed=5, mix="tma"), clock)
+    backend = MsrBackend(platform, clock, None, **kw)
+    engine = Engine(backend, platform, clock, platform.online_cpus(), 1.0, threaded=False)
+    before = {cpu: platform.machine.msr(cpu).snapshot() for cpu in platform.online_cpus()}
+    engine.start()
+    spans = [platform.machine.elapsed_ns()]
+    samples = []
+    for _ in range(intervals):
+        clock.advance(1.0)
+        samples.append(engine.tick())
+        spans.append(platform.machine.elapsed_ns())
+    assert engine.stop().failures == []
+    after = {cpu: platform.machine.msr(cpu).snapshot() for cpu in platform.online_cpus()}
+    assert after == before or all(  # the PMU is back (GLOBAL_STATUS may hold overflow bits of its own)
+        {a: v for a, v in after[c].items() if a != R.IA32_PERF_GLOBAL_STATUS}
+        == {a: v for a, v in before[c].items() if a != R.IA32_PERF_GLOBAL_STATUS}
+        for c in after
+    )
+    return platform, samples, spans
+
+
+def steady_intervals_match(platform: SimPlatform, samples: list, spans: list[int], cpu: int) -> int:  # type: ignore[type-arg]
+    """Over steady phases (the truth of an interval equals the previous one's: rotated events are estimated
+    from when they were last counted), every interval's fractions are within 0.02 of the truth. Returns how
+    many intervals were checked."""
+    workload = platform.machine.workload(cpu)
+    checked = 0
+    for i in range(2, len(samples)):
+        want = workload.topdown(spans[i], spans[i + 1]).fractions()
+        before = workload.topdown(spans[i - 1], spans[i]).fractions()
+        if max(abs(want[n] - before[n]) for n in FIELD) > 0.005:
+            continue  # a phase changed: an estimate from the last interval may not hold
+        (s,) = [x for x in samples[i] if x.cpu == cpu]
+        got = topdown.compute(s.topdown, s.counts)
+        for name, field in FIELD.items():
+            assert got[field] == pytest.approx(want[name], abs=0.02), (i, field)
+        assert sum(got[f] for f in topdown.LEVEL1) == pytest.approx(1.0, abs=1e-9)  # type: ignore[misc]
+        checked += 1
+    return checked
+
+
+def over_the_run(samples: list, cpu: int) -> tuple[str | None, dict[str, float | None]]:  # type: ignore[type-arg]
+    """The fractions of the whole run: the counts summed over intervals (rotated events are estimates)."""
+    mine = [s for batch in samples for s in batch if s.cpu == cpu]
+    counts: dict[str, int] = {}
+    for s in mine:
+        for k, v in s.counts.items():
+            counts[k] = counts.get(k, 0) + v
+    return mine[-1].topdown, topdown.compute(mine[-1].topdown, counts)
+
+
+def close_to_truth(platform: SimPlatform, cpu: int, t0: int, t1: int, got: dict, tol: float = 0.02) -> None:  # type: ignore[type-arg]
+    want = platform.machine.workload(cpu).topdown(t0, t1).fractions()
+    for name, field in FIELD.items():
+        assert got[field] == pytest.approx(want[name], abs=tol), field
+    assert sum(got[f] for f in topdown.LEVEL1) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_sapphire_rapids_shape_measures_level_1_and_2_by_default(clock: ManualClock) -> None:
+    platform, samples, spans = run(clock, "spr", 2, 30)
+    for cpu in (0, 1):
+        method, got = over_the_run(samples, cpu)
+        assert method == "perf_metrics"
+        close_to_truth(platform, cpu, spans[0], spans[-1], got)
+        assert steady_intervals_match(platform, samples, spans, cpu) >= 5
+        assert got["tma_heavy_operations"] is not None and got["tma_memory_bound"] is not None
+
+
+def test_skylake_shape_uses_the_formula_with_the_tables_events_only_when_asked(clock: ManualClock) -> None:
+    tables = PerfmonTables.locate(str(TABLES))
+    _, samples, _ = run(clock, "skx", 1, 2, tables=tables)
+    assert samples[-1][0].topdown is None  # it costs general counters: off unless --topdown
+    platform, samples, spans = run(ManualClock(1), "skx", 1, 60, tables=tables, topdown=True)
+    assert samples[-1][0].topdown == "slots4"
+    assert steady_intervals_match(platform, samples, spans, 0) >= 5
+    assert any(samples[-1][0].estimated)  # its events take turns with the others on 4 counters
+
+
+def test_alder_lake_shape_measures_p_cores_by_perf_metrics_and_e_cores_by_their_events(clock: ManualClock) -> None:
+    tables = PerfmonTables.locate(str(TABLES))
+    platform, samples, spans = run(clock, "adl", 4, 60, tables=tables, topdown=True)
+    methods = {}
+    for cpu in range(4):
+        methods[cpu] = samples[-1][cpu].topdown
+        assert steady_intervals_match(platform, samples, spans, cpu) >= 5
+    assert methods == {0: "perf_metrics", 1: "perf_metrics", 2: "gracemont", 3: "gracemont"}
+
+
+def test_without_tables_the_e_cores_say_why_and_show_nothing(clock: ManualClock) -> None:
+    platform = SimPlatform(SimConfig(model="adl", cpus=2, seed=5), clock)
+    backend = MsrBackend(platform, clock, None, topdown=True, tables=None)
+    engine = Engine(backend, platform, clock, [0, 1], 1.0, threaded=False)
+    engine.start()
+    clock.advance(1.0)
+    p, e = engine.tick()
+    engine.stop()
+    assert p.topdown == "perf_metrics" and e.topdown is None
+    assert all(v is None for v in topdown.compute(e.topdown, e.counts).values())
+    assert any("top-down not measured on cpu 1" in n and "perfmon tables" in n for n in backend.notices)
+
+
+def test_demo_batch_json_carries_top_down_fields() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "pmutop", "--demo", "--batch", "--count", "2", "--interval", "0.1", "--cores", "0",
+         "--format", "json"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    for line in out.splitlines():
+        rec = json.loads(line)
+        assert sum(rec[f] for f in topdown.LEVEL1) == pytest.approx(1.0, abs=1e-5)
+        assert rec["tma_light_operations"] is not None
+    off = subprocess.run(
+        [sys.executable, "-m", "pmutop", "--demo", "--batch", "--count", "1", "--interval", "0.1", "--cores", "0",
+         "--format", "json", "--no-topdown"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert json.loads(off)["tma_retiring"] is None
