@@ -144,3 +144,47 @@ def test_demo_batch_json_carries_top_down_fields() -> None:
         capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     assert json.loads(off)["tma_retiring"] is None
+
+
+def test_with_smt_the_skylake_formula_is_per_core_with_anythread_events(clock: ManualClock) -> None:
+    siblings = {f"sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list": "0-1" for c in (0, 1)}
+    platform = SimPlatform(SimConfig(model="skx", cpus=2, seed=5), clock, siblings)
+    backend = MsrBackend(platform, clock, None, topdown=True, tables=PerfmonTables.locate(str(TABLES)))
+    engine = Engine(backend, platform, clock, [0, 1], 1.0, threaded=False)
+    engine.start()
+    any_selects = set()
+    for _ in range(3):  # the groups take turns: look at every one
+        clock.advance(1.0)
+        (s, _) = engine.tick()
+        for i in range(4):
+            value = platform.machine.msr(0).read(R.evtsel(i))
+            if value & R.EVTSEL_ANY:
+                any_selects.add(value & 0xFFFF)
+    engine.stop()
+    assert s.topdown == "slots4_smt"
+    # CPU_CLK_UNHALTED.THREAD_ANY (0x3C) and INT_MISC.RECOVERY_CYCLES_ANY (0x0D/0x01) with AnyThread (bit 21);
+    # nothing else ever gets that bit.
+    assert any_selects == {0x003C, 0x010D}
+
+
+def test_the_top_down_view_with_256_cores() -> None:
+    import asyncio
+
+    from pmutop.screenshots import demo_app
+    from pmutop.tui.topdown_view import TopdownScreen
+
+    async def check() -> None:
+        app, engine, _, _ = demo_app(cpus=256, e_cores=0, model="spr", intervals=3)
+        try:
+            async with app.run_test(size=(80, 24)) as pilot:
+                await pilot.press("t")
+                await pilot.pause()
+                assert isinstance(app.screen, TopdownScreen)
+                table = app.screen.query_one("#tma")
+                assert table.row_count == 257  # every core and the all row
+                await pilot.press("escape")
+                assert not isinstance(app.screen, TopdownScreen)
+        finally:
+            engine.stop()
+
+    asyncio.run(check())
