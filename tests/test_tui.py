@@ -27,6 +27,12 @@ def text_of(widget: Static) -> str:
     return console.export_text()
 
 
+def footer_text(app: PmutopApp) -> str:
+    from textual.widgets import Footer
+
+    return " ".join(str(k.render()) for k in app.screen.query_one(Footer).query("FooterKey"))
+
+
 def cell(app: PmutopApp, row: str, column: str) -> str:
     return app.query_one(DataTable).get_cell(row, column).plain
 
@@ -122,7 +128,11 @@ async def test_pause_freezes_the_display_while_counting_goes_on(key: str) -> Non
     app, engine, _, clock = demo_app(intervals=3)
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press(key)
-        assert "PAUSED" in text_of(app.query_one("#status", Static))
+        await pilot.pause()
+        # Said once (the banner), and the footer offers Resume instead of Pause.
+        assert "PAUSED" in text_of(app.query_one("#banner", Static))
+        assert "PAUSED" not in text_of(app.query_one("#status", Static))
+        assert footer_text(app).count("Resume") == 1 and "Pause" not in footer_text(app)
         frozen = cell(app, "0", "ipc")
         seen = app.model.cores[0].seen
         before = app.updates
@@ -133,7 +143,9 @@ async def test_pause_freezes_the_display_while_counting_goes_on(key: str) -> Non
         assert app.updates == before and cell(app, "0", "ipc") == frozen
         assert app.model.cores[0].seen == seen and engine.rings[0].count == seen + 5
         await pilot.press(key)
-        assert "PAUSED" not in text_of(app.query_one("#status", Static))
+        await pilot.pause()
+        assert "PAUSED" not in text_of(app.query_one("#banner", Static))
+        assert "Pause" in footer_text(app) and "Resume" not in footer_text(app)
         assert app.model.cores[0].seen == seen + 5  # caught up, history complete
         m = for_sample(engine.rings[0].latest())  # type: ignore[arg-type]
         assert cell(app, "0", "ipc").strip() == f"{m.ipc:.2f}"
@@ -320,4 +332,17 @@ async def test_the_all_row_sums_event_rates_over_cores() -> None:
         rates = [engine.rings[c].latest().counts["r01d1"] for c in engine.cpus]  # type: ignore[union-attr]
         assert cell(app, "total", "ev:r01d1") == F.si(sum(rates) / 1.0, len(cell(app, "total", "ev:r01d1")))
         assert cell(app, "1", "ev:r01d1") == F.si(rates[1] / 1.0, len(cell(app, "1", "ev:r01d1")))
+    engine.stop()
+
+
+async def test_enter_on_the_all_row_opens_the_machine_wide_detail() -> None:
+    from pmutop.tui.app import DetailScreen
+
+    app, engine, _, _ = demo_app(intervals=3, cpus=4, e_cores=0)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("end")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, DetailScreen) and app.screen.cpu == -1
+        assert text_of(app.screen.query_one("#detail-title", Static)).startswith("all 4 CPUs")
     engine.stop()

@@ -45,7 +45,7 @@ KEYS_HELP: tuple[tuple[str, str], ...] = (
     ("s", "sort by the next column"),
     ("r", "reverse the sort"),
     ("click a header", "sort by that column (again: reverse)"),
-    ("↑ ↓ PgUp PgDn", "move the highlight"),
+    ("↑ ↓ PgUp PgDn Home End", "move the highlight"),
     ("Enter", "detail view of the highlighted core"),
     ("t", "top-down view: where each core's issue slots go (t / Esc: back)"),
     ("Esc", "back to the table"),
@@ -69,8 +69,6 @@ def status_text(info: RunInfo, engine: Engine, sort_title: str, reverse: bool, p
     t.append(f"{info.backend}/{info.read_method}", style="bold")
     t.append(f"  ·  interval {F.interval_text(engine.interval)}  ·  {F.duration(elapsed)}")
     t.append(f"  ·  sort {sort_title} {arrow}")
-    if paused:
-        t.append("  PAUSED", style="bold black on cyan")
     return t
 
 
@@ -173,9 +171,10 @@ class DetailScreen(Screen[None]):
 
     def refresh_from(self, model: ViewModel) -> None:
         app: PmutopApp = self.app  # type: ignore[assignment]
-        core = model.cores[self.cpu]
+        core = model.cores[self.cpu] if self.cpu >= 0 else model.total  # -1: all CPUs together
         kind = {"P": "P-core", "E": "E-core"}.get(core.core_type or "", "")
-        title = Text(f"cpu {self.cpu}" + (f" ({kind})" if kind else ""), style="bold")
+        name = f"cpu {self.cpu}" if self.cpu >= 0 else f"all {len(model.cores)} CPUs"
+        title = Text(name + (f" ({kind})" if kind else ""), style="bold")
         if app.info.simulated:
             title.append("   SIMULATED", style="bold black on yellow")
         if core.error:
@@ -270,12 +269,15 @@ class PmutopApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
-        Binding("space,p", "toggle_pause", "Pause"),
+        Binding("space,p", "pause", "Pause"),
+        Binding("space,p", "resume", "Resume"),  # the footer shows the one that applies
         Binding("plus,equals_sign", "slower", "+Interval"),
         Binding("minus", "faster", "-Interval"),
         Binding("s", "cycle_sort", "Sort"),
         Binding("r", "reverse_sort", "Reverse"),
         Binding("t", "topdown", "Top-down"),
+        Binding("home", "first_row", "First", show=False, priority=True),
+        Binding("end", "last_row", "Last", show=False, priority=True),
         Binding("question_mark,h", "help", "Help"),
     ]
 
@@ -501,13 +503,27 @@ class PmutopApp(App[int]):
     @on(DataTable.RowSelected)
     def _row_selected(self, event: DataTable.RowSelected) -> None:
         key = event.row_key.value
-        if key and key != TOTAL_ROW:
-            self.push_screen(DetailScreen(int(key)))
+        if key:
+            self.push_screen(DetailScreen(-1 if key == TOTAL_ROW else int(key)))
 
     # -- actions
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "pause":
+            return not self.paused
+        if action == "resume":
+            return self.paused
+        return True
+
+    def action_pause(self) -> None:
+        self.action_toggle_pause()
+
+    def action_resume(self) -> None:
+        self.action_toggle_pause()
+
     def action_toggle_pause(self) -> None:
         self.paused = not self.paused
+        self.refresh_bindings()
         if not self.paused:
             self.apply_update(None)
         self._refresh_header()
@@ -536,6 +552,13 @@ class PmutopApp(App[int]):
 
     def action_reverse_sort(self) -> None:
         self._set_sort(self.sort_key, not self.reverse)
+
+    def action_first_row(self) -> None:
+        self.query_one("#cores", DataTable).move_cursor(row=0)
+
+    def action_last_row(self) -> None:
+        table = self.query_one("#cores", DataTable)
+        table.move_cursor(row=table.row_count - 1)
 
     def action_topdown(self) -> None:
         if not isinstance(self.screen, TopdownScreen):
