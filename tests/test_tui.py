@@ -167,6 +167,25 @@ async def test_plus_and_minus_change_the_interval() -> None:
     engine.stop()
 
 
+async def test_changing_the_interval_keeps_the_elapsed_time_and_marks_the_history() -> None:
+    app, engine, _, clock = demo_app(intervals=5)
+    async with app.run_test(size=WIDE) as pilot:
+        clock.advance(0.5)
+        await pilot.press("plus")
+        await pilot.pause()
+        assert "5.5 s" in text_of(app.query_one("#status", Static)) or "0:05" in text_of(
+            app.query_one("#status", Static)
+        )
+        for _ in range(3):
+            await tick(app, pilot, engine, clock, 2.0)
+        assert engine.rings[0].latest().time == pytest.approx(11.5, abs=0.01)  # type: ignore[union-attr]
+        await pilot.press("enter")
+        await pilot.pause()
+        title = text_of(app.screen.query_one("#detail-title", Static))
+        assert "interval 1 s → 2 s 3 points ago" in title
+    engine.stop()
+
+
 async def test_s_cycles_the_sort_column_and_r_reverses() -> None:
     app, engine, _, _ = demo_app(intervals=5)
     async with app.run_test(size=WIDE) as pilot:

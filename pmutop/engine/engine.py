@@ -64,7 +64,7 @@ class Sampler:
         sample = Sample(
             cpu=self.cpu,
             seq=self.ring.count + 1,
-            time=(r.at_ns - self.engine.epoch_ns) / NS,
+            time=(r.at_ns - self.engine.start_ns) / NS,
             interval=interval,
             tsc=r.tsc,
             tsc_hz=tsc_hz,
@@ -84,7 +84,7 @@ class Sampler:
             Sample(
                 cpu=self.cpu,
                 seq=self.ring.count + 1,
-                time=(self.engine.clock.now_ns() - self.engine.epoch_ns) / NS,
+                time=(self.engine.clock.now_ns() - self.engine.start_ns) / NS,
                 interval=0.0,
                 tsc=None,
                 tsc_hz=None,
@@ -160,7 +160,8 @@ class Engine:
         self.rings = {cpu: SampleRing(ring_capacity) for cpu in cpus}
         self.samplers: dict[int, Sampler] = {}
         self.new_data = threading.Event()
-        self.epoch_ns = 0
+        self.epoch_ns = 0  # where the deadline schedule starts (moves when the interval changes)
+        self.start_ns = 0  # when counting started: sample times and elapsed time count from here
         self.stopping = False
         self._interval_ns = round(interval * NS)
         self._gen = 0
@@ -186,7 +187,7 @@ class Engine:
         if not self.threaded:
             for s in self.samplers.values():
                 s.start_counting()
-            self.epoch_ns = self.clock.now_ns()
+            self.epoch_ns = self.start_ns = self.clock.now_ns()
             return
         for cpu, s in self.samplers.items():
             t = threading.Thread(target=s.run, name=f"pmutop-cpu{cpu}", daemon=True)
@@ -207,7 +208,7 @@ class Engine:
         if failed:
             raise HardwareError(failed[0])
         with self._cond:
-            self.epoch_ns = self.clock.now_ns()
+            self.epoch_ns = self.start_ns = self.clock.now_ns()
             self._go = True
             self._cond.notify_all()
 

@@ -160,7 +160,7 @@ def run_batch(
     tma = any(method(cpu) for cpu in engine.cpus)
     printer = PRINTERS[fmt](out, keys, mode, tma, timestamps)
     # Wall-clock time of the engine's start, for absolute timestamps.
-    wall0 = time.time() - (engine.clock.now_ns() - engine.epoch_ns) / 1e9
+    wall0 = time.time() - (engine.clock.now_ns() - engine.start_ns) / 1e9
     seen = {cpu: 0 for cpu in engine.cpus}
     warned: set[tuple[int, str]] = set()
     failed: dict[int, str] = {}

@@ -63,7 +63,7 @@ def machine_text(info: RunInfo) -> Text:
 
 
 def status_text(info: RunInfo, engine: Engine, sort_title: str, reverse: bool, paused: bool) -> Text:
-    elapsed = max(0, engine.clock.now_ns() - engine.epoch_ns) / 1e9 if engine.epoch_ns else 0.0
+    elapsed = max(0, engine.clock.now_ns() - engine.start_ns) / 1e9 if engine.start_ns else 0.0
     arrow = "▼" if reverse else "▲"
     t = Text()
     t.append(f"{info.backend}/{info.read_method}", style="bold")
@@ -181,6 +181,9 @@ class DetailScreen(Screen[None]):
             title.append(f"   failed: {core.error}", style="bold red")
         elif core.latest is not None and core.latest.suspect:
             title.append(f"   suspect: {core.latest.suspect}", style="bold red")
+        note = model.interval_note()
+        if note:
+            title.append(f"   {note}", style="yellow")
         self.query_one("#detail-title", Static).update(title)
         for key, plot_id in (
             ("ipc", "plot-ipc"),
@@ -542,6 +545,7 @@ class PmutopApp(App[int]):
             new = next((s for s in reversed(INTERVAL_STEPS) if s < now - 1e-9), INTERVAL_STEPS[0])
         if new != now:
             self.engine.set_interval(new)
+            self.model.mark_interval_change(now, new)
             self.notify(f"interval {F.interval_text(new)}", timeout=2)
         self._refresh_header()
 

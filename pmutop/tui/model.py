@@ -81,6 +81,21 @@ class ViewModel:
         self.new_suspects: list[str] = []
         self._tops: dict[tuple[str, bool], float] = {}  # (series, total row?) -> largest value kept
         self.measures_topdown = False  # some CPU measures top-down (its samples say how)
+        # Interval changes, as (intervals seen before it, old seconds, new seconds): histories then mix
+        # intervals of two lengths, and the views say where.
+        self.interval_marks: list[tuple[int, float, float]] = []
+
+    def mark_interval_change(self, old: float, new: float) -> None:
+        self.interval_marks.append((self.intervals, old, new))
+
+    def interval_note(self) -> str:
+        """Where the kept history changed interval, e.g. "interval 1 s → 0.5 s 12 points ago"."""
+        notes = []
+        for at, old, new in self.interval_marks:
+            ago = self.intervals - at
+            if ago < HISTORY:
+                notes.append(f"interval {old:g} s → {new:g} s {ago} points ago")
+        return "; ".join(notes[-2:])
 
     def ingest(self, rings: dict[int, SampleRing]) -> bool:
         """Consume every new sample; True when anything changed."""
