@@ -210,23 +210,39 @@ def group_values(histories: Sequence[Sequence[float | None]], points: int) -> li
     return [s / n if n else None for s, n in zip(sums, counts, strict=True)]
 
 
+Levels = tuple[int | None, ...]  # one ramp step per shown point; what a row looks like, cheap to compare
+
+
+def levels(values: Sequence[float | None], scale: Scale) -> Levels:
+    return tuple(scale.level(v) for v in values)
+
+
 def cells_text(values: Sequence[float | None], scale: Scale, cell: int = 1) -> Text:
     """One background-coloured run of `cell` spaces per value; a dim dot where there is no sample."""
+    return levels_text(levels(values, scale), cell)
+
+
+def levels_text(steps: Levels, cell: int = 1) -> Text:
     t = Text()
     blank = " " * cell
     missing = MISSING_CHAR.center(cell)
-    for v in values:
-        level = scale.level(v)
+    i, n = 0, len(steps)
+    while i < n:  # one span per run of equal steps: fewer segments to draw
+        j = i
+        while j < n and steps[j] == steps[i]:
+            j += 1
+        level = steps[i]
         if level is None:
-            t.append(missing, style=MISSING_STYLE)
+            t.append(missing * (j - i), style=MISSING_STYLE)
         else:
-            t.append(blank, style=RAMP_STYLES[level])
+            t.append(blank * (j - i), style=RAMP_STYLES[level])
+        i = j
     return t
 
 
-def row_text(label: str, label_width: int, values: Sequence[float | None], scale: Scale, cell: int = 1) -> Text:
+def row_text(label: str, label_width: int, steps: Levels, cell: int = 1) -> Text:
     t = Text(label[:label_width].ljust(label_width) + " ", style="bold" if label == "all" else "")
-    t.append_text(cells_text(values, scale, cell))
+    t.append_text(levels_text(steps, cell))
     return t
 
 
@@ -248,19 +264,24 @@ class HeatmapRows(Widget):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.lines: list[Text] = []
-        self._keys: list[tuple[str, str]] = []  # (plain, spans) per line, to see what changed
+        self._keys: list[tuple[str, int, int, Levels]] = []  # what each line shows, to see what changed
         self._strips: dict[int, Strip] = {}
 
-    def set_lines(self, lines: list[Text]) -> int:
-        """Show `lines`; returns how many lines were repainted."""
-        keys = [(t.plain, repr(t.spans)) for t in lines]
-        if len(keys) != len(self._keys):
-            changed = list(range(max(len(keys), len(self._keys))))
+    def set_rows(self, rows: list[tuple[str, Levels]], label_width: int, cell: int) -> int:
+        """Show one line per (label, levels); only changed lines are rebuilt and repainted. Returns how many."""
+        keys = [(label, label_width, cell, steps) for label, steps in rows]
+        old = self._keys
+        if len(keys) != len(old):
+            self.lines = [Text()] * len(keys)
+            changed = list(range(max(len(keys), len(old))))
         else:
-            changed = [y for y, (a, b) in enumerate(zip(keys, self._keys, strict=True)) if a != b]
-        self.lines, self._keys = lines, keys
+            changed = [y for y, (a, b) in enumerate(zip(keys, old, strict=True)) if a != b]
+        self._keys = keys
         width = self.size.width
         for y in changed:
+            if y < len(keys):
+                label, _, _, steps = keys[y]
+                self.lines[y] = row_text(label, label_width, steps, cell)
             self._strips.pop(y, None)
             self.refresh(Region(0, y, width, 1))
         return len(changed)
@@ -374,11 +395,10 @@ class HeatmapScreen(Screen[None]):
         self._set("hm-legend", legend(metric, scale))
         axis = Text(" " * (self.label_width + 1) + time_axis(points, interval, cell), style="dim")
         self._set("hm-axis", axis)
-        lines = []
+        rows = []
         for g in self.groups:  # only the visible rows, only the visible columns
             values = group_values([model.cores[cpu].history[metric.key] for cpu in g.cpus], points)
-            lines.append(row_text(g.label, self.label_width, values, scale, cell))
-        total = tail(model.total.history[metric.key], points)
-        lines.append(row_text("all", self.label_width, total, scale, cell))
+            rows.append((g.label, levels(values, scale)))
+        rows.append(("all", levels(tail(model.total.history[metric.key], points), scale)))
         with self.app.batch_update():
-            return self.query_one("#hm-rows", HeatmapRows).set_lines(lines)
+            return self.query_one("#hm-rows", HeatmapRows).set_rows(rows, self.label_width, cell)
