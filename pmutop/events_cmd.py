@@ -240,10 +240,13 @@ def _render_section(title: str, entries: list[dict[str, Any]]) -> list[str]:
     name_w = min(max(len(e["name"]) for e in entries), _NAME_WIDTH_MAX)
     enc = [_encoding_text(e) for e in entries]
     enc_w = min(max(len(t) for t in enc), _ENCODING_WIDTH_MAX)
-    lines = ["", title]
+    shared = {e["why"] for e in entries}
+    common = next(iter(shared)) if len(entries) > 1 and len(shared) == 1 else None
+    # One reason for every line is said once, under the title, not repeated on each line.
+    lines = ["", title] + ([f"  (none usable here: {common})"] if common else [])
     for e, enc_text in zip(entries, enc, strict=True):
         tags = []
-        if e["why"]:
+        if e["why"] and not common:
             tags.append(f"[not usable: {e['why']}]")
         if e["deprecated"]:
             tags.append("[deprecated]")
@@ -264,7 +267,7 @@ def _identity_line(group: CpuGroup) -> str:
     ident = group.identity
     uarch = f", {ident.uarch}" if ident.uarch else ""
     return (
-        f"{group.label()}: {ident.vendor or 'unknown vendor'} family {ident.family} model {ident.model:#04x} "
+        f"{group.label()}: {ident.vendor or 'unknown vendor'} family {ident.family:#x} model {ident.model:#x} "
         f"stepping {ident.stepping}{uarch}"
     )
 

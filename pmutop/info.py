@@ -320,7 +320,7 @@ def _msr_problems(f: dict[str, Any]) -> tuple[list[str], list[str]]:
     elif version < 2:
         reasons.append(f"perfmon v{version} has no global control registers; pmutop needs v2+")
     msr = f["msr"]
-    if not msr["writable"]:
+    if not msr["writable"] and not reasons:  # the msr device matters only where the msr backend could run
         reasons.append(f"msr device: {msr['problem']}")
         if not msr["present"]:
             fixes.append("`sudo modprobe msr`")

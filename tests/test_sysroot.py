@@ -221,7 +221,7 @@ def test_events_lists_the_cpus_it_can_read_and_names_the_others(
     assert main(["events", "--sysroot", str(tmp_path), "--search", "branches"]) == 0
     out, err = capsys.readouterr()
     assert err == ""
-    assert out.splitlines()[0] == "CPUs 0: GenuineIntel family 6 model 0x55 stepping 4, Skylake-SP/X"
+    assert out.splitlines()[0] == "CPUs 0: GenuineIntel family 0x6 model 0x55 stepping 4, Skylake-SP/X"
     assert _lines(out, "note: cpu") == [
         f"note: cpu 1: CPUID is empty in {tmp_path / 'dev/cpu/1/cpuid'} (leaf 0 reads as zeros); not listed",
         f"note: cpu 2-3: no dev/cpu/N/cpuid under sysroot {tmp_path} (CPUID of another machine cannot be executed "

@@ -43,3 +43,19 @@ def test_read_msr_with_the_perf_backend_is_named_as_ignored() -> None:
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert run.stderr.count("--read msr is ignored: the perf backend reads its counters with read()") == 1
+
+
+def test_info_does_not_advise_the_msr_module_on_amd(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import struct
+
+    from sysroot_builder import build_sysroot
+
+    vendor = struct.unpack("<3I", b"AuthenticAMD")  # EBX, EDX, ECX
+    leaves = {(0x0, 0): (0x10, vendor[0], vendor[2], vendor[1]), (0x1, 0): (0x00A60F12, 0, 0, 0)}
+    build_sysroot(tmp_path, [0, 1], leaves)
+    run = subprocess.run(
+        [sys.executable, "-m", "pmutop", "info", "--sysroot", str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    assert "modprobe msr" not in run.stdout
+    assert "family 0x19 model 0x61" in run.stdout

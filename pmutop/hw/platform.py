@@ -18,6 +18,7 @@ from pmutop.errors import HardwareError, PmutopError
 from pmutop.hw import shim
 from pmutop.hw.cpuid import CpuidSource
 from pmutop.hw.msr import MsrDevice, MsrFile
+from pmutop.pmu.cpuid_decode import decode_identity
 from pmutop.pmu.registers import IA32_TIME_STAMP_COUNTER, LEGACY_REGISTERS, MSR_PERF_METRICS, CounterRegisters
 from pmutop.sysroot import CHAR_DEVICE, REGULAR, Sysroot, UnsafePathError
 
@@ -177,10 +178,21 @@ class HostPlatform(Platform):
     def _msr_path(self, cpu: int):
         return self.sysroot.path(f"dev/cpu/{cpu}/msr")
 
+    def _intel(self, cpu: int) -> bool:
+        try:
+            return decode_identity(self.cpuid_fn(cpu)).vendor == "GenuineIntel"
+        except PmutopError:
+            return True  # cannot tell: keep the usual advice
+
     def msr_state(self, cpu: int) -> MsrDeviceState:
         path = self._msr_path(cpu)
         if not path.exists():
-            fix = "load the msr module: `modprobe msr`" if self.sysroot.is_host else "the sysroot has no msr file"
+            if not self.sysroot.is_host:
+                fix = "the sysroot has no msr file"
+            elif self._intel(cpu):
+                fix = "load the msr module: `modprobe msr`"
+            else:  # the msr backend programs Intel PMUs: loading the module would not help
+                fix = "not needed here: the msr backend is for Intel PMUs"
             return MsrDeviceState(False, False, f"{path} does not exist ({fix})")
         try:
             os.close(self._open_msr_fd(cpu, writable=True))
