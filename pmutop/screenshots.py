@@ -25,6 +25,7 @@ VIEWS: dict[str, tuple[str, ...]] = {
     "main": (),
     "detail": ("down", "enter"),
     "topdown": ("t",),
+    "heatmap": ("3",),
     "help": ("question_mark",),
 }
 

@@ -365,3 +365,20 @@ async def test_enter_on_the_all_row_opens_the_machine_wide_detail() -> None:
         assert isinstance(app.screen, DetailScreen) and app.screen.cpu == -1
         assert text_of(app.screen.query_one("#detail-title", Static)).startswith("all 4 CPUs")
     engine.stop()
+
+
+async def test_number_keys_switch_views_as_in_btop() -> None:
+    from pmutop.tui.heatmap import HeatmapScreen
+    from pmutop.tui.topdown_view import TopdownScreen
+
+    app, engine, _, _ = demo_app(intervals=5)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("2")
+        assert isinstance(app.screen, TopdownScreen)
+        await pilot.press("3")
+        assert isinstance(app.screen, HeatmapScreen)
+        await pilot.press("1")
+        assert not isinstance(app.screen, (TopdownScreen, HeatmapScreen)) and len(app.screen_stack) == 1
+        await pilot.press("3", "escape")
+        assert len(app.screen_stack) == 1
+    engine.stop()

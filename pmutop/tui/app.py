@@ -27,6 +27,7 @@ from pmutop.runinfo import RunInfo
 from pmutop.sources.tasks import NoTasks, TaskSource, TopTask
 from pmutop.tui import format as F
 from pmutop.tui.columns import BY_KEY, COLUMN_FORMULAS, columns_for, layout, render_cell
+from pmutop.tui.heatmap import HeatmapScreen
 from pmutop.tui.model import CoreState, ViewModel
 from pmutop.tui.plot import HistoryPlot
 from pmutop.tui.topdown_view import COLOURS, TopdownScreen
@@ -47,7 +48,9 @@ KEYS_HELP: tuple[tuple[str, str], ...] = (
     ("click a header", "sort by that column (again: reverse)"),
     ("↑ ↓ PgUp PgDn Home End", "move the highlight"),
     ("Enter", "detail view of the highlighted core"),
-    ("t", "top-down view: where each core's issue slots go (t / Esc: back)"),
+    ("1", "the per-core table"),
+    ("t, 2", "top-down view: where each core's issue slots go (t / Esc: back)"),
+    ("3", "heatmap: cores down, time across; m: next metric (3 / Esc: back)"),
     ("Esc", "back to the table"),
     ("?, h", "this help"),
 )
@@ -278,7 +281,9 @@ class PmutopApp(App[int]):
         Binding("minus", "faster", "-Interval"),
         Binding("s", "cycle_sort", "Sort"),
         Binding("r", "reverse_sort", "Reverse"),
-        Binding("t", "topdown", "Top-down"),
+        Binding("t,2", "topdown", "Top-down"),
+        Binding("3", "heatmap", "Heatmap", show=False),
+        Binding("1", "table", "Table", show=False),
         Binding("home", "first_row", "First", show=False, priority=True),
         Binding("end", "last_row", "Last", show=False, priority=True),
         Binding("question_mark,h", "help", "Help"),
@@ -431,7 +436,7 @@ class PmutopApp(App[int]):
                 self._move_cursor_to(cursor_row)
         self._announce()
         self._refresh_header()
-        if isinstance(self.screen, (DetailScreen, TopdownScreen)):
+        if isinstance(self.screen, (DetailScreen, TopdownScreen, HeatmapScreen)):
             self.screen.refresh_from(self.model)
         self.updates += 1
 
@@ -563,6 +568,15 @@ class PmutopApp(App[int]):
     def action_last_row(self) -> None:
         table = self.query_one("#cores", DataTable)
         table.move_cursor(row=table.row_count - 1)
+
+    def action_table(self) -> None:
+        """Back to the per-core table from any view (btop's numbered views)."""
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+
+    def action_heatmap(self) -> None:
+        if not isinstance(self.screen, HeatmapScreen):
+            self.push_screen(HeatmapScreen())
 
     def action_topdown(self) -> None:
         if not isinstance(self.screen, TopdownScreen):

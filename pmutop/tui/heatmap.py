@@ -303,6 +303,8 @@ class HeatmapRows(Widget):
 class HeatmapScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,3", "app.pop_screen", "Table"),
+        Binding("1", "app.table", "Table", show=False),
+        Binding("2,t", "app.topdown", "Top-down", show=False),
         Binding("m", "cycle_metric", "Metric"),
         Binding("q", "app.quit", "Quit"),
         Binding("question_mark,h", "app.help", "Help"),

@@ -63,7 +63,9 @@ def row_cells(core: CoreState, bar_width: int) -> list[Text]:
 
 class TopdownScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,t", "app.pop_screen", "Table"),
+        Binding("escape,t,2", "app.pop_screen", "Table"),
+        Binding("1", "app.table", "Table", show=False),
+        Binding("3", "app.heatmap", "Heatmap", show=False),
         Binding("q", "app.quit", "Quit"),
         Binding("question_mark,h", "app.help", "Help"),
     ]
