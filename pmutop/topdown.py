@@ -325,4 +325,3 @@ def dominant(fractions: Mapping[str, float | None]) -> str | None:
         if best is None or value > (fractions.get(best) or 0.0):
             best = name
     return None if best is None else LABELS[best]
-

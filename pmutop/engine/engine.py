@@ -294,6 +294,17 @@ class Engine:
     def failures(self) -> dict[int, str]:
         return {cpu: s.error for cpu, s in self.samplers.items() if s.error}
 
+    # -- the read-only face sinks use (pmutop.engine.feed.SampleFeed)
+
+    def keys(self, cpu: int) -> list[str]:
+        return self.backend.counters(cpu).keys
+
+    def topdown_method(self, cpu: int) -> str | None:
+        return self.backend.topdown_method(cpu)
+
+    def elapsed(self) -> float:
+        return max(0, self.clock.now_ns() - self.start_ns) / NS if self.start_ns else 0.0
+
     def wait_for_samples(
         self,
         counts: dict[int, int],

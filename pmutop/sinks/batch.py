@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 from pmutop import topdown
-from pmutop.engine.engine import Engine
+from pmutop.engine.feed import SampleFeed
 from pmutop.engine.sample import Sample
 from pmutop.errors import HardwareError
 from pmutop.metrics import CoreMetrics, for_sample
@@ -142,7 +142,7 @@ PRINTERS: dict[str, Any] = {"table": TablePrinter, "csv": CsvPrinter, "json": Js
 
 
 def run_batch(
-    engine: Engine,
+    feed: SampleFeed,
     fmt: str,
     count: int | None,
     mode: str,
@@ -155,35 +155,34 @@ def run_batch(
     the caller stops it. A CPU whose sampler fails is reported once and dropped; the others go on.
     Returns the CPUs that failed (cpu -> why); raises only when every CPU has failed."""
     out = out or sys.stdout
-    keys = engine.backend.counters(engine.cpus[0]).keys
-    method = getattr(engine.backend, "topdown_method", lambda cpu: None)
-    tma = any(method(cpu) for cpu in engine.cpus)
+    keys = feed.keys(feed.cpus[0])
+    tma = any(feed.topdown_method(cpu) for cpu in feed.cpus)
     printer = PRINTERS[fmt](out, keys, mode, tma, timestamps)
     # Wall-clock time of the engine's start, for absolute timestamps.
-    wall0 = time.time() - (engine.clock.now_ns() - engine.start_ns) / 1e9
-    seen = {cpu: 0 for cpu in engine.cpus}
+    wall0 = time.time() - feed.elapsed()
+    seen = {cpu: 0 for cpu in feed.cpus}
     warned: set[tuple[int, str]] = set()
     failed: dict[int, str] = {}
     done = 0
     stopped = stop.is_set if stop is not None else (lambda: False)
     while (count is None or done < count) and not stopped():
         live = {c: n for c, n in seen.items() if c not in failed}
-        if not engine.wait_for_samples(live, timeout=engine.interval * 3 + 10, stop=stop):
+        if not feed.wait_for_samples(live, timeout=feed.interval * 3 + 10, stop=stop):
             if stopped():
                 break
-            raise HardwareError(f"no samples arrived for {engine.interval * 3 + 10:.0f} s")
-        for cpu, why in engine.failures().items():
+            raise HardwareError(f"no samples arrived for {feed.interval * 3 + 10:.0f} s")
+        for cpu, why in feed.failures().items():
             if cpu not in failed:
                 failed[cpu] = why
                 if warn:
                     warn(f"cpu {cpu} dropped: {why}")
-        if len(failed) == len(engine.cpus):
+        if len(failed) == len(feed.cpus):
             raise HardwareError(next(iter(failed.values())))
         batch = []
-        for cpu in engine.cpus:
+        for cpu in feed.cpus:
             if cpu in failed:
                 continue
-            s = engine.rings[cpu].since(seen[cpu])[0]
+            s = feed.rings[cpu].since(seen[cpu])[0]
             seen[cpu] = s.seq
             if s.suspect and warn and (cpu, s.suspect) not in warned:
                 warned.add((cpu, s.suspect))

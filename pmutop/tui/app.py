@@ -22,7 +22,7 @@ from textual.widgets import DataTable, Footer, Static
 from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowDoesNotExist, RowKey
 
 from pmutop import topdown
-from pmutop.engine.engine import Engine
+from pmutop.engine.feed import SampleFeed
 from pmutop.runinfo import RunInfo
 from pmutop.sources.tasks import NoTasks, TaskSource, TopTask
 from pmutop.tui import format as F
@@ -65,12 +65,12 @@ def machine_text(info: RunInfo) -> Text:
     return t
 
 
-def status_text(info: RunInfo, engine: Engine, sort_title: str, reverse: bool, paused: bool) -> Text:
-    elapsed = max(0, engine.clock.now_ns() - engine.start_ns) / 1e9 if engine.start_ns else 0.0
+def status_text(info: RunInfo, feed: SampleFeed, sort_title: str, reverse: bool, paused: bool) -> Text:
+    elapsed = feed.elapsed()
     arrow = "▼" if reverse else "▲"
     t = Text()
     t.append(f"{info.backend}/{info.read_method}", style="bold")
-    t.append(f"  ·  interval {F.interval_text(engine.interval)}  ·  {F.duration(elapsed)}")
+    t.append(f"  ·  interval {F.interval_text(feed.interval)}  ·  {F.duration(elapsed)}")
     t.append(f"  ·  sort {sort_title} {arrow}")
     return t
 
@@ -289,19 +289,19 @@ class PmutopApp(App[int]):
         Binding("question_mark,h", "help", "Help"),
     ]
 
-    def __init__(self, engine: Engine, info: RunInfo, tasks: TaskSource | None = None) -> None:
+    def __init__(self, feed: SampleFeed, info: RunInfo, tasks: TaskSource | None = None) -> None:
         super().__init__()
-        self.engine = engine
+        self.feed = feed
         self.info = info
         self.tasks = tasks or NoTasks()
-        self.model = ViewModel(engine.cpus, info.core_types)
+        self.model = ViewModel(feed.cpus, info.core_types)
         self.paused = False
         self.sort_key = "cpu"
         self.reverse = False
         self.widths: dict[str, int] = {}
         keys: list[str] = []
-        for cpu in engine.cpus:  # hybrid CPUs may count different sets
-            keys += [k for k in engine.backend.counters(cpu).keys if k not in keys]
+        for cpu in feed.cpus:  # hybrid CPUs may count different sets
+            keys += [k for k in feed.keys(cpu) if k not in keys]
         self.columns = columns_for(keys)
         self.by_key = {c.key: c for c in self.columns}
         self.sortable = tuple(c.key for c in self.columns if c.sort_value is not None)
@@ -398,11 +398,11 @@ class PmutopApp(App[int]):
     @work(thread=True, exclusive=True, group="samples")
     def _watch_samples(self) -> None:
         """Wait for each interval's samples, look up top tasks off the UI thread, post one update."""
-        seen = {cpu: 0 for cpu in self.engine.cpus}
+        seen = {cpu: 0 for cpu in self.feed.cpus}
         while not self._stop.is_set():
-            if not self.engine.wait_for_samples(seen, timeout=0.5):
+            if not self.feed.wait_for_samples(seen, timeout=0.5):
                 continue
-            seen = {cpu: ring.count for cpu, ring in self.engine.rings.items()}
+            seen = {cpu: ring.count for cpu, ring in self.feed.rings.items()}
             tasks = self._lookup_tasks()
             if self._stop.is_set():
                 return
@@ -419,7 +419,7 @@ class PmutopApp(App[int]):
             self._pending_tasks = tasks
         if self.paused:
             return
-        changed = self.model.ingest(self.engine.rings)
+        changed = self.model.ingest(self.feed.rings)
         if self._pending_tasks is not None:
             self.model.set_tasks(self._pending_tasks)
         table = self.query_one(DataTable)
@@ -450,7 +450,7 @@ class PmutopApp(App[int]):
 
     def _refresh_header(self) -> None:
         self.query_one("#status", Static).update(
-            status_text(self.info, self.engine, self.by_key[self.sort_key].title, self.reverse, self.paused)
+            status_text(self.info, self.feed, self.by_key[self.sort_key].title, self.reverse, self.paused)
         )
         banner = banner_text(self.info, self.model, self.paused)
         widget = self.query_one("#banner", Static)
@@ -543,13 +543,13 @@ class PmutopApp(App[int]):
         self._change_interval(-1)
 
     def _change_interval(self, step: int) -> None:
-        now = self.engine.interval
+        now = self.feed.interval
         if step > 0:
             new = next((s for s in INTERVAL_STEPS if s > now + 1e-9), INTERVAL_STEPS[-1])
         else:
             new = next((s for s in reversed(INTERVAL_STEPS) if s < now - 1e-9), INTERVAL_STEPS[0])
         if new != now:
-            self.engine.set_interval(new)
+            self.feed.set_interval(new)
             self.model.mark_interval_change(now, new)
             self.notify(f"interval {F.interval_text(new)}", timeout=2)
         self._refresh_header()

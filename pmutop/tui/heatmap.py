@@ -392,7 +392,7 @@ class HeatmapScreen(Screen[None]):
         self._layout(model)
         metric, points, cell = self.metric, self.points, self.cell
         scale = scale_for(metric, model.series_top(metric.key))
-        interval = self.app.engine.interval  # type: ignore[attr-defined]
+        interval = self.app.feed.interval  # type: ignore[attr-defined]
         self._set("hm-title", self.title_text(model))
         self._set("hm-legend", legend(metric, scale))
         axis = Text(" " * (self.label_width + 1) + time_axis(points, interval, cell), style="dim")
