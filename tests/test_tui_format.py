@@ -20,3 +20,37 @@ def test_numbers_keep_their_width() -> None:
     ]
     assert F.fixed(None, ".2f", 5) == "    -" and F.fixed(0.5, ".1f", 6, 100) == "  50.0"
     assert F.sparkline([0, 1, 2, 4, None], 6, 4.0) == "  ▂▄█ "
+
+
+def test_one_unit_style_at_unit_boundaries() -> None:
+    # 999.96 M rounds to the next unit: never "1000M" beside "1.0G" in one column.
+    assert [F.si(v, 0) for v in (999.4, 999.6, 99_949, 99_960, 999_960, 999_960_000)] == [
+        "999",
+        "1.0k",
+        "99.9k",
+        "100k",
+        "1.0M",
+        "1.0G",
+    ]
+
+
+def test_batch_table_and_live_view_share_the_formatter() -> None:
+    import io
+
+    from pmutop.engine.sample import Sample
+    from pmutop.sinks.batch import TablePrinter
+
+    out = io.StringIO()
+    printer = TablePrinter(out, ["instructions", "cycles", "llc_misses"], "msr")
+    s = Sample(
+        cpu=0,
+        seq=1,
+        time=1.0,
+        interval=1.0,
+        tsc=None,
+        tsc_hz=None,
+        counts={"instructions": 10**9, "cycles": 10**9, "llc_misses": 999_960_000},
+    )
+    printer.write(s, time=1.0, index=1)
+    row = out.getvalue().splitlines()[1]
+    assert F.si(999_960_000, 0) in row.split() and "1000M" not in row

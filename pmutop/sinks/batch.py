@@ -17,20 +17,9 @@ from pmutop.engine.feed import SampleFeed
 from pmutop.engine.sample import Sample
 from pmutop.errors import HardwareError
 from pmutop.metrics import CoreMetrics, for_sample
+from pmutop.numfmt import fixed as _fmt
+from pmutop.numfmt import si as _si
 from pmutop.sinks.records import columns, extra_events, rate_title, record
-
-
-def _fmt(value: float | None, spec: str, width: int, scale: float = 1.0) -> str:
-    return ("-" if value is None else format(value * scale, spec)).rjust(width)
-
-
-def _si(value: float | None, width: int) -> str:
-    if value is None:
-        return "-".rjust(width)
-    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= div:
-            return f"{value / div:.1f}{unit}".rjust(width)
-    return f"{value:.0f}".rjust(width)
 
 
 @dataclass(frozen=True)

@@ -6,24 +6,11 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
+from pmutop.numfmt import MISSING, fixed, si
+
+__all__ = ["MISSING", "fixed", "si"]  # the shared formatter, re-exported for the view's cells
+
 SPARK = " ▁▂▃▄▅▆▇█"
-MISSING = "-"
-
-
-def si(value: float | None, width: int = 6) -> str:
-    """1234567 -> '  1.2M' (k/M/G/T suffixes, right-aligned to `width`)."""
-    if value is None:
-        return MISSING.rjust(width)
-    for unit, div in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= div:
-            scaled = value / div
-            text = f"{scaled:.1f}{unit}" if scaled < 100 else f"{scaled:.0f}{unit}"
-            return text.rjust(width)
-    return f"{value:.0f}".rjust(width)
-
-
-def fixed(value: float | None, spec: str, width: int, scale: float = 1.0) -> str:
-    return MISSING.rjust(width) if value is None else format(value * scale, spec).rjust(width)
 
 
 # Colour thresholds: a style name, or None for the default colour.
