@@ -33,6 +33,8 @@ from pmutop.runinfo import collect
 from pmutop.runstate import RunState, StateDir, recover_dead_runs
 from pmutop.sources.tasks import NoTasks, PsutilTasks, SimTasks, TaskSource
 from pmutop.sysroot import Sysroot
+from pmutop.tui.config import Settings, config_path
+from pmutop.tui.config import load as load_settings
 
 PROG = "pmutop"
 COMMANDS = ("info", "events", "restore")
@@ -95,9 +97,9 @@ def run_parser() -> OneLineParser:
     p.add_argument(
         "--interval",
         type=_interval,
-        default=1.0,
+        default=None,
         metavar="SECONDS",
-        help=f"sampling interval, {MIN_INTERVAL_S:g} .. {MAX_INTERVAL_S:g} (default 1.0)",
+        help=f"sampling interval, {MIN_INTERVAL_S:g} .. {MAX_INTERVAL_S:g} (default 1.0, or the live view's last)",
     )
     p.add_argument(
         "--backend",
@@ -383,10 +385,28 @@ def task_source(platform: Platform, cpus: list[int]) -> TaskSource:
     return NoTasks()
 
 
-def run_live_view(engine: Engine, platform: Platform, backend: Backend, cpus: list[int], guard: ExitGuard) -> None:
+LIVE_VIEW_RAN = threading.Event()  # main() then skips the interpreter's teardown
+
+
+def run_live_view(
+    engine: Engine,
+    platform: Platform,
+    backend: Backend,
+    cpus: list[int],
+    guard: ExitGuard,
+    settings: tuple[Settings, str | None],
+) -> None:
     from pmutop.tui.app import PmutopApp
 
-    app = PmutopApp(engine, collect(platform, backend, cpus), task_source(platform, cpus))
+    LIVE_VIEW_RAN.set()
+    app = PmutopApp(
+        engine,
+        collect(platform, backend, cpus),
+        task_source(platform, cpus),
+        settings=settings[0],
+        settings_path=config_path(),
+        settings_problem=settings[1],
+    )
     guard.on_stop(app.exit_soon)  # a signal, or an error in another thread: close the UI, then restore
     app.run()
     if app.failure:
@@ -471,7 +491,10 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
             say=say,
             stop=guard.stop_requested.is_set,
         )
-    engine = Engine(backend, platform, platform.clock, cpus, args.interval, undo=UndoLog(state))
+    # The live view starts where the user left it (sort, columns, view, interval); --interval wins.
+    settings = load_settings() if not args.batch else (Settings(), None)
+    interval = args.interval or settings[0].interval or 1.0
+    engine = Engine(backend, platform, platform.clock, cpus, interval, undo=UndoLog(state))
     end = RunEnd(engine, state)
     guard.set_restore(end, report_restore)
     failed_cpus: dict[int, str] = {}
@@ -498,7 +521,7 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
                 timestamps=args.timestamps,
             )
         else:
-            run_live_view(engine, platform, backend, cpus, guard)
+            run_live_view(engine, platform, backend, cpus, guard, settings)
             failed_cpus = engine.failures()
             for cpu, why in failed_cpus.items():
                 say(f"warning: cpu {cpu} dropped: {why}")
@@ -542,7 +565,20 @@ def _main(argv: list[str], guard: ExitGuard) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    code = _guarded_main(list(sys.argv[1:] if argv is None else argv))
+    if LIVE_VIEW_RAN.is_set():
+        # Everything that matters is done (PMU restored, terminal back, messages written); tearing down
+        # the interpreter's Textual objects would add ~0.2 s before the shell returns. Quitting must feel
+        # instant.
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                if stream is not None:
+                    stream.flush()
+        os._exit(code)
+    return code
+
+
+def _guarded_main(argv: list[str]) -> int:
     guard = ExitGuard(say)
     guard.install()  # before any other thread starts: every thread inherits the blocked signals
     try:

@@ -7,14 +7,18 @@ on `demo_app`) are the same on every run and every machine.
 from __future__ import annotations
 
 import asyncio
+import random
 import sys
 from pathlib import Path
 
 from pmutop.backends.sim import SimBackend
 from pmutop.clock import ManualClock
 from pmutop.engine.engine import Engine
+from pmutop.engine.ring import SampleRing
+from pmutop.engine.sample import Sample
+from pmutop.errors import HardwareError
 from pmutop.pmu.events import EventSpec
-from pmutop.runinfo import collect
+from pmutop.runinfo import RunInfo, collect
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
 from pmutop.sources.tasks import SimTasks
@@ -60,8 +64,117 @@ def demo_app(
 SHOWN_MODEL = "adl"
 
 
-async def _save(out: Path, name: str, keys: tuple[str, ...]) -> Path:
-    app, engine, _, _ = demo_app(model=SHOWN_MODEL)
+class ScriptedFeed:
+    """A SampleFeed of given samples (no hardware, no simulator): the software-only picture, where the
+    kernel's events and per-CPU times are all there is. Labelled SIMULATED like every made-up number."""
+
+    def __init__(self, cpus: list[int], samples: list[list[Sample]], interval: float = 1.0) -> None:
+        self.cpus = cpus
+        self.rings = {cpu: SampleRing(600) for cpu in cpus}
+        for interval_samples in samples:
+            for s in interval_samples:
+                self.rings[s.cpu].push(s)
+        self._interval = interval
+        self._keys = list(samples[0][0].counts) if samples else []
+
+    @property
+    def interval(self) -> float:
+        return self._interval
+
+    def keys(self, cpu: int) -> list[str]:
+        return self._keys
+
+    def topdown_method(self, cpu: int) -> str | None:
+        return None
+
+    def elapsed(self) -> float:
+        latest = [r.latest() for r in self.rings.values()]
+        return max((s.time for s in latest if s is not None), default=0.0)
+
+    def failures(self) -> dict[int, str]:
+        return {}
+
+    def wait_for_samples(self, counts, timeout, on_wait=None, stop=None) -> bool:  # type: ignore[no-untyped-def]
+        if stop is not None:
+            stop.wait(timeout)
+        return False
+
+    def set_interval(self, seconds: float) -> None:
+        self._interval = seconds
+
+
+def software_app(cpus: int = 8, intervals: int = 60, seed: int = 3) -> tuple[PmutopApp, ScriptedFeed]:
+    """The live view of a run that counts only the kernel's software events (a VM without a PMU)."""
+    rng = random.Random(seed)
+    samples = []
+    for k in range(1, intervals + 1):
+        row = []
+        for cpu in range(cpus):
+            busy = 0.9 if cpu % 3 == 0 else 0.05 + 0.4 * ((k + cpu) % 7 == 0)
+            busy = min(1.0, max(0.0, busy + rng.uniform(-0.04, 0.04)))
+            counts = {
+                "context_switches": int(200 + 3000 * busy * rng.uniform(0.8, 1.2)),
+                "cpu_migrations": int(5 + 40 * busy * rng.uniform(0.5, 1.5)),
+                "page_faults": int(50 + 9000 * busy * rng.uniform(0.5, 1.5)),
+            }
+            row.append(
+                Sample(cpu=cpu, seq=k, time=float(k), interval=1.0, tsc=None, tsc_hz=None, counts=counts, util=busy)
+            )
+        samples.append(row)
+    feed = ScriptedFeed(list(range(cpus)), samples)
+    info = RunInfo(
+        hostname="demo-vm",
+        cpu_model="AMD EPYC (virtual)",
+        uarch=None,
+        pmu="no PMU",
+        backend="perf",
+        read_method="read",
+        simulated=True,
+        hypervisor=True,
+        cpus=list(range(cpus)),
+        hardware_problem="perf_event_open: hardware events not supported (ENOENT)",
+    )
+    return PmutopApp(feed, info), feed
+
+
+def failed_core_app() -> tuple[PmutopApp, Engine]:
+    """The demo with cpu 3 gone (offline) after 40 intervals."""
+    app, engine, _, clock = demo_app(model=SHOWN_MODEL, intervals=40)
+
+    def offline():  # type: ignore[no-untyped-def]
+        raise HardwareError("cpu 3: read of IA32_PERF_GLOBAL_STATUS (0x38e) failed: No such device (offline?)")
+
+    engine.samplers[3].counters.read = offline  # type: ignore[method-assign]
+    for _ in range(20):
+        clock.advance(1.0)
+        engine.tick()
+    return app, engine
+
+
+def scene(name: str) -> tuple[PmutopApp, Engine | None, tuple[str, ...]]:
+    """The app and the keys of one picture (VIEWS and SCENES)."""
+    if name in VIEWS:
+        app, engine, _, _ = demo_app(model=SHOWN_MODEL)
+        return app, engine, VIEWS[name]
+    if name == "software-only":
+        return software_app()[0], None, ()
+    if name == "failed-core":
+        app, engine = failed_core_app()
+        return app, engine, ()
+    if name == "256-cores":
+        app, engine, _, _ = demo_app(model=SHOWN_MODEL, cpus=256, e_cores=0, intervals=30)
+        return app, engine, ()
+    if name == "paused":
+        app, engine, _, _ = demo_app(model=SHOWN_MODEL)
+        return app, engine, ("space",)
+    raise KeyError(name)
+
+
+SCENES = (*VIEWS, "paused", "failed-core", "software-only", "256-cores")
+
+
+async def _save(out: Path, name: str) -> Path:
+    app, engine, keys = scene(name)
     try:
         async with app.run_test(size=SIZE) as pilot:
             for key in keys:
@@ -69,15 +182,16 @@ async def _save(out: Path, name: str, keys: tuple[str, ...]) -> Path:
             await pilot.pause()
             return Path(app.save_screenshot(filename=f"{name}.svg", path=str(out)))
     finally:
-        engine.stop()
+        if engine is not None:
+            engine.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     out = Path(argv[0] if argv else "screenshots")
     out.mkdir(parents=True, exist_ok=True)
-    for name, keys in VIEWS.items():
-        print(asyncio.run(_save(out, name, keys)))
+    for name in SCENES:
+        print(asyncio.run(_save(out, name)))
     return 0
 
 

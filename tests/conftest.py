@@ -45,3 +45,12 @@ class FakePsutil:
 @pytest.fixture
 def fake_psutil() -> FakePsutil:
     return FakePsutil()
+
+
+@pytest.fixture(autouse=True)
+def private_config_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The live view saves its settings under $XDG_CONFIG_HOME: never the real home's (processes that tests
+    start inherit this too)."""
+    home = tmp_path_factory.mktemp("xdg")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+    return home

@@ -1,4 +1,5 @@
-"""SVG snapshots of the three views at 80x24 and 160x50 (pytest-textual-snapshot).
+"""SVG snapshots of every view and state (main, detail, top-down, heatmap, help, paused, failed core,
+software-only, 256 cores) at 80x24 (narrow) and 160x50 (pytest-textual-snapshot).
 
 After an intended change of the screen: `python -m pytest tests/test_snapshots.py --snapshot-update`,
 look at the report, and regenerate screenshots/ with `python -m pmutop.screenshots`.
@@ -8,14 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from pmutop.screenshots import SHOWN_MODEL, VIEWS, demo_app
+from pmutop.screenshots import SCENES, scene
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 50)], ids=["80x24", "160x50"])
-@pytest.mark.parametrize("view", list(VIEWS))
+@pytest.mark.parametrize("view", list(SCENES))
 def test_view(snap_compare, view: str, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
-    app, engine, _, _ = demo_app(model=SHOWN_MODEL)
+    app, engine, keys = scene(view)
     try:
-        assert snap_compare(app, press=list(VIEWS[view]), terminal_size=size)
+        assert snap_compare(app, press=list(keys), terminal_size=size)
     finally:
-        engine.stop()
+        if engine is not None:
+            engine.stop()

@@ -254,7 +254,7 @@ async def test_help_lists_every_key(key: str) -> None:
         await pilot.press(key)
         assert isinstance(app.screen, HelpScreen)
         text = text_of(app.screen.query_one("#help-text", Static))
-        for k in ("q, Ctrl+C", "space, p", "+", "-", "s", "r", "Enter", "Esc", "?, h", "click a header"):
+        for k in ("q, F10, Ctrl+C", "space, p", "+", "-", "s", "r", "Enter", "Esc", "F1, ?, h", "click a header"):
             assert k in text
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)

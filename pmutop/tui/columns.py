@@ -50,13 +50,13 @@ COLUMNS: tuple[Column, ...] = (
     Column("util", "Util%", 6, 6, 1, _metric("util"), needs=()),
     Column("ghz", "GHz", 5, 5, 2, _metric("ghz"), needs=("cycles", "ref_cycles")),
     Column("ipc", "IPC", 5, 5, 0, _metric("ipc"), needs=("instructions", "cycles")),
-    Column("ipc_hist", "IPC history", 10, 30, 3, None, justify="left", needs=("instructions", "cycles")),
+    Column("ipc_hist", "IPC hist", 10, 60, 3, None, justify="left", needs=("instructions", "cycles")),
     Column("llc_per_s", "LLC miss/s", 11, 11, 1, _metric("llc_misses_per_s"), needs=("llc_misses",)),
     Column("mpki", "MPKI", 6, 6, 2, _metric("llc_mpki"), needs=("llc_misses", "instructions")),
     Column("llc_ratio", "LLC miss%", 10, 10, 5, _metric("llc_miss_ratio"), needs=("llc_misses", "llc_references")),
-    Column("llc_hist", "LLC miss/s history", 10, 30, 6, None, justify="left", needs=("llc_misses",)),
+    Column("llc_hist", "LLC/s hist", 10, 60, 6, None, justify="left", needs=("llc_misses",)),
     Column("br_ratio", "Br miss%", 9, 9, 5, _metric("branch_miss_ratio"), needs=("branch_misses", "branches")),
-    Column("task", "Top task", 12, 28, 4, None, justify="left"),
+    Column("task", "Top task", 12, 40, 4, None, justify="left"),
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import islice
 
 from rich.text import Text
 
@@ -66,7 +67,8 @@ def nice_ceiling(value: float, floor: float) -> float:
 
 def sparkline(values: Sequence[float | None], width: int, top: float) -> str:
     """The last `width` values as block characters on a 0..top scale (blank where missing)."""
-    tail = list(values)[-width:]
+    n = len(values)
+    tail = islice(values, max(0, n - width), n)  # a deque's tail, without copying the whole history
     chars = []
     for v in tail:
         if v is None:

@@ -25,7 +25,9 @@ from textual.widgets import Footer, Static
 
 from pmutop.cpulist import format_cpu_list
 from pmutop.tui import format as F
-from pmutop.tui.model import HISTORY, CoreState, ViewModel
+from pmutop.tui.model import CoreState, ViewModel
+
+HISTORY = 60  # intervals across: wide cells read better than many thin ones
 
 # Viridis in 9 steps: perceptually uniform, readable by colour-blind people, dark = low, bright = high.
 RAMP: tuple[str, ...] = (

@@ -14,7 +14,7 @@ from pmutop.engine.sample import Sample
 from pmutop.metrics import CoreMetrics, combined, for_sample
 from pmutop.sources.tasks import TopTask
 
-HISTORY = 60  # intervals kept for sparklines and plots
+HISTORY = 120  # intervals kept for sparklines, plots and the heatmap (a 250-column screen shows them all)
 SERIES = ("ipc", "ghz", "util", "llc_misses_per_s")
 TMA_SERIES = topdown.LEVEL1
 
@@ -71,11 +71,21 @@ def summed(samples: list[Sample]) -> Sample | None:
     )
 
 
+def rate_series(key: str) -> str:
+    """The history key of an event's per-second rate."""
+    return f"ev:{key}"
+
+
 class ViewModel:
-    def __init__(self, cpus: list[int], core_types: dict[int, str] | None = None) -> None:
+    def __init__(
+        self, cpus: list[int], core_types: dict[int, str] | None = None, rate_keys: tuple[str, ...] = ()
+    ) -> None:
+        """`rate_keys`: events (beyond the standard metrics' inputs) whose rates keep a history too."""
         core_types = core_types or {}
-        self.cores = {cpu: CoreState(cpu, core_types.get(cpu)) for cpu in cpus}
-        self.total = CoreState(-1)
+        self.rate_keys = rate_keys
+        self.series = (*SERIES, *TMA_SERIES, *(rate_series(k) for k in rate_keys))
+        self.cores = {cpu: self._core(cpu, core_types.get(cpu)) for cpu in cpus}
+        self.total = self._core(-1, None)
         self.intervals = 0  # intervals seen (the total row's history length, before the cap)
         self.new_errors: list[str] = []  # failures not yet announced
         self.new_suspects: list[str] = []
@@ -84,6 +94,14 @@ class ViewModel:
         # Interval changes, as (intervals seen before it, old seconds, new seconds): histories then mix
         # intervals of two lengths, and the views say where.
         self.interval_marks: list[tuple[int, float, float]] = []
+
+    def _core(self, cpu: int, core_type: str | None) -> CoreState:
+        return CoreState(cpu, core_type, history={k: deque(maxlen=HISTORY) for k in self.series})
+
+    def _append_rates(self, core: CoreState, s: Sample | None) -> None:
+        for k in self.rate_keys:
+            v = s.counts.get(k) if s is not None and not s.suspect else None
+            core.history[rate_series(k)].append(None if v is None or not s.interval else v / s.interval)  # type: ignore[union-attr]
 
     def mark_interval_change(self, old: float, new: float) -> None:
         self.interval_marks.append((self.intervals, old, new))
@@ -119,6 +137,8 @@ class ViewModel:
                 tma = topdown.combine((s.topdown, s.counts) for s in ok)
                 for k in TMA_SERIES:
                     self.total.history[k].append(tma[k])
+            if self.rate_keys:
+                self._append_rates(self.total, summed(ok))
         live = [c.latest for c in self.cores.values() if c.latest is not None and c.error is None]
         self.total.metrics = combined(live)
         self.total.latest = summed(live)
@@ -149,12 +169,14 @@ class ViewModel:
             core.suspect_count += 1
             core.metrics = None
             core.tma = None
-            for k in (*SERIES, *TMA_SERIES):
+            for k in self.series:
                 core.history[k].append(None)
             return
         core.metrics = for_sample(s)
         for k in SERIES:
             core.history[k].append(getattr(core.metrics, k))
+        if self.rate_keys:
+            self._append_rates(core, s)
         if s.topdown is not None:
             self.measures_topdown = True
             core.tma = topdown.compute(s.topdown, s.counts)

@@ -1,4 +1,5 @@
-"""A multi-row history plot (block characters, eighths of a cell) on a stable 0..top scale."""
+"""A multi-row history plot (block characters, eighths of a cell) on a stable 0..top scale, with a value
+axis on the left and a time axis below, so a glance says how much and how long ago."""
 
 from __future__ import annotations
 
@@ -8,6 +9,20 @@ from rich.text import Text
 from textual.widget import Widget
 
 from pmutop.tui.format import SPARK, nice_ceiling
+
+MIN_PLOT_ROWS = 3  # below this (plus the time axis) only the sparkline-like body is drawn
+
+
+def seconds_text(seconds: float) -> str:
+    """A compact time span for the axis: 45s, 2m30s, 1h05m."""
+    s = round(seconds)
+    if s < 120:
+        return f"{seconds:.0f}s" if seconds >= 1 or seconds == 0 else f"{seconds:.1f}s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m{s:02d}s" if s else f"{m}m"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
 
 
 class HistoryPlot(Widget):
@@ -22,14 +37,23 @@ class HistoryPlot(Widget):
         self._floor = floor
         self._style = style
         self._values: list[float | None] = []
+        self._top = floor
+        self._interval = 1.0
 
-    def set_values(self, values: Sequence[float | None]) -> None:
-        self._values = list(values)
-        present = [v for v in self._values if v is not None]
+    def set_title(self, title: str) -> None:
+        if self.border_title != title:
+            self.border_title = title
+
+    def set_values(self, values: Sequence[float | None], interval: float | None = None) -> None:
+        """The history, oldest first; `interval` (s) labels the time axis."""
+        if interval:
+            self._interval = interval
+        self._values = list(values)  # a few plots, at most HISTORY points each
+        present = [v for v in values if v is not None]
         top = nice_ceiling(max(present, default=0.0), self._floor)
-        now = self._fmt(present[-1]) if present and self._values[-1] is not None else "-"
+        now = self._fmt(present[-1]) if present and values[-1] is not None else "-"
         peak = self._fmt(max(present)) if present else "-"
-        self.border_subtitle = f"{now} now · {peak} max · 0–{self._fmt(top)}"
+        self.border_subtitle = f"{now} now · {peak} max"
         self._top = top
         self.refresh()
 
@@ -37,18 +61,42 @@ class HistoryPlot(Widget):
         width, height = self.content_size.width, self.content_size.height
         if width <= 0 or height <= 0:
             return Text("")
-        tail = self._values[-width:]
-        tail = [None] * (width - len(tail)) + tail
-        top = getattr(self, "_top", self._floor)
-        rows: list[str] = []
-        for r in range(height):
-            base = (height - 1 - r) * 8  # eighths below this row
+        axes = height >= MIN_PLOT_ROWS + 1 and width >= 20
+        labels = [self._fmt(self._top), self._fmt(self._top / 2), "0"] if axes else []
+        gutter = max(map(len, labels)) + 1 if axes else 0
+        rows_n = height - 1 if axes else height
+        cols = width - gutter
+        tail = self._values[-cols:]
+        tail = [None] * (cols - len(tail)) + tail
+        top = self._top
+        out = Text(no_wrap=True, overflow="crop")
+        for r in range(rows_n):
+            if axes:
+                label = labels[0] if r == 0 else labels[1] if r == rows_n // 2 else labels[2] if r == rows_n - 1 else ""
+                out.append(label.rjust(gutter - 1) + "┤" if label else " " * (gutter - 1) + "│", style="dim")
+            base = (rows_n - 1 - r) * 8  # eighths below this row
             line = []
             for v in tail:
                 if v is None:
                     line.append(" ")
                     continue
-                eighths = round(min(max(v / top, 0.0), 1.0) * height * 8) if top > 0 else 0
+                eighths = round(min(max(v / top, 0.0), 1.0) * rows_n * 8) if top > 0 else 0
                 line.append(SPARK[min(max(eighths - base, 0), 8)])
-            rows.append("".join(line))
-        return Text("\n".join(rows), style=self._style)
+            out.append("".join(line), style=self._style)
+            if r < rows_n - 1 or axes:
+                out.append("\n")
+        if axes:
+            left = f"-{seconds_text(cols * self._interval)}"
+            right = "now"
+            mid = f"-{seconds_text(cols * self._interval / 2)}"
+            axis = [" "] * cols
+            for i, ch in enumerate(left):
+                if i < cols:
+                    axis[i] = ch
+            centre = cols // 2 - len(mid) // 2
+            if centre > len(left) + 1 and centre + len(mid) < cols - len(right) - 1:
+                axis[centre : centre + len(mid)] = list(mid)
+            axis[cols - len(right) :] = list(right)
+            out.append(" " * (gutter - 1) + "└" if gutter else "", style="dim")
+            out.append("".join(axis), style="dim")
+        return out

@@ -1,0 +1,134 @@
+"""The live view's row filter (`/`): which cores to show.
+
+Terms are separated by spaces (or the word "and"); a core is shown when it matches every kind of term:
+- a CPU list: `0-3,8` (several lists add up),
+- a core type: `P`, `E`, `p-core`, `e-cores`, `type=E` (several add up),
+- a condition on a column: `util>50`, `ipc<1`, `mpki>=2`, `llc>1M`, `brmiss>5`, `backend>40`, `ghz<2`
+  (percent columns are compared in percent; k/M/G suffixes are allowed). All conditions must hold.
+The `all` row is always shown: it sums the whole selection, not just the rows shown.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pmutop.cpulist import parse_cpu_list
+from pmutop.errors import UsageError
+from pmutop.tui.model import CoreState
+
+OPS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge,
+    "<=": operator.le,
+    "!=": operator.ne,
+    "==": operator.eq,
+    "=": operator.eq,
+    ">": operator.gt,
+    "<": operator.lt,
+}
+SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}
+
+
+def _metric(name: str, scale: float = 1.0) -> Callable[[CoreState], float | None]:
+    def value(core: CoreState) -> float | None:
+        v = getattr(core.metrics, name, None) if core.metrics is not None else None
+        return None if v is None else v * scale
+
+    return value
+
+
+def _tma(name: str) -> Callable[[CoreState], float | None]:
+    def value(core: CoreState) -> float | None:
+        v = (core.tma or {}).get(name)
+        return None if v is None else v * 100
+
+    return value
+
+
+# Names a condition may use -> the value compared (percent columns in percent).
+FIELDS: dict[str, Callable[[CoreState], float | None]] = {
+    "util": _metric("util", 100),
+    "ghz": _metric("ghz"),
+    "ipc": _metric("ipc"),
+    "llc": _metric("llc_misses_per_s"),
+    "mpki": _metric("llc_mpki"),
+    "llcmiss": _metric("llc_miss_ratio", 100),
+    "brmiss": _metric("branch_miss_ratio", 100),
+    "retiring": _tma("tma_retiring"),
+    "bad": _tma("tma_bad_speculation"),
+    "frontend": _tma("tma_frontend_bound"),
+    "backend": _tma("tma_backend_bound"),
+}
+ALIASES = {"fe": "frontend", "be": "backend", "ret": "retiring", "llc/s": "llc", "llc_misses": "llc"}
+_CONDITION = re.compile(r"^([a-z_/%]+?)\s*(>=|<=|!=|==|=|>|<)\s*(-?[0-9]*\.?[0-9]+)\s*([kmg]?)%?$", re.I)
+_CPU_LIST = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
+_CORE_TYPE = re.compile(r"^(?:type=)?([pe])(?:-?cores?)?$", re.I)
+
+
+@dataclass(frozen=True)
+class Condition:
+    field: str
+    op: str
+    value: float
+
+    def holds(self, core: CoreState) -> bool:
+        v = FIELDS[self.field](core)
+        return v is not None and OPS[self.op](v, self.value)
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    text: str
+    cpus: frozenset[int] | None = None
+    core_types: frozenset[str] | None = None
+    conditions: tuple[Condition, ...] = ()
+
+    def matches(self, core: CoreState) -> bool:
+        if self.cpus is not None and core.cpu not in self.cpus:
+            return False
+        if self.core_types is not None and (core.core_type or "").upper() not in self.core_types:
+            return False
+        return all(c.holds(core) for c in self.conditions)
+
+
+def _terms(text: str) -> list[str]:
+    # "util > 50" is one term: glue operators to their operands first.
+    glued = re.sub(r"\s*(>=|<=|!=|==|=|>|<)\s*", r"\1", text.strip())
+    return [t for t in glued.split() if t.lower() != "and"]
+
+
+def parse_filter(text: str) -> RowFilter | None:
+    """None for an empty filter; UsageError (one line, for the filter box) when a term makes no sense."""
+    terms = _terms(text)
+    if not terms:
+        return None
+    cpus: set[int] = set()
+    types: set[str] = set()
+    conditions: list[Condition] = []
+    for term in terms:
+        if _CPU_LIST.match(term):
+            cpus.update(parse_cpu_list(term))
+            continue
+        m = _CORE_TYPE.match(term)
+        if m:
+            types.add(m.group(1).upper())
+            continue
+        m = _CONDITION.match(term)
+        if not m:
+            raise UsageError(
+                f"cannot filter by {term!r}: use a CPU list (0-3,8), a core type (P, E) or a condition (util>50)"
+            )
+        name = m.group(1).lower().rstrip("%")
+        name = ALIASES.get(name, name)
+        if name not in FIELDS:
+            raise UsageError(f"no column {m.group(1)!r} to filter by (one of: {', '.join(FIELDS)})")
+        value = float(m.group(3)) * SUFFIX[m.group(4).lower()]
+        conditions.append(Condition(name, m.group(2), value))
+    return RowFilter(
+        text=" ".join(terms),
+        cpus=frozenset(cpus) if cpus else None,
+        core_types=frozenset(types) if types else None,
+        conditions=tuple(conditions),
+    )
