@@ -166,3 +166,33 @@ def test_a_cpu_failing_in_the_live_view_is_restored_and_the_exit_says_so(live) -
     for cpu in (0, 1):
         for address in (0x186, 0x38D, 0x38F):
             assert read_msr(root, cpu, address) == ORIGINAL[address], (cpu, hex(address))
+
+
+def test_a_real_terminal_shows_panels_filters_and_keeps_the_settings(tmp_path: Path) -> None:
+    status = tmp_path / "status"
+    config = tmp_path / "xdg"
+    tmux = Tmux(tmp_path)
+    cmd = (
+        f"XDG_CONFIG_HOME={config} {sys.executable} -m pmutop --demo --cores 0-7 --interval 0.2; "
+        f"echo $? > {status}; sleep 60"
+    )
+    try:
+        tmux("new-session", "-d", "-s", "t", "-x", "120", "-y", "40", cmd)
+        screen = tmux.wait_for("all CPUs · IPC")
+        assert "SIMULATED" in screen and "now" in screen
+        tmux.wait_for("0:00:01")  # Textual drops what is typed while it starts
+        tmux("send-keys", "-t", "t", "/")
+        tmux("send-keys", "-t", "t", "-l", "0-1")
+        tmux("send-keys", "-t", "t", "Enter")
+        screen = tmux.wait_for("filter 0-1: 2/8")
+        rows = [line.split()[0] for line in screen.splitlines() if line[:1] == " " and line.split()[:1]]
+        assert "5" not in rows and "all" in rows
+        tmux("send-keys", "-t", "t", "s")
+        tmux.wait_for("sort Util%")
+        tmux("send-keys", "-t", "t", "F10")
+        assert wait_exit(status) == 0
+        assert tmux.screen().strip() == ""
+        saved = (config / "pmutop" / "config.toml").read_text()
+        assert 'sort = "util"' in saved
+    finally:
+        tmux.kill()

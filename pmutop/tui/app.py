@@ -889,7 +889,7 @@ class PmutopApp(App[int]):
         bar = self.query_one("#filter", FilterBar)
         bar.display = True
         bar.value = self.row_filter.text if self.row_filter else ""
-        bar.focus()
+        self.set_focus(bar)  # now, not later: the keys typed right after "/" belong to the filter
         self._fit()
 
     @on(Input.Submitted, "#filter")
