@@ -247,14 +247,16 @@ async def test_enter_opens_the_detail_of_the_highlighted_core_and_escape_returns
     engine.stop()
 
 
-@pytest.mark.parametrize("key", ["question_mark", "h"])
-async def test_help_lists_every_key(key: str) -> None:
+@pytest.mark.parametrize("key", ["question_mark", "h", "f1"])
+async def test_help_lists_every_key_and_says_how_to_close_it(key: str) -> None:
     app, engine, _, _ = demo_app(intervals=1)
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press(key)
         assert isinstance(app.screen, HelpScreen)
         text = text_of(app.screen.query_one("#help-text", Static))
         for k in ("q, F10, Ctrl+C", "space, p", "+", "-", "s", "r", "Enter", "Esc", "F1, ?, h", "click a header"):
+            assert k in text
+        for k in ("F6", "/", "\\", "PgUp", "m", "c", "closes this help"):
             assert k in text
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)

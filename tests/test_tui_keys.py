@@ -9,7 +9,7 @@ import pytest
 from textual.widgets import DataTable, Input, OptionList, SelectionList, Static
 
 from pmutop.screenshots import demo_app, software_app
-from pmutop.tui.app import DetailScreen, HelpScreen, TooSmallScreen
+from pmutop.tui.app import DetailScreen, TooSmallScreen
 from pmutop.tui.config import Settings, config_path, load
 from pmutop.tui.heatmap import HeatmapScreen
 from pmutop.tui.history_panel import HistoryPanels
@@ -20,6 +20,14 @@ from tests.test_tui import WIDE, row_order, text_of, tick
 
 def panel_titles(app) -> list[str]:  # type: ignore[no-untyped-def]
     return [str(p.border_title) for p in app.query_one("#history", HistoryPanels).query(HistoryPlot) if p.display]
+
+
+async def choose(app, pilot, key: str) -> None:  # type: ignore[no-untyped-def]
+    """Highlight `key` in the open chooser and press Enter."""
+    options = app.screen.query_one(OptionList)
+    options.highlighted = next(i for i in range(options.option_count) if options.get_option_at_index(i).id == key)
+    await pilot.press("enter")
+    await pilot.pause()
 
 
 def status(app) -> str:  # type: ignore[no-untyped-def]
@@ -73,21 +81,6 @@ async def test_software_only_runs_plot_and_explain_what_is_measured() -> None:
         app.exit()
 
 
-@pytest.mark.parametrize("key", ["f1", "question_mark"])
-async def test_f1_opens_help_which_says_how_to_close_it(key: str) -> None:
-    app, engine, _, _ = demo_app(intervals=2)
-    async with app.run_test(size=WIDE) as pilot:
-        await pilot.press(key)
-        assert isinstance(app.screen, HelpScreen)
-        help_text = text_of(app.screen.query_one("#help-text", Static))
-        assert "Esc" in help_text and "close" in help_text.lower()
-        for keys in ("F6", "F10", "/", "\\", "PgUp", "m", "c"):
-            assert keys in help_text
-        await pilot.press("escape")
-        assert not isinstance(app.screen, HelpScreen)
-    engine.stop()
-
-
 async def test_f10_quits() -> None:
     app, engine, _, _ = demo_app(intervals=2)
     async with app.run_test(size=WIDE) as pilot:
@@ -132,11 +125,7 @@ async def test_f6_chooses_the_sort_column_from_a_list() -> None:
         await tick(app, pilot, engine, clock)
         await pilot.press("f6")
         assert isinstance(app.screen, ChoiceScreen)
-        options = app.screen.query_one(OptionList)
-        ipc = next(i for i in range(options.option_count) if options.get_option_at_index(i).id == "ipc")
-        options.highlighted = ipc
-        await pilot.press("enter")
-        await pilot.pause()
+        await choose(app, pilot, "ipc")
         assert app.sort_key == "ipc" and app.reverse
         ipcs = [app.model.cores[int(r)].metrics.ipc for r in row_order(app)[:-1]]  # type: ignore[union-attr]
         assert ipcs == sorted(ipcs, reverse=True)
@@ -230,11 +219,7 @@ async def test_m_chooses_the_heatmap_metric() -> None:
         await tick(app, pilot, engine, clock)
         await pilot.press("m")
         assert isinstance(app.screen, ChoiceScreen)
-        options = app.screen.query_one(OptionList)
-        util = next(i for i in range(options.option_count) if options.get_option_at_index(i).id == "util")
-        options.highlighted = util
-        await pilot.press("enter")
-        await pilot.pause()
+        await choose(app, pilot, "util")
         assert isinstance(app.screen, HeatmapScreen) and app.screen.metric.key == "util"
     engine.stop()
 
