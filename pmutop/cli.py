@@ -1,8 +1,8 @@
 """Command line: `pmutop [options]` (live view or --batch), `pmutop info`, `pmutop events`, `pmutop restore`.
 
 Every failure ends in one line on stderr and a non-zero status: 2 for bad input, 3 when the PMU is
-in use by someone else, 4 when something could not be put back, 1 for anything else, 128+N when
-stopped by signal N.
+in use by someone else, 4 when something could not be put back, 5 when `pmutop selftest` finds no usable
+PMU, 1 for anything else (and a failed self-test check), 128+N when stopped by signal N.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pmutop.tui.config import Settings, config_path
 from pmutop.tui.config import load as load_settings
 
 PROG = "pmutop"
-COMMANDS = ("info", "events", "restore")
+COMMANDS = ("info", "events", "restore", "selftest")
 MIN_INTERVAL_S = 0.01
 MAX_INTERVAL_S = LONGEST_INTERVAL_S  # the narrow-counter reads are planned for it
 REPORT_HINT = "this is a bug in pmutop: please report it to the pmutop issue tracker with the output of PMUTOP_DEBUG=1"
@@ -90,7 +90,8 @@ def run_parser() -> OneLineParser:
         description="Live per-core hardware performance counters: IPC, utilisation, GHz, LLC misses.",
         epilog="Commands: `pmutop info [--sysroot DIR] [--json]` describes the PMU and which backend would run; "
         "`pmutop events [--search WORD] [--json] [--download]` lists the events this CPU can count; "
-        "`pmutop restore [--sysroot DIR]` puts back what a killed pmutop left programmed.",
+        "`pmutop restore [--sysroot DIR]` puts back what a killed pmutop left programmed; "
+        "`pmutop selftest [--demo] [--cores LIST]` checks the counters against known workloads.",
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--cores", metavar="LIST", help="CPUs to monitor: 0-3, 0,2,4-7 or all (default: all online)")
@@ -561,6 +562,10 @@ def _main(argv: list[str], guard: ExitGuard) -> int:
         return 0
     if argv and argv[0] == "restore":
         return run_restore(argv[1:])
+    if argv and argv[0] == "selftest":
+        from pmutop.selftest import selftest_main
+
+        return selftest_main(argv[1:], guard)
     return run(run_parser().parse_args(argv), argv, guard)
 
 

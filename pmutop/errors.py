@@ -30,3 +30,13 @@ class PmuInUseError(PmutopError):
 
 class ForbiddenMsrWrite(PmutopError):
     """A write outside the PMU allowlist was attempted (a bug in pmutop, refused before reaching the MSR)."""
+
+
+EXIT_NO_PMU = 5
+
+
+class NoPmuError(PmutopError):
+    """This machine has no usable PMU (no architectural PMU in CPUID, no hardware events in perf): `pmutop
+    selftest` cannot test anything here (exit status 5, distinct from a failed check)."""
+
+    exit_code = EXIT_NO_PMU

@@ -11,6 +11,12 @@ ffibuilder.cdef(
     int pmutop_rdpmc(uint32_t ecx, uint64_t *out);
     int pmutop_read_counters(uint32_t n_fixed, uint32_t n_gp, uint64_t *out);
     int pmutop_read_counters_metrics(uint32_t n_fixed, uint32_t n_gp, uint64_t *out);
+    uint64_t pmutop_wl_instructions(uint64_t iterations);
+    int pmutop_wl_chase_init(uint64_t *buf, uint64_t lines, uint64_t seed);
+    uint64_t pmutop_wl_chase(const uint64_t *buf, uint64_t steps);
+    uint64_t pmutop_wl_branches(uint64_t iterations, uint64_t seed, uint64_t mask);
+    uint64_t pmutop_wl_jumps(uint64_t passes);
+    #define PMUTOP_WL_JUMPS ...
     """
 )
 ffibuilder.set_source(

@@ -9,3 +9,20 @@ int pmutop_rdpmc(uint32_t ecx, uint64_t *out);
 int pmutop_read_counters(uint32_t n_fixed, uint32_t n_gp, uint64_t *out);
 /* pmutop_read_counters, then PERF_METRICS (rdpmc 1 << 29) at out[1 + n_fixed + n_gp]. */
 int pmutop_read_counters_metrics(uint32_t n_fixed, uint32_t n_gp, uint64_t *out);
+
+/* Self-test workloads (pmutop selftest): deterministic work run between two counter reads.
+ * Each returns a checksum (so the work cannot be optimised away), or 0 where unsupported. */
+/* `iterations` passes of `1: dec; jnz 1b` (x86-64): exactly 2 instructions per iteration, 1 cycle per
+ * iteration at best (the dec chain); returns iterations (0 on non-x86). */
+uint64_t pmutop_wl_instructions(uint64_t iterations);
+/* Link `lines` 64-byte lines of buf (lines * 8 uint64_t) into one random cycle (Sattolo, xorshift64). */
+int pmutop_wl_chase_init(uint64_t *buf, uint64_t lines, uint64_t seed);
+/* Follow that cycle for `steps` loads, each depending on the previous one; returns the last line index. */
+uint64_t pmutop_wl_chase(const uint64_t *buf, uint64_t steps);
+/* `iterations` xorshift64 steps, each with one conditional branch taken when (x & mask): mask 1 makes it
+ * unpredictable (random), mask 0 never taken (predictable); the same instructions either way. */
+uint64_t pmutop_wl_branches(uint64_t iterations, uint64_t seed, uint64_t mask);
+/* `passes` runs through a chain of PMUTOP_WL_JUMPS unconditional jumps, one per 64-byte line (a code
+ * footprint far larger than the L1 instruction cache: frontend bound); returns passes (0 on non-x86). */
+uint64_t pmutop_wl_jumps(uint64_t passes);
+#define PMUTOP_WL_JUMPS 4096

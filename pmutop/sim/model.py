@@ -714,6 +714,16 @@ class SimMachine:
     def workload(self, cpu: int) -> Workload:
         return self._state(cpu).workload
 
+    def replace_workload(self, cpu: int, workload: Workload) -> None:
+        """Feed `cpu` from `workload` (anything with Workload's ticks/cumulative/e_core, e.g. the self-test's
+        scripted workloads) from now on. Counters keep their values; only what happens after now changes, so
+        the new workload must give its counts at the present as the baseline."""
+        state = self._state(cpu)
+        with state.lock:
+            state._advance()
+            state.workload = workload
+            state._cum = workload.cumulative(state._t)
+
     def msr(self, cpu: int) -> SimMsrDevice:
         self._state(cpu)
         return self._devices[cpu]

@@ -1,0 +1,106 @@
+"""The self-test's workloads on this host: the shim's C loops (shim/pmutop_shim.c), run on the calling thread.
+
+What each one executes (x86-64):
+* instructions(n): `1: dec r; jnz 1b`, exactly 2 instructions per iteration (plus a handful around the loop:
+  the empty run measures those with the Python around the call). At most 1 iteration per cycle (the dec chain).
+* chase(steps): `steps` dependent loads following one random cycle through the 64-byte lines of a buffer
+  several times the last-level cache (LLC): nearly every load misses the LLC; memory (backend) bound.
+* branches(n, random): n xorshift64 steps, each with one conditional jump taken when the low bit is set
+  (random: mispredicted about half the time) or never (predictable); the same instructions either way.
+* jumps(passes): passes through a chain of 4096 unconditional jumps, one per 64-byte line (256 KiB of code,
+  far beyond the L1 instruction cache): frontend bound.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pmutop.errors import HardwareError
+from pmutop.hw import shim
+from pmutop.sysroot import Sysroot
+
+MIB = 1 << 20
+CHASE_LLC_FACTOR = 8  # the buffer is this many times the LLC ...
+CHASE_MIN_BYTES = 64 * MIB  # ... at least this (when the LLC size is unknown or small) ...
+CHASE_MAX_BYTES = 512 * MIB  # ... and at most this (memory use)
+LINE = 64
+
+
+def llc_bytes(sysroot: Sysroot, cpu: int) -> int | None:
+    """The size of the highest cache level `cpu` has (sysfs cache/index*/level and size), or None."""
+    base = sysroot.path(f"sys/devices/system/cpu/cpu{cpu}/cache")
+    best: tuple[int, int] | None = None
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return None
+    for name in names:
+        if not name.startswith("index"):
+            continue
+        try:
+            with open(os.path.join(base, name, "level")) as f:
+                level = int(f.read().strip())
+            with open(os.path.join(base, name, "size")) as f:
+                text = f.read().strip().upper()
+        except (OSError, ValueError):
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        try:
+            size = int(text.rstrip("KMG")) * scale
+        except ValueError:
+            continue
+        if best is None or (level, size) > best:
+            best = (level, size)
+    return None if best is None else best[1]
+
+
+def chase_bytes(llc: int | None) -> int:
+    """Buffer size for the pointer chase: CHASE_LLC_FACTOR x the LLC, within CHASE_MIN_BYTES..CHASE_MAX_BYTES."""
+    wanted = CHASE_LLC_FACTOR * llc if llc else CHASE_MIN_BYTES
+    return min(max(wanted, CHASE_MIN_BYTES), CHASE_MAX_BYTES)
+
+
+def available() -> str | None:
+    """None when the workloads can run here; else why not (one line)."""
+    if shim.lib is None:
+        return shim.BUILD_HINT
+    if not shim.lib.pmutop_wl_instructions(1):
+        return "the self-test workloads need an x86-64 CPU (the instruction loop is x86-64 assembly)"
+    return None
+
+
+class HostWorkloadRunner:
+    """Runs the C workloads on the calling thread (the caller pins it to the CPU under test)."""
+
+    simulated = False
+
+    def __init__(self, buffer_bytes: int, seed: int = 1) -> None:
+        problem = available()
+        if problem:
+            raise HardwareError(problem)
+        self.buffer_bytes = buffer_bytes
+        self.lines = max(2, buffer_bytes // LINE)
+        try:
+            self._buf = shim.ffi.new("uint64_t[]", self.lines * (LINE // 8))
+        except MemoryError:
+            raise HardwareError(f"cannot allocate {buffer_bytes // MIB} MiB for the pointer chase") from None
+        shim.lib.pmutop_wl_chase_init(self._buf, self.lines, seed)
+        self.seed = seed
+
+    def describe(self) -> str:
+        return f"shim C workloads, pointer chase over {self.buffer_bytes // MIB} MiB"
+
+    def instructions(self, cpu: int, iterations: int) -> int:
+        return int(shim.lib.pmutop_wl_instructions(iterations))
+
+    def chase(self, cpu: int, steps: int) -> int:
+        return int(shim.lib.pmutop_wl_chase(self._buf, steps))
+
+    def branches(self, cpu: int, iterations: int, random: bool) -> int:
+        return int(shim.lib.pmutop_wl_branches(iterations, self.seed, 1 if random else 0))
+
+    def jumps(self, cpu: int, passes: int) -> int:
+        return int(shim.lib.pmutop_wl_jumps(passes))
+
+    def close(self) -> None:
+        self._buf = None  # type: ignore[assignment]
