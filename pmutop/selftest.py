@@ -29,7 +29,7 @@ import json
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 from pmutop import topdown
@@ -85,6 +85,7 @@ class Check:
     name: str
     status: str  # PASS, FAIL or SKIP
     detail: str
+    values: dict[str, float] = field(default_factory=dict)  # the measured numbers, for --json
 
     def line(self) -> str:
         return f"cpu {self.cpu:<3} {self.status:<4}  {self.name:<17} {self.detail}"
@@ -116,9 +117,9 @@ class CpuSelftest:
         self._seconds[id(after)] = (after.at_ns - before.at_ns) / 1e9
         return after
 
-    def add(self, name: str, ok: bool | None, detail: str) -> None:
+    def add(self, name: str, ok: bool | None, detail: str, **values: float) -> None:
         status = "SKIP" if ok is None else "PASS" if ok else "FAIL"
-        self.checks.append(Check(self.cpu, name, status, detail))
+        self.checks.append(Check(self.cpu, name, status, detail, values))
 
     def missing(self, readings: list[Reading], *keys: str) -> str | None:
         for key in keys:
@@ -160,6 +161,9 @@ class CpuSelftest:
             f"{_n(counted)} counted (loop {_n(loop.counts['instructions'])} - empty run "
             f"{_n(empty.counts['instructions'])}), expected {_n(expected)} ±{_pct(INSTR_TOLERANCE)}: "
             f"{error:+.3%}",
+            counted=counted,
+            expected=expected,
+            error=error,
         )
 
     def check_ref_cycles(self, loop: Reading) -> None:
@@ -174,6 +178,9 @@ class CpuSelftest:
             lo <= ratio <= hi,
             f"{_n(loop.counts['ref_cycles'])} ref cycles / {_n(loop.tsc)} TSC ticks = {ratio:.4f}, "
             f"expected {lo}..{hi} (busy thread)",
+            ref_cycles=loop.counts["ref_cycles"],
+            tsc=loop.tsc,
+            ratio=ratio,
         )
 
     def check_cycles(self, loop: Reading) -> None:
@@ -184,6 +191,7 @@ class CpuSelftest:
         cycles = loop.counts["cycles"]
         per_iteration = cycles / LOOP_ITERATIONS
         ok = per_iteration >= CYCLES_PER_ITERATION_MIN
+        values = {"cycles": float(cycles), "per_iteration": per_iteration}
         detail = (
             f"{_n(cycles)} cycles = {per_iteration:.3f} per iteration, expected >= {CYCLES_PER_ITERATION_MIN}"
             " (dec chain)"
@@ -194,7 +202,8 @@ class CpuSelftest:
             lo, hi = GHZ_RANGE
             ok = ok and lo <= ghz <= hi
             detail += f"; cycles / ref cycles x TSC rate = {ghz:.2f} GHz, expected {lo}..{hi}"
-        self.add("cycles", ok, detail)
+            values["ghz"] = ghz
+        self.add("cycles", ok, detail, **values)
 
     def check_llc(self, loop: Reading, chase: Reading) -> None:
         why = self.missing([loop, chase], "llc_misses", "instructions")
@@ -210,6 +219,8 @@ class CpuSelftest:
             "llc-misses",
             a >= max(LLC_FACTOR * b, 1.0),
             f"pointer chase {a:.2f} vs loop {b:.3f} misses per 1k instructions, expected >= {LLC_FACTOR:g}x and >= 1",
+            chase_mpki=a,
+            loop_mpki=b,
         )
 
     def check_branches(self, predictable: Reading, random: Reading) -> None:
@@ -227,6 +238,8 @@ class CpuSelftest:
             a >= BRANCH_FACTOR * b and a >= b + BRANCH_MARGIN,
             f"random {_pct(a)} vs predictable {_pct(b)} of branches missed, expected >= {BRANCH_FACTOR:g}x "
             f"and +{100 * BRANCH_MARGIN:g} points",
+            random_miss_ratio=a,
+            predictable_miss_ratio=b,
         )
 
     def check_topdown(self, chase: Reading, jumps: Reading) -> None:
@@ -248,7 +261,8 @@ class CpuSelftest:
                 self.add(name, None, f"top-down ({self.method}) gave no fractions")
                 continue
             label = topdown.LABELS[key].lower()
-            self.add(name, h > lo, f"{label} {hname} {_pct(h)} vs {lname} {_pct(lo)}, expected higher")
+            detail = f"{label} {hname} {_pct(h)} vs {lname} {_pct(lo)}, expected higher"
+            self.add(name, h > lo, detail, **{hname.replace(" ", "_"): h, lname.replace(" ", "_"): lo})
 
 
 # -- driving the CPUs -----------------------------------------------------------------------------------
@@ -363,9 +377,7 @@ def selftest_main(argv: list[str], guard: ExitGuard) -> int:
         bargs.backend = name
         leftovers = cli.recover_leftovers(platform, guard.stop_requested)
         if leftovers.failures:
-            raise HardwareError(
-                "could not restore what a killed pmutop left: " + "; ".join(leftovers.failures[:3])
-            )
+            raise HardwareError("could not restore what a killed pmutop left: " + "; ".join(leftovers.failures[:3]))
     runner = _runner(platform, cpus)
     backend = cli.build_backend(bargs, platform)
     state = None
@@ -408,9 +420,13 @@ def selftest_main(argv: list[str], guard: ExitGuard) -> int:
     failed = sum(c.status == "FAIL" for c in checks)
     counts = {s: sum(c.status == s for c in checks) for s in ("PASS", "FAIL", "SKIP")}
     if args.json:
-        print(json.dumps({"header": header, "checks": [asdict(c) for c in checks], "summary": counts}), flush=True)
+        data = {"header": header, "simulated": platform.simulated, "checks": [asdict(c) for c in checks]}
+        print(json.dumps({**data, "summary": counts}), flush=True)
     else:
-        print(f"selftest: {counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped", flush=True)
+        label = " (SIMULATED PMU: synthetic numbers)" if platform.simulated else ""
+        print(
+            f"selftest: {counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped{label}", flush=True
+        )
     sys.stdout.flush()
     return guard.exit_code(result, 1 if failed else 0)
 
