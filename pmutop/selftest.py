@@ -400,6 +400,8 @@ def selftest_main(argv: list[str], guard: ExitGuard) -> int:
     try:
         backend.prepare(cpus, undo)
         if state is not None:
+            # Each CPU is programmed when its turn comes; the state file already names them all, so other
+            # runs keep off them and the machine-wide lock can go now (as after a normal run's start).
             state.started()
         if not args.json:
             print(header, flush=True)
