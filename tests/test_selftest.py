@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers, read_msr
 
 from pmutop import selftest
 from pmutop.cli import main
@@ -20,7 +21,6 @@ from pmutop.sim import selftest_workloads as sw
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
 from pmutop.sysroot import Sysroot
-from tests.sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
 
 CHECKS = ("instructions", "ref-cycles", "cycles", "llc-misses", "branch-misses", "topdown-backend", "topdown-frontend")
 
@@ -217,3 +217,66 @@ def test_jump_chain_runs_its_passes() -> None:
     assert shim.lib.PMUTOP_WL_JUMPS == 4096
     assert shim.lib.pmutop_wl_jumps(100) == 100
     assert shim.lib.pmutop_wl_jumps(0) == 0
+
+
+# -- run safety on the msr backend ------------------------------------------------------------------------
+
+
+class WatchingRunner:
+    """Stands in for the C workloads on a sysroot (whose CPUs are not this host's): notes, at every workload,
+    whether the PMU was programmed and the run registered in the state directory."""
+
+    simulated = False
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.seen: list[tuple[int, int, str, int]] = []
+
+    def describe(self) -> str:
+        return "watching runner"
+
+    def _note(self, cpu: int) -> int:
+        watchdog = (self.root / "proc/sys/kernel/nmi_watchdog").read_text().strip()
+        states = len(list((self.root / "run/pmutop").glob("*.json")))
+        self.seen.append((cpu, read_msr(self.root, cpu, 0x186), watchdog, states))
+        return 0
+
+    def instructions(self, cpu: int, iterations: int) -> int:
+        return self._note(cpu)
+
+    def chase(self, cpu: int, steps: int) -> int:
+        return self._note(cpu)
+
+    def branches(self, cpu: int, iterations: int, random: bool) -> int:
+        return self._note(cpu)
+
+    def jumps(self, cpu: int, passes: int) -> int:
+        return self._note(cpu)
+
+    def close(self) -> None:
+        pass
+
+
+def test_msr_selftest_programs_registers_and_restores_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    original = idle_pmu_registers() | {0x38F: 0x3_0000_0001, 0x38D: 0}
+    root = build_sysroot(
+        tmp_path, [0, 1], SKYLAKE_X_LEAVES, msrs=original, settings={"proc/sys/kernel/nmi_watchdog": "1"}
+    )
+    runner = WatchingRunner(root)
+    monkeypatch.setattr(selftest, "_runner", lambda platform, cpus: runner)
+    # The snapshot's counters never move: the checks fail, but the run must still program and put back.
+    assert main(["selftest", "--backend", "msr", "--sysroot", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert lines_of(out, 0)["instructions"] == "FAIL" and lines_of(out, 1)["instructions"] == "FAIL"
+    assert {cpu for cpu, *_ in runner.seen} == {0, 1}
+    for _cpu, evtsel0, watchdog, states in runner.seen:
+        assert evtsel0 == 0x434F2E  # LLC references, USR+OS+EN: programmed by the msr backend
+        assert watchdog == "0"  # paused for the run, like a normal run
+        assert states == 1  # the run's state file, for `pmutop restore` after a kill
+    assert (root / "proc/sys/kernel/nmi_watchdog").read_text().strip() == "1"
+    for cpu in (0, 1):
+        for address in (0x186, 0x187, 0x188, 0x189, 0x38D, 0x38F):
+            assert read_msr(root, cpu, address) == original[address], f"cpu {cpu} {address:#x}"
+    assert not list((root / "run/pmutop").glob("*.json"))
