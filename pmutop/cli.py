@@ -31,6 +31,7 @@ from pmutop.pmu.events import parse_events
 from pmutop.restore import UndoLog
 from pmutop.runinfo import collect
 from pmutop.runstate import RunState, StateDir, recover_dead_runs
+from pmutop.sources.power.monitor import PowerMonitor
 from pmutop.sources.tasks import NoTasks, PsutilTasks, SimTasks, TaskSource
 from pmutop.sysroot import Sysroot
 from pmutop.tui.config import Settings, config_path
@@ -495,7 +496,8 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
     # The live view starts where the user left it (sort, columns, view, interval); --interval wins.
     settings = load_settings() if not args.batch else (Settings(), None)
     interval = args.interval or settings[0].interval or 1.0
-    engine = Engine(backend, platform, platform.clock, cpus, interval, undo=UndoLog(state))
+    power = PowerMonitor.for_platform(platform, cpus)
+    engine = Engine(backend, platform, platform.clock, cpus, interval, undo=UndoLog(state), power=power)
     end = RunEnd(engine, state)
     guard.set_restore(end, report_restore)
     failed_cpus: dict[int, str] = {}

@@ -21,6 +21,7 @@ from pmutop.engine.sanity import impossible
 from pmutop.errors import HardwareError, PmutopError
 from pmutop.hw.platform import Platform
 from pmutop.restore import UndoLog
+from pmutop.sources.power.monitor import PowerMonitor
 
 NS = 1_000_000_000
 START_TIMEOUT_S = 20.0
@@ -44,6 +45,8 @@ class Sampler:
 
     def start_counting(self) -> None:
         self._t0_ns = self._prev_ns = self._last_read_ns = self.counters.start()
+        if self.engine.power is not None:
+            self.engine.power.start(self.cpu)
         self.started = True
 
     def accumulate(self) -> None:
@@ -61,6 +64,8 @@ class Sampler:
             elapsed = (r.at_ns - self._t0_ns) / NS
             tsc_hz = self._tsc_total / elapsed if elapsed > 0 and self._tsc_total else None
         suspect = r.suspect or impossible(r.counts, r.tsc, tsc_hz)
+        power = self.engine.power
+        extra = power.sample(self.cpu, interval, tsc_hz) if power is not None else {}
         sample = Sample(
             cpu=self.cpu,
             seq=self.ring.count + 1,
@@ -74,6 +79,7 @@ class Sampler:
             estimated=r.estimated,
             util=r.util,
             topdown=getattr(self.counters, "topdown_method", None),  # msr and perf counters carry it
+            **extra,
         )
         self.ring.push(sample)
         return sample
@@ -148,6 +154,7 @@ class Engine:
         ring_capacity: int = 600,
         threaded: bool = True,
         undo: UndoLog | None = None,
+        power: PowerMonitor | None = None,
     ) -> None:
         if interval <= 0:
             raise ValueError("interval must be > 0")
@@ -157,6 +164,7 @@ class Engine:
         self.cpus = cpus
         self.threaded = threaded
         self.undo = undo if undo is not None else UndoLog()
+        self.power = power  # frequency, idle, temperature, energy beside the counters (optional)
         self.rings = {cpu: SampleRing(ring_capacity) for cpu in cpus}
         self.samplers: dict[int, Sampler] = {}
         self.new_data = threading.Event()
@@ -223,6 +231,8 @@ class Engine:
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join(timeout=max(0.0, deadline - time.monotonic()))
+        if self.power is not None:
+            self.power.close()
         return self.undo.run()
 
     # -- used by the samplers

@@ -20,3 +20,13 @@ class Sample:
     estimated: dict[str, float] = field(default_factory=dict)  # event key -> fraction of time it was counted
     util: float | None = None  # busy fraction from the kernel's per-CPU times (when there are no ref cycles)
     topdown: str | None = None  # how top-down is measured on this CPU (pmutop.topdown method), None: not
+    # Beside the counters (pmutop.sources.power): None/empty where no source measured it.
+    busy: float | None = None  # Busy% = 100 x MPERF / TSC (turbostat)
+    bzy_mhz: float | None = None  # TSC MHz x APERF / MPERF: the average clock while not idle
+    cstates: dict[str, float] = field(default_factory=dict)  # idle state name -> % of the interval
+    temp_c: float | None = None  # core temperature
+    throttle: tuple[str, ...] = ()  # "thermal", "critical", "power": what limits the clock now
+    package: int | None = None  # physical package of this CPU
+    pkg_temp_c: float | None = None  # package temperature (the package's first CPU only)
+    energy_j: dict[str, float] = field(default_factory=dict)  # domain -> joules this interval (first CPU only)
+    power_src: dict[str, str] = field(default_factory=dict)  # field -> source it came from

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pmutop.clock import Clock, MonotonicClock
 from pmutop.hw.msr import MsrAccessError, MsrDevice
 from pmutop.pmu import registers as r
+from pmutop.sim import power as sim_power
 from pmutop.sim.workload import MIXES, TOPDOWN_FIELDS, Amounts, Counts, Workload, hash_unit
 
 _BUS_HZ = 100_000_000  # the architectural ref event on a GP counter ticks at the bus clock
@@ -520,7 +521,7 @@ class _SimCpu:
         if self.metrics_fields:
             readers[r.MSR_PERF_METRICS] = self._perf_metrics
         reader = readers.get(address)
-        return None if reader is None else reader()
+        return sim_power.read(self, address) if reader is None else reader()
 
     def write(self, address: int, value: int) -> None:
         with self.lock:

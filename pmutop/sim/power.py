@@ -1,0 +1,92 @@
+"""The simulated machine's frequency, idle, thermal and RAPL registers, derived from the same workload that
+drives its counters, so busy phases run faster, hotter and draw more power (all SIMULATED).
+
+APERF/MPERF are the workload's unhalted core/reference cycles (what they count on hardware: SDM 14.2,
+turbostat); the halted rest of the TSC is split into C1 and C6 residency; the temperature follows the current
+utilisation and clock; package energy = idle power x time + energy per cycle and per LLC miss. The energy
+counters start just below their 32-bit wrap so the wrap happens within the first second.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pmutop.sources.power import regs
+
+if TYPE_CHECKING:
+    from pmutop.sim.model import _SimCpu
+
+TJMAX = 100
+POWER_UNIT = 0xA0E03  # power 1/8 W, energy 1/2^14 J (61 µJ), time 1/2^10 s: a typical client part
+ENERGY_UNIT_J = regs.energy_unit_joules(POWER_UNIT)
+ENERGY_START = (1 << 32) - (1 << 16)  # counts: wraps after ~4 J
+IDLE_PKG_W = 4.0
+IDLE_CORE_W = 0.5
+DRAM_W = 1.5
+J_PER_CYCLE = 1.1e-9  # ~4.4 W per core at 4 GHz
+J_PER_LLC_MISS = 15e-9
+C6_SHARE = 0.7  # of halted time
+
+
+THERMAL_WINDOW_NS = 1_000_000_000  # the die follows the load of about the last second
+
+
+def _temperature(cpu: _SimCpu, t_ns: int) -> float:
+    w = cpu.workload
+    t0 = max(0, t_ns - THERMAL_WINDOW_NS)
+    a, b = w.cumulative(t0), w.cumulative(t_ns)
+    ticks = b.tsc - a.tsc
+    ref = b.total.ref_cycles - a.total.ref_cycles
+    if ticks <= 0 or ref <= 0:
+        return 35.0
+    util = min(1.0, ref / ticks)
+    ghz = (b.total.cycles - a.total.cycles) / ref * w.tsc_hz / 1e9
+    return 35.0 + 55.0 * util * min(1.0, ghz / 4.0)
+
+
+def _therm_status(temp: float) -> int:
+    readout = max(0, min(0x7F, round(TJMAX - temp)))
+    return regs.THERM_READING_VALID | readout << 16
+
+
+def _energy(cpu: _SimCpu, domain: str) -> int:
+    """The package's 32-bit energy counter: every CPU of the (single) simulated package contributes."""
+    machine = cpu.machine
+    t = machine.elapsed_ns()
+    cycles = misses = 0
+    for c in machine.cpus:
+        total = machine.workload(c).cumulative(t).total
+        cycles += total.cycles
+        misses += total.llc_misses
+    secs = t / 1e9
+    n = len(machine.cpus)
+    joules = {
+        "package": IDLE_PKG_W * secs + J_PER_CYCLE * cycles + J_PER_LLC_MISS * misses,
+        "core": IDLE_CORE_W * n * secs + J_PER_CYCLE * cycles,
+        "dram": DRAM_W * secs + J_PER_LLC_MISS * misses,
+    }[domain]
+    return (ENERGY_START + int(joules / ENERGY_UNIT_J)) & 0xFFFFFFFF
+
+
+def read(cpu: _SimCpu, address: int) -> int | None:
+    """The value of a power/thermal/idle MSR on this simulated CPU, or None (the register does not exist)."""
+    if address in (regs.IA32_APERF, regs.IA32_MPERF, regs.MSR_CORE_C6_RESIDENCY):
+        counts = cpu.workload.cumulative(cpu._t).total
+        if address == regs.IA32_APERF:
+            return counts.cycles
+        if address == regs.IA32_MPERF:
+            return counts.ref_cycles
+        return int(max(0, cpu.tsc() - counts.ref_cycles) * C6_SHARE)
+    if address == regs.MSR_TEMPERATURE_TARGET:
+        return TJMAX << 16
+    if address == regs.IA32_THERM_STATUS:
+        return _therm_status(_temperature(cpu, cpu._t))
+    if address == regs.IA32_PACKAGE_THERM_STATUS:
+        m = cpu.machine
+        return _therm_status(max(_temperature(m._state(c), cpu._t) for c in m.cpus))
+    if address == regs.MSR_RAPL_POWER_UNIT:
+        return POWER_UNIT
+    domain = {regs.MSR_PKG_ENERGY_STATUS: "package", regs.MSR_PP0_ENERGY_STATUS: "core"}.get(address)
+    if domain is None and address == regs.MSR_DRAM_ENERGY_STATUS:
+        domain = "dram"
+    return _energy(cpu, domain) if domain else None
