@@ -11,6 +11,7 @@ CPU_DIR = "sys/devices/system/cpu"
 HWMON_DIR = "sys/class/hwmon"
 POWERCAP_DIR = "sys/class/powercap"
 HWMON_DRIVERS = ("coretemp", "k10temp")
+POWERCAP_DOMAINS = {"core": "core", "dram": "dram"}  # RAPL subzone name -> pmutop domain
 
 
 def _int(text: str | None) -> int | None:
@@ -126,7 +127,6 @@ class Powercap:
     energy_uj needs root on kernels since 5.10 (CVE-2020-8694), so it is probed, not assumed."""
 
     name = "powercap"
-    DOMAINS = {"core": "core", "dram": "dram"}  # subzone name -> pmutop domain
 
     def __init__(self, sysroot: Sysroot) -> None:
         self.sysroot = sysroot
@@ -144,10 +144,10 @@ class Powercap:
             top = z.split(":")[1]
             if m := re.fullmatch(r"package-(\d+)", name):
                 pkg, domain = int(m[1]), "package"
-            elif name in self.DOMAINS:
+            elif name in POWERCAP_DOMAINS:
                 parent = sysroot.read_text(f"{POWERCAP_DIR}/intel-rapl:{top}/name") or ""
                 m = re.fullmatch(r"package-(\d+)", parent)
-                pkg, domain = (int(m[1]) if m else 0), self.DOMAINS[name]
+                pkg, domain = (int(m[1]) if m else 0), POWERCAP_DOMAINS[name]
             else:
                 continue
             energy = f"{POWERCAP_DIR}/{z}/energy_uj"
