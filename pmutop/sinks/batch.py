@@ -19,7 +19,15 @@ from pmutop.errors import HardwareError
 from pmutop.metrics import CoreMetrics, for_sample
 from pmutop.numfmt import fixed as _fmt
 from pmutop.numfmt import si as _si
-from pmutop.sinks.records import columns, extra_events, rate_title, record
+from pmutop.sinks.records import (
+    columns,
+    cstate_column,
+    csv_columns,
+    extra_events,
+    package_instructions,
+    rate_title,
+    record,
+)
 
 
 @dataclass(frozen=True)
@@ -81,7 +89,9 @@ class TablePrinter:
         header = stamp + f"{'time':>8} {'cpu':>4} " + titles + "  flags"
         print(header + ("  SIMULATED" if self.simulated else ""), file=out)
 
-    def write(self, s: Sample, *, time: float, index: int, timestamp: str | None = None) -> None:
+    def write(
+        self, s: Sample, *, time: float, index: int, timestamp: str | None = None, pkg_instructions: int | None = None
+    ) -> None:
         m = for_sample(s)
         flags = []
         if s.overflows:
@@ -101,15 +111,27 @@ class CsvPrinter:
     def __init__(self, out: IO[str], keys: list[str], mode: str, tma: bool = False, timestamps: bool = False) -> None:
         self.mode = mode
         self.keys = keys
-        self.columns = columns(keys, timestamps=timestamps)
+        self.timestamps = timestamps
+        self.columns: list[str] | None = None  # known at the first interval: its idle states name columns
         self.writer = csv.writer(out, lineterminator="\n")
-        self.writer.writerow(self.columns)
+
+    def begin(self, batch: list[Sample]) -> None:
+        if self.columns is None:
+            names = [n for s in batch for n in s.cstates]
+            self.columns = csv_columns(columns(self.keys, timestamps=self.timestamps), names)
+            self.writer.writerow(self.columns)
 
     def write(self, s: Sample, **at: Any) -> None:
+        if self.columns is None:
+            self.begin([s])
+        assert self.columns is not None
         rec = record(s, self.mode, keys=self.keys, **at)
         rec["overflows"] = ";".join(f"{k}={v}" for k, v in rec["overflows"].items())
         rec["estimated"] = ";".join(f"{k}={v:.3g}" for k, v in rec["estimated"].items())
-        self.writer.writerow(["" if rec[c] is None else rec[c] for c in self.columns])
+        rec["power_source"] = ";".join(f"{k}={v}" for k, v in rec["power_source"].items())
+        for name, pct in rec.pop("cstates").items():
+            rec[cstate_column(name)] = pct
+        self.writer.writerow(["" if rec.get(c) is None else rec[c] for c in self.columns])
 
 
 class JsonPrinter:
@@ -180,8 +202,12 @@ def run_batch(
         # One time for every record of the interval: when its last CPU was read.
         at = max(s.time for s in batch)
         stamp = _timestamp(wall0 + at) if timestamps else None
+        if hasattr(printer, "begin"):
+            printer.begin(batch)
+        per_package = package_instructions(batch)
         for s in batch:
-            printer.write(s, time=at, index=done + 1, timestamp=stamp)
+            pkg = per_package.get(s.package) if s.energy_j and s.package is not None else None
+            printer.write(s, time=at, index=done + 1, timestamp=stamp, pkg_instructions=pkg)
         out.flush()
         done += 1
     return failed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pmutop import topdown
@@ -21,6 +22,23 @@ COUNT_ORDER = (
 )
 # Derived values, then top-down fractions (null where top-down is not measured: see `pmutop info`).
 METRIC_ORDER = tuple(CoreMetrics.__dataclass_fields__) + topdown.TMA_FIELDS
+# Beside the counters (pmutop.sources.power; `pmutop info` says which sources this machine has). Watts and
+# package temperature are on the package's first CPU only; `cstates` is an object in JSON and one
+# cstate_<name>_pct column per idle state in CSV (csv_columns).
+POWER_ORDER = (
+    "busy",
+    "bzy_mhz",
+    "temp_c",
+    "throttle",
+    "package",
+    "pkg_temp_c",
+    "pkg_watts",
+    "core_watts",
+    "dram_watts",
+    "instructions_per_joule",
+    "cstates",
+    "power_source",
+)
 STANDARD_EVENTS = frozenset(COUNT_ORDER) - {"tsc"}  # the events the derived metrics are made of
 SHORT_TITLES = {
     "context_switches": "Ctx sw/s",
@@ -70,12 +88,59 @@ def columns(keys: list[str], *, timestamps: bool = False) -> list[str]:
         *count_columns(keys),
         *rate_columns(keys),
         *METRIC_ORDER,
+        *POWER_ORDER,
         "overflows",
         "estimated",
         "suspect",
         "mode",
     ]
     return list(dict.fromkeys(cols))  # once each: llc_misses_per_s is both a metric and an event's rate
+
+
+def cstate_column(name: str) -> str:
+    """CSV column of an idle state: cstate_C6_pct, cstate_haltpoll_idle_pct ("haltpoll idle")."""
+    return "cstate_" + re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_") + "_pct"
+
+
+def csv_columns(cols: list[str], cstates: list[str]) -> list[str]:
+    """`cols` with `cstates` replaced by one column per idle state (JSON keeps one `cstates` object)."""
+    i = cols.index("cstates")
+    return cols[:i] + list(dict.fromkeys(cstate_column(n) for n in cstates)) + cols[i + 1 :]
+
+
+def power_fields(s: Sample, package_instructions: int | None = None) -> dict[str, Any]:
+    """busy .. power_source of one sample; `package_instructions` (all the package's CPUs this interval)
+    gives instructions per joule on the sample that carries the package's energy."""
+    watts = {d: (j / s.interval if s.interval > 0 else None) for d, j in s.energy_j.items()}
+    pkg_j = s.energy_j.get("package")
+    ipj = package_instructions / pkg_j if package_instructions is not None and pkg_j else None
+    return {
+        "busy": s.busy,
+        "bzy_mhz": s.bzy_mhz,
+        "temp_c": s.temp_c,
+        "throttle": ",".join(s.throttle) if s.power_src.get("temp_c") and s.temp_c is not None else None,
+        "package": s.package,
+        "pkg_temp_c": s.pkg_temp_c,
+        "pkg_watts": _r(watts.get("package")),
+        "core_watts": _r(watts.get("core")),
+        "dram_watts": _r(watts.get("dram")),
+        "instructions_per_joule": _r(ipj),
+        "cstates": dict(s.cstates),
+        "power_source": dict(s.power_src),
+    }
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None else rounded(v)
+
+
+def package_instructions(samples: list[Sample]) -> dict[int, int]:
+    """Instructions retired per package in one interval (for instructions per joule)."""
+    out: dict[int, int] = {}
+    for s in samples:
+        if s.package is not None and "instructions" in s.counts and not s.suspect:
+            out[s.package] = out.get(s.package, 0) + s.counts["instructions"]
+    return out
 
 
 def rounded(value: float) -> float:
@@ -92,6 +157,7 @@ def record(
     time: float | None = None,
     index: int | None = None,
     timestamp: str | None = None,
+    pkg_instructions: int | None = None,
 ) -> dict[str, Any]:
     """time, cpu, interval, raw deltas and their rates (only those counted), derived metrics, overflows,
     estimated (event -> fraction of time counted, for multiplexed or rotated events), suspect, mode.
@@ -116,6 +182,7 @@ def record(
     for k in METRIC_ORDER:
         value = metrics[k]
         rec[k] = None if s.suspect or value is None else rounded(value)
+    rec |= power_fields(s, pkg_instructions)
     rec["overflows"] = dict(s.overflows)
     rec["estimated"] = {k: round(v, 3) for k, v in s.estimated.items()}
     rec["suspect"] = s.suspect
