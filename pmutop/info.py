@@ -35,6 +35,7 @@ from pmutop.pmu.plan import plan_counters
 from pmutop.pmu.uarch import microarchitecture
 from pmutop.pmu.usage import find_foreign_use
 from pmutop.runstate import describe_runs
+from pmutop.sources.power.monitor import PowerMonitor
 
 
 def _int_or_none(text: str | None) -> int | None:
@@ -166,6 +167,10 @@ def gather(platform: HostPlatform, *, probe: bool = True) -> dict[str, Any]:
     else:
         facts["counters_in_use"] = {"checked": False, "detail": "the msr device is not readable"}
     facts["perf"] = _perf_facts(platform, first)
+    facts["power_sources"] = [
+        {"source": x.name, "available": x.available, "detail": x.detail}
+        for x in PowerMonitor.for_platform(platform, cpus).sources()
+    ]
     facts["verdict"] = verdict(facts)
     topdowns = _topdown(platform, identity, readable, perfmons, core_types, facts["verdict"])
     groups: list[dict[str, Any]] = []
@@ -519,6 +524,9 @@ def render_text(f: dict[str, Any]) -> str:
         lines.append(("perf", f"{hw}; {sw}"))
     else:
         lines.append(("perf", f"not checked ({perf.get('detail', '')})"))
+    for i, src in enumerate(f.get("power_sources") or []):
+        state = "yes" if src["available"] else "no"
+        lines.append(("Power sources" if i == 0 else "", f"{src['source']}: {state}: {src['detail']}"))
     v = f["verdict"]
     if v["backend"]:
         lines.append(

@@ -98,8 +98,10 @@ class PowerMonitor:
         except (PmutopError, OSError, ImportError):
             pass
         state = platform.msr_state(cpus[0])
-        if not state.exists:
-            return cls(cpus, sysroot=sysroot, open_msr=None, msr_why=state.why or "no msr device", amd=amd)
+        if not state.present:
+            path = sysroot.path(f"dev/cpu/{cpus[0]}/msr")
+            why = f"{path} does not exist" + (" (as root: `modprobe msr`)" if sysroot.is_host else "")
+            return cls(cpus, sysroot=sysroot, open_msr=None, msr_why=why, amd=amd)
         return cls(cpus, sysroot=sysroot, open_msr=lambda c: platform.open_msr(c, writable=False), amd=amd)
 
     # -- what is there (pmutop info)

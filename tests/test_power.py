@@ -1,0 +1,195 @@
+"""Frequency, idle states, temperature and energy beside the counters: register decoding, the simulated
+machine, sysroot sources with missing registers, and the real cpuidle counters of this host."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from sysroot_builder import write_msrs
+
+from pmutop.backends.sim import SimBackend
+from pmutop.clock import ManualClock
+from pmutop.engine.engine import Engine
+from pmutop.sim.model import SimConfig
+from pmutop.sim.platform import SimPlatform
+from pmutop.sources.power import regs
+from pmutop.sources.power.monitor import PowerMonitor
+from pmutop.sources.power.sysfs import CpuIdle
+from pmutop.sysroot import Sysroot
+
+
+def test_rapl_units_wrap_and_tjmax_decode() -> None:
+    assert regs.energy_unit_joules(0xA0E03) == 1 / 16384  # ESU 14: 61 µJ (SDM 14.9.1)
+    assert regs.energy_unit_joules(0x1003) == 1 / 65536
+    assert regs.energy_delta(0xFFFFFF00, 0x100) == 0x200  # one 32-bit wrap
+    assert regs.energy_delta(5, 5) == 0
+    assert regs.tjmax(0x00640000) == 100 and regs.tjmax(0x015A0000) == 90
+    assert regs.tjmax(0) == regs.DEFAULT_TJMAX  # unprogrammed: turbostat's fallback
+    assert regs.temperature_c(regs.THERM_READING_VALID | 37 << 16, 100) == 63.0
+    assert regs.temperature_c(37 << 16, 100) is None  # reading not valid
+    assert regs.throttle_flags(regs.THERM_STATUS_PROCHOT | regs.THERM_STATUS_POWER_LIMIT) == ["thermal", "power"]
+    assert regs.busy_and_mhz(aperf=3_000, mperf=1_000, tsc=4_000, tsc_hz=2e9) == (0.25, 6000.0)
+
+
+def _sim_run(intervals: int = 6, cpus: int = 4) -> tuple[list, SimPlatform]:
+    clock = ManualClock(start_ns=1_000_000_000)
+    platform = SimPlatform(SimConfig(cpus=cpus, seed=7), clock)
+    power = PowerMonitor.for_platform(platform, platform.online_cpus())
+    engine = Engine(
+        SimBackend(platform, clock, None), platform, clock, platform.online_cpus(), 1.0, threaded=False, power=power
+    )
+    engine.start()
+    out = []
+    for _ in range(intervals):
+        clock.advance(1.0)
+        out.append(engine.tick())
+    engine.stop()
+    return out, platform
+
+
+def test_simulated_power_follows_the_workload_and_survives_the_energy_wrap() -> None:
+    ticks, platform = _sim_run()
+    # The simulated counter starts 2^16 counts (4 J) below the wrap: it has wrapped by now.
+    assert platform.machine.msr(0).read(regs.MSR_PKG_ENERGY_STATUS) < 1 << 20
+    hot_pairs = 0
+    for samples in ticks:
+        first = samples[0]
+        assert first.power_src["energy_j"] == "msr (SIMULATED)"
+        assert 4.0 < first.energy_j["package"] < 60.0  # idle 4 W plus what the cores draw
+        assert first.energy_j["core"] < first.energy_j["package"]
+        assert all(not s.energy_j for s in samples[1:])  # package values once per package
+        for s in samples:
+            assert s.busy is not None and s.bzy_mhz is not None
+            assert s.busy + sum(s.cstates.values()) == pytest.approx(100.0, abs=0.05)  # C0 + C1 + C6 = TSC
+            assert abs(s.busy / 100 - s.counts["ref_cycles"] / s.tsc) < 0.01  # MPERF is the ref cycles
+        busy = [s for s in samples if s.busy > 90]
+        idle = [s for s in samples if s.busy < 5]
+        for b in busy:
+            for i in idle:
+                hot_pairs += 1
+                assert b.temp_c > i.temp_c
+    assert hot_pairs  # the seed has busy and idle CPUs side by side
+    watts = [t[0].energy_j["package"] for t in ticks]
+    busy = [sum(s.busy for s in t) for t in ticks]
+    assert watts[busy.index(max(busy))] > watts[busy.index(min(busy))]  # busier machine, more power
+
+
+def _fake_sysroot(root: Path) -> None:
+    cpu = root / "sys/devices/system/cpu"
+    (cpu / "online").parent.mkdir(parents=True)
+    (cpu / "online").write_text("0-1\n")
+    for n in (0, 1):
+        topo = cpu / f"cpu{n}/topology"
+        topo.mkdir(parents=True)
+        (topo / "physical_package_id").write_text("0\n")
+        (topo / "core_id").write_text(f"{n}\n")
+        for k, name in enumerate(("POLL", "C1", "C6")):
+            d = cpu / f"cpu{n}/cpuidle/state{k}"
+            d.mkdir(parents=True)
+            (d / "name").write_text(name + "\n")
+            (d / "time").write_text("1000\n")
+    hw = root / "sys/class/hwmon/hwmon3"
+    hw.mkdir(parents=True)
+    (hw / "name").write_text("coretemp\n")
+    for i, (label, mdeg) in enumerate((("Package id 0", 55000), ("Core 0", 51000), ("Core 1", 49000)), 1):
+        (hw / f"temp{i}_label").write_text(label + "\n")
+        (hw / f"temp{i}_input").write_text(f"{mdeg}\n")
+    for zone, name, uj in (("intel-rapl:0", "package-0", 262_143_000_000), ("intel-rapl:0:0", "core", 100)):
+        z = root / "sys/class/powercap" / zone
+        z.mkdir(parents=True)
+        (z / "name").write_text(name + "\n")
+        (z / "energy_uj").write_text(f"{uj}\n")
+        (z / "max_energy_range_uj").write_text("262143328850\n")
+
+
+def test_sysroot_without_msr_uses_cpuidle_hwmon_and_powercap(tmp_path: Path) -> None:
+    _fake_sysroot(tmp_path)
+    sr = Sysroot(tmp_path)
+    mon = PowerMonitor([0, 1], sysroot=sr, open_msr=None, msr_why="no msr device")
+    assert [(s.name, s.available) for s in mon.sources()][:4] == [
+        ("msr", False),
+        ("cpuidle", True),
+        ("hwmon", True),
+        ("powercap", True),
+    ]
+    for c in (0, 1):
+        mon.start(c)
+    base = tmp_path / "sys/devices/system/cpu/cpu0/cpuidle"
+    (base / "state1/time").write_text(f"{1000 + 250_000}\n")  # 0.25 s of a 1 s interval
+    (base / "state2/time").write_text(f"{1000 + 500_000}\n")
+    (tmp_path / "sys/class/powercap/intel-rapl:0/energy_uj").write_text("2000000\n")  # wrapped past the range
+    (tmp_path / "sys/class/powercap/intel-rapl:0:0/energy_uj").write_text("1000100\n")
+    s0 = mon.sample(0, 1.0, None)
+    assert s0["cstates"] == {"POLL": 0.0, "C1": 25.0, "C6": 50.0}
+    assert s0["temp_c"] == 51.0 and s0["pkg_temp_c"] == 55.0
+    assert s0["energy_j"]["package"] == pytest.approx((262143328850 - 262_143_000_000 + 2_000_000) / 1e6)
+    assert s0["energy_j"]["core"] == pytest.approx(1.0)
+    assert s0["power_src"] == {"cstates": "cpuidle", "temp_c": "hwmon", "pkg_temp_c": "hwmon", "energy_j": "powercap"}
+    assert "busy" not in s0  # nothing measured it: nothing shown
+    s1 = mon.sample(1, 1.0, None)
+    assert s1["temp_c"] == 49.0 and "energy_j" not in s1 and "pkg_temp_c" not in s1
+
+
+def test_msr_snapshot_with_missing_registers_reports_only_what_answers(tmp_path: Path) -> None:
+    _fake_sysroot(tmp_path)
+    msr = tmp_path / "dev/cpu/0/msr"
+    base = {
+        regs.IA32_TIME_STAMP_COUNTER: 0,
+        regs.IA32_MPERF: 0,
+        regs.IA32_APERF: 0,
+        regs.IA32_THERM_STATUS: regs.THERM_READING_VALID | 30 << 16 | regs.THERM_STATUS_POWER_LIMIT,
+        regs.MSR_TEMPERATURE_TARGET: 95 << 16,
+        regs.MSR_CORE_C6_RESIDENCY: 0,
+        regs.MSR_RAPL_POWER_UNIT: 0xA0E03,
+        regs.MSR_PKG_ENERGY_STATUS: 0xFFFFF000,  # the highest address written: DRAM and PP0 lie beyond: missing
+    }
+    write_msrs(msr, base)
+    sr = Sysroot(tmp_path)
+    from pmutop.hw.msr import MsrFile
+
+    mon = PowerMonitor([0], sysroot=sr, open_msr=lambda c: MsrFile(msr, c, writable=False))
+    mon.start(0)
+    write_msrs(
+        msr,
+        {
+            regs.IA32_TIME_STAMP_COUNTER: 2_000_000_000,
+            regs.IA32_MPERF: 500_000_000,
+            regs.IA32_APERF: 750_000_000,
+            regs.MSR_CORE_C6_RESIDENCY: 1_000_000_000,
+            regs.MSR_PKG_ENERGY_STATUS: 0x1000,  # wrapped: 0x2000 counts
+        },
+    )
+    s = mon.sample(0, 1.0, 2e9)
+    mon.close()
+    assert s["busy"] == 25.0 and s["bzy_mhz"] == 3000.0
+    assert s["cstates"]["C6"] == 50.0 and s["cstates"]["C1"] == 25.0
+    assert s["temp_c"] == 65.0 and s["throttle"] == ("power",)
+    assert s["energy_j"] == {"package": pytest.approx(0x2000 / 16384)}  # core and dram: missing registers
+    assert s["power_src"]["cstates"] == "msr"
+
+
+def test_idle_residency_agrees_with_the_kernels_cpuidle_counters_on_this_host() -> None:
+    sr = Sysroot("/")
+    idle = CpuIdle(sr)
+    cpus = [c for c in range(os.cpu_count() or 1) if idle.states(c)]
+    if not cpus:
+        pytest.skip("no cpuidle on this host")
+    mon = PowerMonitor(cpus, sysroot=sr, open_msr=None)
+    before = {c: idle.read(idle.states(c)) for c in cpus}
+    t0 = time.monotonic()
+    for c in cpus:
+        mon.start(c)
+    time.sleep(0.5)
+    results = {c: mon.sample(c, time.monotonic() - t0, None) for c in cpus}
+    after = {c: idle.read(idle.states(c)) for c in cpus}
+    elapsed = time.monotonic() - t0
+    for c in cpus:
+        got = results[c]["cstates"]
+        assert results[c]["power_src"]["cstates"] == "cpuidle"
+        assert set(got) == set(before[c])
+        for name, pct in got.items():
+            kernel = (after[c][name] - before[c][name]) / (elapsed * 1e4)
+            assert pct == pytest.approx(kernel, abs=3.0), (c, name)  # the reads are microseconds apart
