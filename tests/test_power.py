@@ -193,3 +193,35 @@ def test_idle_residency_agrees_with_the_kernels_cpuidle_counters_on_this_host() 
         for name, pct in got.items():
             kernel = (after[c][name] - before[c][name]) / (elapsed * 1e4)
             assert pct == pytest.approx(kernel, abs=3.0), (c, name)  # the reads are microseconds apart
+
+
+def test_live_view_model_keeps_power_history_and_the_columns_show_it() -> None:
+    from pmutop.tui.columns import columns_for, render_cell
+    from pmutop.tui.heatmap import BY_KEY
+    from pmutop.tui.model import ViewModel
+
+    clock = ManualClock(start_ns=1_000_000_000)
+    platform = SimPlatform(SimConfig(cpus=2, seed=7), clock)
+    power = PowerMonitor.for_platform(platform, [0, 1])
+    engine = Engine(SimBackend(platform, clock, None), platform, clock, [0, 1], 1.0, threaded=False, power=power)
+    engine.start()
+    samples = []
+    for _ in range(3):
+        clock.advance(1.0)
+        samples = engine.tick()
+    model = ViewModel([0, 1])
+    model.ingest(engine.rings)
+    engine.stop()
+    core0, core1 = model.cores[0], model.cores[1]
+    assert len(core0.history["busy"]) == 3 and core0.history["busy"][-1] == samples[0].busy
+    assert core0.history["pkg_watts"][-1] == pytest.approx(samples[0].energy_j["package"] / samples[0].interval)
+    assert core1.history["pkg_watts"][-1] is None  # the package's energy is on its first CPU only
+    assert model.total.history["temp_c"][-1] == max(s.temp_c for s in samples)
+    keys = engine.keys(0)
+    assert [c.key for c in columns_for(keys)][-1] == "task"
+    assert not {"busy", "temp_c"} & {c.key for c in columns_for(keys)}  # nothing measured: no column
+    cols = [c.key for c in columns_for(keys, power={"busy", "temp_c"})]
+    assert cols[-1] == "task" and "busy" in cols and "temp_c" in cols and "pkg_watts" not in cols
+    assert render_cell("busy", core0, model, 6).plain == f"{samples[0].busy:.0f}".rjust(6)
+    assert render_cell("pkg_watts", core1, model, 6).plain.strip() == "-"
+    assert {"busy", "bzy_mhz", "temp_c", "pkg_watts"} <= set(BY_KEY)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -60,8 +60,30 @@ COLUMNS: tuple[Column, ...] = (
 )
 
 
-def columns_for(keys: list[str]) -> tuple[Column, ...]:
-    """The columns a run can fill: standard ones whose events are counted, plus a rate per other event."""
+def _latest(key: str) -> Callable[[CoreState], float]:
+    def value(core: CoreState) -> float:
+        h = core.history.get(key)
+        v = h[-1] if h else None
+        return float("-inf") if v is None else v
+
+    return value
+
+
+# Beside the counters (pmutop.sources.power): shown for the fields some source measures (`power`).
+POWER_COLUMNS: tuple[Column, ...] = (
+    Column("busy", "Busy%", 6, 6, 3, _latest("busy")),
+    Column("bzy_mhz", "BzyMHz", 6, 6, 4, _latest("bzy_mhz")),
+    Column("temp_c", "°C", 4, 4, 4, _latest("temp_c")),
+    Column("pkg_watts", "PkgW", 6, 6, 5, _latest("pkg_watts")),
+)
+POWER_KEYS = frozenset(c.key for c in POWER_COLUMNS)
+
+
+def columns_for(keys: list[str], power: Iterable[str] = ()) -> tuple[Column, ...]:
+    """The columns a run can fill: standard ones whose events are counted, plus a rate per other event,
+    plus the power columns of the fields in `power` (e.g. {"busy", "temp_c"}: what samples carry)."""
+    measured = set(power)
+    powered = [c for c in POWER_COLUMNS if c.key in measured]
     counted = set(keys)
     standard = [c for c in COLUMNS if set(c.needs) <= counted]
     extras = []
@@ -70,7 +92,7 @@ def columns_for(keys: list[str]) -> tuple[Column, ...]:
         width = max(9, len(title) + 1)
         extras.append(Column(f"ev:{key}", title, width, width, 3, _rate(key), needs=(key,), event=key))
     task = standard.pop()  # the task name stays last
-    return (*standard, *extras, task)
+    return (*standard, *powered, *extras, task)
 
 
 BY_KEY = {c.key: c for c in COLUMNS}
@@ -83,6 +105,10 @@ COLUMN_FORMULAS: dict[str, str] = {
     "mpki": "1000 × llc_misses / instructions",
     "llc_ratio": "100 × llc_misses / llc_references",
     "br_ratio": "100 × branch_misses / branches",
+    "busy": "100 × ΔMPERF / ΔTSC (turbostat Busy%)",
+    "bzy_mhz": "TSC MHz × ΔAPERF / ΔMPERF (turbostat Bzy_MHz)",
+    "temp_c": "TjMax − IA32_THERM_STATUS digital readout (or hwmon coretemp/k10temp)",
+    "pkg_watts": "Δ package energy (RAPL or powercap) / interval; the all row adds the packages",
 }
 FLEXIBLE = ("ipc_hist", "llc_hist", "task")
 # Which counted events each column depends on: an estimated input makes the cell an estimate ("~").
@@ -149,6 +175,12 @@ def _render(key: str, core: CoreState, model: ViewModel, width: int) -> Text:
     if key == "llc_hist":
         top = F.nice_ceiling(model.series_top("llc_misses_per_s", core), 1e6)
         return Text(F.sparkline(core.history["llc_misses_per_s"], width, top), style="magenta")
+    if key in POWER_KEYS:
+        h = core.history.get(key)
+        v = h[-1] if h else None
+        if v is None:
+            return Text(F.MISSING.rjust(width), style="dim")
+        return Text(f"{v:.0f}".rjust(width) if key != "pkg_watts" else f"{v:.1f}".rjust(width))
     if m is None:
         text = "?" if core.suspect_count and core.latest is not None else F.MISSING
         return Text(text.rjust(width), style="yellow" if text == "?" else "dim")

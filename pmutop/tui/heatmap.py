@@ -60,6 +60,11 @@ METRICS: tuple[Metric, ...] = (
     Metric("tma_bad_speculation", "Bad speculation", "unit", "%", percent=True),
     Metric("tma_frontend_bound", "Frontend bound", "unit", "%", percent=True),
     Metric("tma_backend_bound", "Backend bound", "unit", "%", percent=True),
+    # Beside the counters (pmutop.power_metrics): empty rows where no source measures them.
+    Metric("busy", "Busy %", "nice", "%", floor=100.0),
+    Metric("bzy_mhz", "Bzy MHz", "nice", "MHz", floor=1000.0),
+    Metric("temp_c", "Temperature", "nice", "°C", floor=100.0),
+    Metric("pkg_watts", "Package W", "nice", "W", floor=10.0),
 )
 BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
 

@@ -12,6 +12,8 @@ from pmutop import topdown
 from pmutop.engine.ring import SampleRing
 from pmutop.engine.sample import Sample
 from pmutop.metrics import CoreMetrics, combined, for_sample
+from pmutop.power_metrics import SERIES as POWER_SERIES
+from pmutop.power_metrics import combined_power, power_values
 from pmutop.sources.tasks import TopTask
 
 HISTORY = 120  # intervals kept for sparklines, plots and the heatmap (a 250-column screen shows them all)
@@ -35,7 +37,7 @@ class CoreState:
 
     def __post_init__(self) -> None:
         if not self.history:
-            self.history = {k: deque(maxlen=HISTORY) for k in (*SERIES, *TMA_SERIES)}
+            self.history = {k: deque(maxlen=HISTORY) for k in (*SERIES, *TMA_SERIES, *POWER_SERIES)}
 
     @property
     def label(self) -> str:
@@ -83,7 +85,7 @@ class ViewModel:
         """`rate_keys`: events (beyond the standard metrics' inputs) whose rates keep a history too."""
         core_types = core_types or {}
         self.rate_keys = rate_keys
-        self.series = (*SERIES, *TMA_SERIES, *(rate_series(k) for k in rate_keys))
+        self.series = (*SERIES, *TMA_SERIES, *POWER_SERIES, *(rate_series(k) for k in rate_keys))
         self.cores = {cpu: self._core(cpu, core_types.get(cpu)) for cpu in cpus}
         self.total = self._core(-1, None)
         self.intervals = 0  # intervals seen (the total row's history length, before the cap)
@@ -133,6 +135,8 @@ class ViewModel:
             self.total.metrics = m
             for k in SERIES:
                 self.total.history[k].append(getattr(m, k))
+            for k, v in combined_power(ok).items():
+                self.total.history[k].append(v)
             if self.measures_topdown:
                 tma = topdown.combine((s.topdown, s.counts) for s in ok)
                 for k in TMA_SERIES:
@@ -175,6 +179,8 @@ class ViewModel:
         core.metrics = for_sample(s)
         for k in SERIES:
             core.history[k].append(getattr(core.metrics, k))
+        for k, v in power_values(s).items():
+            core.history[k].append(v)
         if self.rate_keys:
             self._append_rates(core, s)
         if s.topdown is not None:
