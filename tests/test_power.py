@@ -129,6 +129,7 @@ def test_sysroot_without_msr_uses_cpuidle_hwmon_and_powercap(tmp_path: Path) -> 
     assert s0["energy_j"]["core"] == pytest.approx(1.0)
     assert s0["power_src"] == {"cstates": "cpuidle", "temp_c": "hwmon", "pkg_temp_c": "hwmon", "energy_j": "powercap"}
     assert "busy" not in s0  # nothing measured it: nothing shown
+    assert "throttle" not in s0["power_src"]  # hwmon says nothing about throttling
     s1 = mon.sample(1, 1.0, None)
     assert s1["temp_c"] == 49.0 and "energy_j" not in s1 and "pkg_temp_c" not in s1
 
@@ -225,3 +226,47 @@ def test_live_view_model_keeps_power_history_and_the_columns_show_it() -> None:
     assert render_cell("busy", core0, model, 6).plain == f"{samples[0].busy:.0f}".rjust(6)
     assert render_cell("pkg_watts", core1, model, 6).plain.strip() == "-"
     assert {"busy", "bzy_mhz", "temp_c", "pkg_watts"} <= set(BY_KEY)
+
+
+def test_amd_rapl_registers_are_read_with_their_own_unit(tmp_path: Path) -> None:
+    from pmutop.hw.msr import MsrFile
+
+    msr = tmp_path / "dev/cpu/0/msr"
+    write_msrs(
+        msr,
+        {
+            regs.IA32_APERF: 0,
+            regs.MSR_AMD_RAPL_POWER_UNIT: 0x10 << 8,  # ESU 16: 15.3 µJ
+            regs.MSR_AMD_CORE_ENERGY_STATUS: 100,
+            regs.MSR_AMD_PKG_ENERGY_STATUS: 1000,
+        },
+    )
+    mon = PowerMonitor([0], sysroot=None, open_msr=lambda c: MsrFile(msr, c, writable=False), amd=True)
+    mon.start(0)
+    write_msrs(msr, {regs.MSR_AMD_CORE_ENERGY_STATUS: 100 + 65536, regs.MSR_AMD_PKG_ENERGY_STATUS: 1000 + 3 * 65536})
+    s = mon.sample(0, 1.0, None)
+    mon.close()
+    assert s["energy_j"] == {"package": 3.0, "core": 1.0}
+    assert "pkg_temp_c" not in s  # AMD has no IA32_PACKAGE_THERM_STATUS: hwmon k10temp would say
+
+
+def test_batch_json_carries_watts_on_the_packages_first_cpu_and_instructions_per_joule(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import json
+
+    from pmutop.cli import main
+
+    code = main(["--demo", "--batch", "--count", "2", "--interval", "0.1", "--cores", "0-3", "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    recs = [json.loads(line) for line in out.splitlines()]
+    for index in (1, 2):
+        rs = [r for r in recs if r["interval_index"] == index]
+        first, rest = rs[0], rs[1:]
+        assert first["pkg_watts"] > 0 and all(r["pkg_watts"] is None for r in rest)
+        joules = first["pkg_watts"] * first["interval"]
+        assert first["instructions_per_joule"] == pytest.approx(sum(r["instructions"] for r in rs) / joules, rel=1e-3)
+        for r in rs:
+            assert 0 <= r["busy"] <= 100 and r["power_source"]["busy"] == "msr (SIMULATED)"
+            assert set(r["cstates"]) == {"C1", "C6"} and r["throttle"] == ""

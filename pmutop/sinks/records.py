@@ -118,7 +118,7 @@ def power_fields(s: Sample, package_instructions: int | None = None) -> dict[str
         "busy": s.busy,
         "bzy_mhz": s.bzy_mhz,
         "temp_c": s.temp_c,
-        "throttle": ",".join(s.throttle) if s.power_src.get("temp_c") and s.temp_c is not None else None,
+        "throttle": ",".join(s.throttle) if "throttle" in s.power_src else None,  # "": measured, none
         "package": s.package,
         "pkg_temp_c": s.pkg_temp_c,
         "pkg_watts": _r(watts.get("package")),

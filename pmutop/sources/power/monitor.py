@@ -263,7 +263,7 @@ class PowerMonitor:
                 t = regs.temperature_c(raw, st.tjmax)
                 if t is not None:
                     out["temp_c"], src["temp_c"] = t, tag
-                out["throttle"] = tuple(regs.throttle_flags(raw))
+                out["throttle"], src["throttle"] = tuple(regs.throttle_flags(raw)), tag
         if st.first:
             raw = self._try(st, regs.IA32_PACKAGE_THERM_STATUS) if not self.amd else None
             if raw is not None and st.tjmax is not None:
