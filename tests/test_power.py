@@ -270,3 +270,86 @@ def test_batch_json_carries_watts_on_the_packages_first_cpu_and_instructions_per
         for r in rs:
             assert 0 <= r["busy"] <= 100 and r["power_source"]["busy"] == "msr (SIMULATED)"
             assert set(r["cstates"]) == {"C1", "C6"} and r["throttle"] == ""
+
+
+class _FakeGroup:
+    """A perf group over counters the test sets (what the kernel's msr/cstate_core/power PMUs would count)."""
+
+    def __init__(self, cpu: int, events, counters: dict[str, int]) -> None:  # type: ignore[no-untyped-def]
+        self.cpu, self.events, self.counters = cpu, list(events), counters
+        self.closed = False
+
+    def read(self):  # type: ignore[no-untyped-def]
+        from pmutop.hw.perf_event import GroupReading
+
+        return GroupReading(1, 1, [self.counters[e.name] for e in self.events])
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _pmu(root: Path, name: str, type_: int, events: dict[str, str], scales: dict[str, str] | None = None) -> None:
+    d = root / "sys/bus/event_source/devices" / name
+    (d / "events").mkdir(parents=True)
+    (d / "format").mkdir()
+    (d / "type").write_text(f"{type_}\n")
+    (d / "format/event").write_text("config:0-63\n")
+    for ev, text in events.items():
+        (d / "events" / ev).write_text(text + "\n")
+    for ev, scale in (scales or {}).items():
+        (d / "events" / f"{ev}.scale").write_text(scale + "\n")
+
+
+def test_without_msr_access_the_kernels_perf_pmus_give_busy_cstates_and_energy(tmp_path: Path) -> None:
+    from pmutop.sources.power.perf_power import PerfPower
+
+    _fake_sysroot(tmp_path)
+    _pmu(tmp_path, "msr", 9, {"tsc": "event=0x00", "aperf": "event=0x01", "mperf": "event=0x02"})
+    _pmu(tmp_path, "cstate_core", 10, {"c6-residency": "event=0x02"})
+    joule = "2.3283064365386962890625e-10"  # 2^-32 J, what arch/x86/events/rapl.c exports
+    _pmu(tmp_path, "power", 11, {"energy-pkg": "event=0x02", "energy-ram": "event=0x03"}, {"energy-pkg": joule})
+    counters = {"tsc": 0, "aperf": 0, "mperf": 0, "c6-residency": 0, "energy-pkg": 0, "energy-ram": 0}
+    opened: list[_FakeGroup] = []
+
+    def open_group(cpu: int, events):  # type: ignore[no-untyped-def]
+        g = _FakeGroup(cpu, events, counters)
+        opened.append(g)
+        return g
+
+    perf = PerfPower(Sysroot(tmp_path), open_group)
+    assert [e.config for e in perf.pmus["msr"].events] == [1, 2, 0]  # aperf, mperf, tsc from the sysfs terms
+    mon = PowerMonitor([0, 1], sysroot=Sysroot(tmp_path), open_msr=None, perf=perf)
+    mon.start(0)
+    mon.start(1)
+    assert sorted((g.cpu, g.events[0].type) for g in opened) == [(0, 9), (0, 10), (0, 11), (1, 9), (1, 10)]
+    counters.update({"tsc": 2 * 10**9, "aperf": 12 * 10**8, "mperf": 8 * 10**8, "c6-residency": 10**9})
+    counters["energy-pkg"] = 5 << 32
+    counters["energy-ram"] = 7  # no .scale file: already in the unit it says
+    s = mon.sample(0, 1.0, None)
+    assert s["busy"] == 40.0 and s["bzy_mhz"] == 3000.0  # TSC Hz from the tsc event over the interval
+    assert s["cstates"] == {"C1": 10.0, "C6": 50.0}
+    assert s["energy_j"] == {"package": 5.0, "dram": 7.0}
+    assert s["power_src"]["busy"] == "perf:msr" and s["power_src"]["energy_j"] == "perf:power"
+    assert s["power_src"]["cstates"] == "perf:cstate_core"  # before cpuidle in the order
+    assert ("power", True, "events energy-pkg, energy-ram") in perf.status()
+    mon.close()
+    assert all(g.closed for g in opened)
+
+
+def test_a_refused_perf_open_is_reported_and_the_sysfs_sources_take_over(tmp_path: Path) -> None:
+    from pmutop.errors import HardwareError
+    from pmutop.sources.power.perf_power import PerfPower
+
+    _fake_sysroot(tmp_path)
+    _pmu(tmp_path, "cstate_core", 10, {"c6-residency": "event=0x02"})
+
+    def refuse(cpu: int, events):  # type: ignore[no-untyped-def]
+        raise HardwareError(f"cpu {cpu}: permission denied (perf_event_paranoid 2)")
+
+    mon = PowerMonitor([0], sysroot=Sysroot(tmp_path), open_msr=None, perf=PerfPower(Sysroot(tmp_path), refuse))
+    mon.start(0)
+    s = mon.sample(0, 1.0, None)
+    assert s["power_src"]["cstates"] == "cpuidle"
+    status = {x.name: x for x in mon.sources()}
+    assert not status["perf:cstate_core"].available
+    assert "permission denied" in status["perf:cstate_core"].detail

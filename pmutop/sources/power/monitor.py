@@ -1,9 +1,9 @@
 """Per-CPU and per-package power readings, from the best source this machine offers, once per interval.
 
-Order per value (the issue's): MSRs (root; reads only) first, then the kernel's root-free files: cpuidle for
-idle-state residency, hwmon for temperatures, powercap for energy. Every value carries its source name
-(`Sample.power_src`); a value no source measured is absent, never guessed. The perf PMUs msr/cstate_*/power
-are listed by `pmutop info` but not read yet.
+Order per value: MSRs (root; reads only) first; without them the kernel's perf PMUs msr, cstate_core and
+power (perf_power.py); then the root-free files: cpuidle for idle-state residency, hwmon for temperatures,
+powercap for energy. Every value carries its source name (`Sample.power_src`); a value no source measured is
+absent, never guessed.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 from pmutop.errors import PmutopError
 from pmutop.hw.msr import MsrDevice
 from pmutop.sources.power import regs
+from pmutop.sources.power.perf_power import ENERGY_DOMAIN, PerfPower
 from pmutop.sources.power.sysfs import CpuIdle, Hwmon, Powercap, core_of, package_of, perf_pmus
 from pmutop.sysroot import Sysroot
 
@@ -43,6 +44,8 @@ class _Cpu:
     energy_unit: float = 0.0
     prev_energy: dict[str, int] = field(default_factory=dict)
     prev_powercap: dict[str, int] = field(default_factory=dict)
+    perf_groups: dict[str, Any] = field(default_factory=dict)  # perf PMU name -> PerfGroup
+    prev_perf: dict[str, float] = field(default_factory=dict)
 
 
 class PowerMonitor:
@@ -57,6 +60,7 @@ class PowerMonitor:
         msr_why: str = "",
         amd: bool = False,
         simulated: bool = False,
+        perf: PerfPower | None = None,
     ) -> None:
         self.cpus = cpus
         self.sysroot = sysroot
@@ -67,6 +71,7 @@ class PowerMonitor:
         self.cpuidle = CpuIdle(sysroot) if sysroot else None
         self.hwmon = Hwmon(sysroot) if sysroot else None
         self.powercap = Powercap(sysroot) if sysroot else None
+        self.perf = perf  # perf_event_open counts on this host only: None for a captured sysroot
         self._lock = threading.Lock()
         self._state: dict[int, _Cpu] = {}
         seen: set[int] = set()
@@ -97,12 +102,13 @@ class PowerMonitor:
             amd = decode_identity(platform.cpuid_fn(cpus[0])).vendor == "AuthenticAMD"
         except (PmutopError, OSError, ImportError):
             pass
+        perf = PerfPower(sysroot) if sysroot.is_host else None
         state = platform.msr_state(cpus[0])
         if not state.present:
             path = sysroot.path(f"dev/cpu/{cpus[0]}/msr")
             why = f"{path} does not exist" + (" (as root: `modprobe msr`)" if sysroot.is_host else "")
-            return cls(cpus, sysroot=sysroot, open_msr=None, msr_why=why, amd=amd)
-        return cls(cpus, sysroot=sysroot, open_msr=lambda c: platform.open_msr(c, writable=False), amd=amd)
+            return cls(cpus, sysroot=sysroot, open_msr=None, msr_why=why, amd=amd, perf=perf)
+        return cls(cpus, sysroot=sysroot, open_msr=lambda c: platform.open_msr(c, writable=False), amd=amd, perf=perf)
 
     # -- what is there (pmutop info)
 
@@ -126,14 +132,13 @@ class PowerMonitor:
         if self.powercap is not None:
             ok, why = self.powercap.status()
             out.append(SourceStatus("powercap", ok, why))
-        if self.sysroot is not None:
+        if self.perf is not None:
+            for pmu, ok, detail in self.perf.status():
+                out.append(SourceStatus(f"perf:{pmu}", ok, detail))
+        elif self.sysroot is not None:  # a captured sysroot: what its kernel offered, nothing opened
             pmus = perf_pmus(self.sysroot)
             for pmu in ("msr", "cstate_core", "cstate_pkg", "power"):
-                detail = (
-                    f"events {pmus[pmu]} (listed; not read by pmutop yet)"
-                    if pmu in pmus
-                    else "not offered by this kernel"
-                )
+                detail = f"events {pmus[pmu]} (not opened: not this host)" if pmu in pmus else "not offered"
                 out.append(SourceStatus(f"perf:{pmu}", False, detail))
         return out
 
@@ -148,6 +153,9 @@ class PowerMonitor:
                 st.dev = None
         if st.dev is not None:
             self._probe_msr(st)
+        elif self.perf is not None:  # no MSR access: the kernel's perf PMUs, where it lets us open them
+            st.perf_groups = self.perf.open(cpu, st.first)
+            st.prev_perf = self.perf.read(st.perf_groups)
         if self.cpuidle is not None:
             st.idle_states = self.cpuidle.states(cpu)
             st.prev_idle = self.cpuidle.read(st.idle_states)
@@ -208,6 +216,8 @@ class PowerMonitor:
         src: dict[str, str] = {}
         if st.dev is not None:
             self._sample_msr(st, out, src, tsc_hz)
+        elif st.perf_groups and self.perf is not None:
+            self._sample_perf(st, out, src, interval, tsc_hz)
         if "cstates" not in out and st.idle_states and self.cpuidle is not None and interval > 0:
             now = self.cpuidle.read(st.idle_states)
             out["cstates"] = {
@@ -281,8 +291,36 @@ class PowerMonitor:
                     st.prev_energy[domain] = v
                 out["energy_j"], src["energy_j"] = energy, tag
 
+    def _sample_perf(
+        self, st: _Cpu, out: dict[str, Any], src: dict[str, str], interval: float, tsc_hz: float | None
+    ) -> None:
+        assert self.perf is not None
+        now = self.perf.read(st.perf_groups)
+        d = {k: v - st.prev_perf[k] for k, v in now.items() if k in st.prev_perf}
+        st.prev_perf = now
+        tsc = d.get("tsc") or (tsc_hz * interval if tsc_hz else 0.0)
+        hz = tsc_hz or (d["tsc"] / interval if d.get("tsc") and interval > 0 else None)
+        if "aperf" in d and "mperf" in d and tsc > 0:
+            busy, mhz = regs.busy_and_mhz(int(d["aperf"]), int(d["mperf"]), int(tsc), hz)
+            if busy is not None:
+                out["busy"], src["busy"] = round(busy * 100, 3), "perf:msr"
+            if mhz is not None:
+                out["bzy_mhz"], src["bzy_mhz"] = round(mhz, 1), "perf:msr"
+        res = {f"C{k[1]}": v for k, v in d.items() if k.endswith("-residency")}
+        if res and tsc > 0:
+            if "C1" not in res and "mperf" in d:  # turbostat's C1: what C0 and the deeper states leave
+                res = {"C1": max(0.0, tsc - d["mperf"] - sum(res.values())), **res}
+            out["cstates"] = {n: round(min(100.0, 100 * v / tsc), 3) for n, v in res.items()}
+            src["cstates"] = "perf:cstate_core"
+        energy = {ENERGY_DOMAIN[k]: v for k, v in d.items() if k in ENERGY_DOMAIN}
+        if energy:
+            out["energy_j"], src["energy_j"] = energy, "perf:power"
+
     def close(self) -> None:
         for st in self._state.values():
+            for group in st.perf_groups.values():
+                group.close()
+            st.perf_groups = {}
             if st.dev is not None and not self.simulated:
                 st.dev.close()
             st.dev = None
