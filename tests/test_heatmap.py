@@ -173,6 +173,8 @@ async def test_the_screen_shows_one_row_per_core_coloured_by_the_history() -> No
             assert screen.metric.key == "util" and static(app, "#hm-legend").startswith("Util %")
             screen.set_metric("tma_backend_bound")
             assert static(app, "#hm-legend").startswith("Backend bound")
+            screen.set_metric("pkg_watts")  # the last of the list (the power metrics follow top-down)
+            assert static(app, "#hm-legend").startswith("Package W")
             await pilot.press("m")
             assert screen.metric.key == "ipc"  # cycles round
             await pilot.press("escape")
