@@ -21,6 +21,7 @@ from pmutop.pmu.events import EventSpec
 from pmutop.runinfo import RunInfo, collect
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
+from pmutop.sources.power.monitor import PowerMonitor
 from pmutop.sources.tasks import SimTasks
 from pmutop.tui.app import PmutopApp
 
@@ -50,7 +51,9 @@ def demo_app(
     config = SimConfig(cpus=cpus, e_cores=e_cores, seed=seed, gp_counters=gp_counters, model=model)
     platform = SimPlatform(config, clock)
     backend = SimBackend(platform, clock, events)
-    engine = Engine(backend, platform, clock, platform.online_cpus(), interval, threaded=False)
+    cpus_ = platform.online_cpus()
+    power = PowerMonitor.for_platform(platform, cpus_)
+    engine = Engine(backend, platform, clock, cpus_, interval, threaded=False, power=power)
     engine.start()
     for _ in range(intervals):
         clock.advance(interval)

@@ -30,7 +30,7 @@ from pmutop.runinfo import RunInfo
 from pmutop.sinks.records import extra_events
 from pmutop.sources.tasks import NoTasks, TaskSource, TopTask
 from pmutop.tui import format as F
-from pmutop.tui.columns import COLUMN_FORMULAS, columns_for, layout, render_cell
+from pmutop.tui.columns import COLUMN_FORMULAS, POWER_KEYS, columns_for, layout, render_cell
 from pmutop.tui.config import Settings
 from pmutop.tui.config import save as save_settings
 from pmutop.tui.filter import RowFilter, parse_filter
@@ -388,6 +388,8 @@ class PmutopApp(App[int]):
         self.model = ViewModel(feed.cpus, info.core_types, rate_keys)
         self.plot_specs = plot_specs(keys, rate_keys)
         self.paused = False
+        self.power_fields: frozenset[str] = frozenset()  # turbostat-style fields the samples carry
+        self._power_checks = 0
         self.columns = columns_for(keys)
         self.by_key = {c.key: c for c in self.columns}
         self.sort_key = self.settings.sort if self.settings.sort in self.by_key else "cpu"
@@ -409,7 +411,7 @@ class PmutopApp(App[int]):
         self._exit_wanted = False
         self._plotted: str | None = None  # the row the history panels show
         self._follow: str | None = None  # None: the all row, until the user moves the highlight
-        self._first_highlight: str | None = None
+        self._last_highlight: str | None = None
 
     # -- building
 
@@ -629,6 +631,9 @@ class PmutopApp(App[int]):
         if self.paused:
             return
         changed = self.model.ingest(self.feed.rings)
+        if changed and self._power_checks < 3:  # what the power sources measure shows in the first samples
+            self._power_checks += 1
+            self._add_power_columns()
         if self._pending_tasks is not None:
             self.model.set_tasks(self._pending_tasks)
         if isinstance(self.screen, (DetailScreen, TopdownScreen, HeatmapScreen)):
@@ -647,6 +652,22 @@ class PmutopApp(App[int]):
         self._refresh_header()
         self.updates += 1
 
+    def _add_power_columns(self) -> None:
+        """Busy%, BzyMHz, °C and PkgW columns for the fields some CPU's samples measure."""
+        fields = set()
+        for core in self.model.cores.values():
+            if core.latest is not None:
+                fields.update(core.latest.power_src)
+        if "energy_j" in fields or any(f.startswith("energy") for f in fields):
+            fields.add("pkg_watts")
+        measured = frozenset(fields & POWER_KEYS)
+        if measured <= self.power_fields:
+            return
+        self.power_fields = measured | self.power_fields
+        self.columns = columns_for(self.keys, self.power_fields)
+        self.by_key = {c.key: c for c in self.columns}
+        self._build_table(self.size.width, force=True)
+
     def _refresh_panels(self) -> None:
         panels = self.query_one("#history", HistoryPanels)
         if not panels.display:
@@ -662,8 +683,10 @@ class PmutopApp(App[int]):
     @on(DataTable.RowHighlighted)
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         key = event.row_key.value
-        if self._first_highlight is None:  # the table's own first highlight, not the user's
-            self._first_highlight = key
+        # The table highlights its first row by itself, and again when rebuilt: only a move to another
+        # row is the user's choice of what the panels show.
+        previous, self._last_highlight = self._last_highlight, key
+        if previous is None or key == previous:
             return
         if key != self._plotted:
             self._follow = key

@@ -71,10 +71,11 @@ def _latest(key: str) -> Callable[[CoreState], float]:
 
 # Beside the counters (pmutop.sources.power): shown for the fields some source measures (`power`).
 POWER_COLUMNS: tuple[Column, ...] = (
-    Column("busy", "Busy%", 6, 6, 3, _latest("busy")),
-    Column("bzy_mhz", "BzyMHz", 6, 6, 4, _latest("bzy_mhz")),
-    Column("temp_c", "°C", 4, 4, 4, _latest("temp_c")),
-    Column("pkg_watts", "PkgW", 6, 6, 5, _latest("pkg_watts")),
+    # Dropped before the task name on narrow screens: Util% and GHz already tell most of it.
+    Column("busy", "Busy%", 6, 6, 5, _latest("busy")),
+    Column("bzy_mhz", "BzyMHz", 6, 6, 7, _latest("bzy_mhz")),
+    Column("temp_c", "°C", 4, 4, 6, _latest("temp_c")),
+    Column("pkg_watts", "PkgW", 6, 6, 7, _latest("pkg_watts")),
 )
 POWER_KEYS = frozenset(c.key for c in POWER_COLUMNS)
 
@@ -127,11 +128,17 @@ def layout(width: int, columns: tuple[Column, ...] = COLUMNS) -> dict[str, int]:
             used += need
     widths = {c.key: c.min_width for c in columns if c.key in chosen}
     spare = max(0, width - used)
-    for key in FLEXIBLE:  # leftover space widens the sparklines and the task name
-        if key in widths:
-            extra = min(spare, by_key[key].max_width - widths[key])
-            widths[key] += extra
-            spare -= extra
+    # Leftover space widens the sparklines and the task name, a cell at a time in turn, so all three grow.
+    flexible = [k for k in FLEXIBLE if k in widths]
+    while spare and flexible:
+        for key in list(flexible):
+            if not spare:
+                break
+            if widths[key] >= by_key[key].max_width:
+                flexible.remove(key)
+                continue
+            widths[key] += 1
+            spare -= 1
     return {c.key: widths[c.key] for c in columns if c.key in widths}
 
 
