@@ -29,8 +29,9 @@ from pmutop.exitguard import EXIT_NOT_RESTORED, ExitGuard, signal_name
 from pmutop.hw.platform import HostPlatform, Platform
 from pmutop.pmu.events import parse_events
 from pmutop.restore import UndoLog
-from pmutop.runinfo import collect
+from pmutop.runinfo import RunInfo, collect
 from pmutop.runstate import RunState, StateDir, recover_dead_runs
+from pmutop.sinks.exporter import DEFAULT_LISTEN, parse_listen
 from pmutop.sources.power.monitor import PowerMonitor
 from pmutop.sources.tasks import NoTasks, PsutilTasks, SimTasks, TaskSource
 from pmutop.sysroot import Sysroot
@@ -38,7 +39,7 @@ from pmutop.tui.config import Settings, config_path
 from pmutop.tui.config import load as load_settings
 
 PROG = "pmutop"
-COMMANDS = ("info", "events", "restore", "selftest")
+COMMANDS = ("info", "events", "restore", "selftest", "serve")
 MIN_INTERVAL_S = 0.01
 MAX_INTERVAL_S = LONGEST_INTERVAL_S  # the narrow-counter reads are planned for it
 REPORT_HINT = "this is a bug in pmutop: please report it to the pmutop issue tracker with the output of PMUTOP_DEBUG=1"
@@ -85,16 +86,33 @@ def _bounded_int(lo: int, hi: int):
     return parse
 
 
-def run_parser() -> OneLineParser:
+def run_parser(serve: bool = False) -> OneLineParser:
     p = OneLineParser(
-        prog=PROG,
-        description="Live per-core hardware performance counters: IPC, utilisation, GHz, LLC misses.",
+        prog=f"{PROG} serve" if serve else PROG,
+        description="Serve the counters as Prometheus metrics on /metrics (no UI)."
+        if serve
+        else "Live per-core hardware performance counters: IPC, utilisation, GHz, LLC misses.",
         epilog="Commands: `pmutop info [--sysroot DIR] [--json]` describes the PMU and which backend would run; "
         "`pmutop events [--search WORD] [--json] [--download]` lists the events this CPU can count; "
         "`pmutop restore [--sysroot DIR]` puts back what a killed pmutop left programmed; "
-        "`pmutop selftest [--demo] [--cores LIST]` checks the counters against known workloads.",
+        "`pmutop selftest [--demo] [--cores LIST]` checks the counters against known workloads; "
+        "`pmutop serve [--listen HOST:PORT]` serves the counters to Prometheus.",
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    if serve:
+        p.add_argument(
+            "--listen",
+            metavar="HOST:PORT",
+            default=DEFAULT_LISTEN,
+            help=f"where /metrics is served (default {DEFAULT_LISTEN}: this machine only; 0.0.0.0:PORT for all)",
+        )
+    else:
+        p.add_argument(
+            "--connect",
+            action="append",
+            metavar="URL",
+            help="show a remote `pmutop serve` (http://HOST:PORT) instead of this machine; repeat for several hosts",
+        )
     p.add_argument("--cores", metavar="LIST", help="CPUs to monitor: 0-3, 0,2,4-7 or all (default: all online)")
     p.add_argument(
         "--interval",
@@ -461,15 +479,76 @@ def report_restore(result: RestoreResult) -> None:
         )
 
 
+def serve_until_stopped(engine: Engine, info_: RunInfo, listen: str, guard: ExitGuard) -> None:
+    """The exporter's sink: serve /metrics until a signal asks to stop."""
+    from pmutop.sinks.exporter import Exporter
+
+    host, port = parse_listen(listen)
+    exporter = Exporter(engine, info_)
+    exporter.start(host, port)
+    try:
+        if info_.simulated:
+            say('SIMULATED PMU: every number served is synthetic (pmutop_info{simulated="true"})')
+        say(f"serving http://{listen}/metrics ({info_.backend} backend, cpu {format_cpu_list(engine.cpus)})")
+        guard.stop_requested.wait()
+    finally:
+        exporter.stop()
+
+
+def run_remote(args: argparse.Namespace, guard: ExitGuard) -> int:
+    """The live view of remote `pmutop serve` exporters: no PMU here, so no root and nothing to restore."""
+    if args.batch:
+        raise UsageError("--connect shows the live view; it cannot be combined with --batch")
+    if not (_isatty(sys.stdin) and _isatty(sys.stderr)):
+        raise UsageError("the live view needs a terminal on stdin and stderr")
+    from pmutop.sources.remote import RemoteFeed
+    from pmutop.tui.app import PmutopApp
+
+    feed = RemoteFeed(args.connect, args.interval)
+    first = feed.info
+    info = RunInfo(
+        hostname=", ".join(h.name for h in feed.hosts),
+        cpu_model=first.get("cpu_model", "?"),
+        uarch=first.get("microarchitecture") or None,
+        pmu=first.get("pmu", "PMU") + (f" (+{len(feed.hosts) - 1} more hosts)" if len(feed.hosts) > 1 else ""),
+        backend="remote " + first.get("backend", "?"),
+        read_method="http",
+        simulated=any((h.last.info if h.last else {}).get("simulated") == "true" for h in feed.hosts),
+        hypervisor=False,
+        cpus=feed.cpus,
+        core_types=feed.core_types,
+    )
+    app = PmutopApp(feed, info)
+    guard.on_stop(app.exit_soon)
+    feed.start()
+    try:
+        app.run()
+    finally:
+        feed.stop()
+    if app.failure:
+        raise PmutopError(app.failure)
+    if guard.signum is not None:
+        say(f"stopped by {signal_name(guard.signum)}")
+        return 128 + guard.signum
+    return 0
+
+
 def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
     if args.demo:
         args.backend = "sim"
+    serving = getattr(args, "listen", None) is not None
+    if serving:
+        parse_listen(args.listen)  # a bad address fails before the PMU is touched
+        if args.batch:
+            raise UsageError("serve has no --batch: it serves /metrics")
+    if getattr(args, "connect", None):
+        return run_remote(args, guard)
     if args.count is not None and not args.batch:
         raise UsageError("--count needs --batch")
     if args.timestamps and not args.batch:
         raise UsageError("--timestamps needs --batch")
     # Textual draws on stderr and reads stdin.
-    if not args.batch and not (_isatty(sys.stdin) and _isatty(sys.stderr)):
+    if not args.batch and not serving and not (_isatty(sys.stdin) and _isatty(sys.stderr)):
         raise UsageError("the live view needs a terminal on stdin and stderr; use --batch for pipes and files")
     platform = build_platform(args)
     cpus = select_cpus(args.cores, platform.online_cpus(), platform.possible_cpus())
@@ -507,6 +586,11 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
             state.started()
         if guard.stop_requested.is_set():
             pass
+        elif serving:
+            for notice in backend.notices:
+                say(notice)
+            serve_until_stopped(engine, collect(platform, backend, cpus), args.listen, guard)
+            failed_cpus = engine.failures()
         elif args.batch:
             from pmutop.sinks.batch import run_batch
 
@@ -568,6 +652,8 @@ def _main(argv: list[str], guard: ExitGuard) -> int:
         from pmutop.selftest import selftest_main
 
         return selftest_main(argv[1:], guard)
+    if argv and argv[0] == "serve":
+        return run(run_parser(serve=True).parse_args(argv[1:]), argv, guard)
     return run(run_parser().parse_args(argv), argv, guard)
 
 

@@ -1,0 +1,245 @@
+"""`pmutop serve`: the samples as Prometheus metrics, node_exporter style.
+
+Raw counters only grow: each sample's deltas (already wrap-corrected by the sampler) are added to running
+totals per CPU, so PromQL's rate() gives any window. A small folding thread reads the rings every interval
+(the rings hold 600 samples; a scrape every 15 s would lose some at short intervals); a scrape folds too,
+under a lock that only the exporter takes, never a sampler.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from pmutop import topdown
+from pmutop.engine.feed import SampleFeed
+from pmutop.engine.sample import Sample
+from pmutop.errors import PmutopError, UsageError
+from pmutop.metrics import for_sample
+from pmutop.runinfo import RunInfo
+
+PREFIX = "pmutop_"
+# The architectural events keep fixed names (the dashboard and the README's PromQL use them).
+NAMED: tuple[str, ...] = (
+    "instructions",
+    "cycles",
+    "ref_cycles",
+    "llc_references",
+    "llc_misses",
+    "branches",
+    "branch_misses",
+)
+# PERF_METRICS keys (slots already): one family with a category label, so top-down sums in PromQL.
+TOPDOWN_SLOTS = "slots"
+TOPDOWN_CATEGORIES: dict[str, tuple[str, str]] = {  # count key -> (category, level)
+    "topdown_retiring": ("retiring", "1"),
+    "topdown_bad_spec": ("bad_speculation", "1"),
+    "topdown_fe_bound": ("frontend_bound", "1"),
+    "topdown_be_bound": ("backend_bound", "1"),
+    "topdown_heavy_ops": ("heavy_operations", "2"),
+    "topdown_br_mispredict": ("branch_mispredicts", "2"),
+    "topdown_fetch_lat": ("fetch_latency", "2"),
+    "topdown_mem_bound": ("memory_bound", "2"),
+}
+# Names the exporter uses itself: an event key that would collide gets an `event_` prefix.
+RESERVED = {"tsc", "counter_overflows", "event_counted_seconds", "sampled_seconds", "suspect_samples"}
+DEFAULT_LISTEN = "127.0.0.1:9464"
+
+
+def metric_name(key: str) -> str:
+    """The counter family (without _total) a count key is exported as."""
+    if key == TOPDOWN_SLOTS:
+        return PREFIX + "topdown_slots"
+    if key in TOPDOWN_CATEGORIES:
+        return PREFIX + "topdown_category_slots"
+    safe = re.sub(r"[^a-zA-Z0-9_]", "_", key).lower()
+    if key not in NAMED and (safe in RESERVED or safe.startswith("topdown_category")):
+        safe = "event_" + safe
+    return PREFIX + safe
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """HOST:PORT (IPv6 as [::1]:PORT) -> (host, port); a bad address is a usage error."""
+    m = re.fullmatch(r"\[([0-9a-fA-F:.]+)\]:(\d+)|([^:\s\[\]]+):(\d+)", text.strip())
+    if not m:
+        raise UsageError(f"--listen {text!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN}")
+    host = m.group(1) or m.group(3)
+    port = int(m.group(2) or m.group(4))
+    if not 0 < port < 65536:
+        raise UsageError(f"--listen {text!r}: port must be 1..65535")
+    return host, port
+
+
+@dataclass
+class CpuTotals:
+    counts: dict[str, int] = field(default_factory=dict)
+    counted_s: dict[str, float] = field(default_factory=dict)
+    overflows: dict[str, int] = field(default_factory=dict)
+    tsc: int = 0
+    seconds: float = 0.0
+    suspect: int = 0
+    latest: Sample | None = None
+    seen: int = 0
+
+
+class PmuCollector(Collector):
+    """Folds the feed's samples into totals; collect() renders them."""
+
+    def __init__(self, feed: SampleFeed, info: RunInfo) -> None:
+        self.feed = feed
+        self.info = info
+        self._lock = threading.Lock()  # the exporter's own: the folding thread and scrapes
+        self.totals = {cpu: CpuTotals() for cpu in feed.cpus}
+
+    def fold(self) -> None:
+        with self._lock:
+            for cpu, t in self.totals.items():
+                for s in self.feed.rings[cpu].since(t.seen):
+                    t.seen = s.seq
+                    self._add(t, s)
+
+    @staticmethod
+    def _add(t: CpuTotals, s: Sample) -> None:
+        if s.error:
+            return
+        if s.suspect:  # numbers that must not be shown as truth stay out of the counters
+            t.suspect += 1
+            return
+        t.latest = s
+        t.seconds += s.interval
+        if s.tsc:
+            t.tsc += s.tsc
+        for k, v in s.counts.items():
+            t.counts[k] = t.counts.get(k, 0) + v
+            t.counted_s[k] = t.counted_s.get(k, 0.0) + s.estimated.get(k, 1.0) * s.interval
+        for k, v in s.overflows.items():
+            t.overflows[k] = t.overflows.get(k, 0) + v
+
+    def _labels(self, cpu: int) -> tuple[list[str], list[str]]:
+        if self.info.core_types:
+            return ["cpu", "core_type"], [str(cpu), self.info.core_types.get(cpu, "")]
+        return ["cpu"], [str(cpu)]
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())  # families depend on the counted events: no registration-time checks
+
+    def collect(self) -> Iterator[Metric]:
+        self.fold()
+        with self._lock:
+            yield from self._families()
+
+    def _families(self) -> list[Metric]:
+        info = self.info
+        base = ["cpu", "core_type"] if info.core_types else ["cpu"]
+        fams: dict[str, Metric] = {}
+
+        def counter(name: str, doc: str, extra: tuple[str, ...] = ()) -> CounterMetricFamily:
+            if name not in fams:
+                fams[name] = CounterMetricFamily(name, doc, labels=[*base, *extra])
+            return fams[name]  # type: ignore[return-value]
+
+        def gauge(name: str, doc: str, extra: tuple[str, ...] = ()) -> GaugeMetricFamily:
+            if name not in fams:
+                fams[name] = GaugeMetricFamily(name, doc, labels=[*base, *extra])
+            return fams[name]  # type: ignore[return-value]
+
+        sim = "true" if info.simulated else "false"
+        i = GaugeMetricFamily(
+            PREFIX + "info",
+            "pmutop and the PMU it reads" + (" (SIMULATED: synthetic numbers)" if info.simulated else ""),
+            labels=["hostname", "backend", "read_method", "cpu_model", "microarchitecture", "pmu", "simulated"],
+        )
+        i.add_metric(
+            [info.hostname, info.backend, info.read_method, info.cpu_model, info.uarch or "", info.pmu, sim], 1
+        )
+        out: list[Metric] = [i]
+        ci = gauge(PREFIX + "cpu_info", "per-CPU facts: how top-down is measured", ("topdown_method",))
+        up = gauge(PREFIX + "cpu_up", "1 while the CPU's sampler runs, 0 after it stopped")
+        failures = self.feed.failures()
+        for cpu, t in self.totals.items():
+            _, lv = self._labels(cpu)
+            ci.add_metric([*lv, self.feed.topdown_method(cpu) or ""], 1)
+            up.add_metric(lv, 0 if cpu in failures else 1)
+            counter(PREFIX + "sampled_seconds", "wall seconds of the samples folded in").add_metric(lv, t.seconds)
+            counter(PREFIX + "suspect_samples", "samples left out because their numbers were suspect").add_metric(
+                lv, t.suspect
+            )
+            if t.tsc:
+                counter(PREFIX + "tsc", "TSC ticks (reference for utilisation and GHz)").add_metric(lv, t.tsc)
+            for k, v in t.counts.items():
+                name = metric_name(k)
+                if k in TOPDOWN_CATEGORIES:
+                    cat, level = TOPDOWN_CATEGORIES[k]
+                    counter(name, "top-down issue slots per category", ("category", "level")).add_metric(
+                        [*lv, cat, level], v
+                    )
+                else:
+                    counter(name, f"{k} events counted").add_metric(lv, v)
+                counter(
+                    PREFIX + "event_counted_seconds",
+                    "seconds each event was on a counter (scale multiplexed ones)",
+                    ("event",),
+                ).add_metric([*lv, k], t.counted_s[k])
+            for k, v in t.overflows.items():
+                counter(PREFIX + "counter_overflows", "counter wraps seen (and corrected)", ("counter",)).add_metric(
+                    [*lv, k], v
+                )
+            s = t.latest
+            if s is None:
+                continue
+            if s.tsc_hz:
+                gauge(PREFIX + "tsc_hertz", "TSC frequency").add_metric(lv, s.tsc_hz)
+            m = for_sample(s)
+            if m.ipc is not None:
+                gauge(PREFIX + "ipc", "instructions per cycle, last interval").add_metric(lv, m.ipc)
+            if m.util is not None:
+                gauge(PREFIX + "utilization", "busy fraction, last interval").add_metric(lv, m.util)
+            for field_name, value in topdown.compute(s.topdown, s.counts).items():
+                if value is not None:
+                    gauge(PREFIX + "tma_ratio", "top-down fraction of slots, last interval", ("category",)).add_metric(
+                        [*lv, field_name.removeprefix("tma_")], value
+                    )
+        return out + list(fams.values())
+
+
+class Exporter:
+    """The collector on a private registry (no process_/python_ metrics), served over HTTP."""
+
+    def __init__(self, feed: SampleFeed, info: RunInfo) -> None:
+        self.feed = feed
+        self.collector = PmuCollector(feed, info)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self.collector)
+        self._stop = threading.Event()
+        self._server = None
+        self._folder: threading.Thread | None = None
+
+    def start(self, host: str, port: int) -> None:
+        from prometheus_client import start_http_server
+
+        try:
+            self._server, _ = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as e:
+            raise PmutopError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+        self._folder = threading.Thread(target=self._fold_loop, name="pmutop-exporter", daemon=True)
+        self._folder.start()
+
+    def _fold_loop(self) -> None:
+        seen = {cpu: 0 for cpu in self.feed.cpus}
+        while not self._stop.is_set():
+            if self.feed.wait_for_samples(seen, timeout=0.5, stop=self._stop):
+                seen = {cpu: ring.count for cpu, ring in self.feed.rings.items()}
+                self.collector.fold()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._folder is not None:
+            self._folder.join(2.0)

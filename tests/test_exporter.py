@@ -1,0 +1,115 @@
+"""`pmutop serve`: what /metrics serves, where it listens, how it fails and stops."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from serve_helpers import ROOT, free_port, scrape, start_serve, stop, values
+
+from pmutop.cli import run_parser
+from pmutop.errors import UsageError
+from pmutop.sinks.exporter import parse_listen
+
+CPU_COUNTERS = (
+    "pmutop_instructions_total",
+    "pmutop_cycles_total",
+    "pmutop_ref_cycles_total",
+    "pmutop_llc_references_total",
+    "pmutop_llc_misses_total",
+    "pmutop_branches_total",
+    "pmutop_branch_misses_total",
+    "pmutop_tsc_total",
+    "pmutop_topdown_slots_total",
+)
+
+
+@pytest.fixture
+def served():  # type: ignore[no-untyped-def]
+    port = free_port()
+    proc = start_serve(port, "--sim-cpus", "2", "--interval", "0.1")
+    yield port, proc
+    stop(proc)
+
+
+def test_metrics_are_node_exporter_style_counters_that_only_grow(served) -> None:  # type: ignore[no-untyped-def]
+    port, _ = served
+    first = values(scrape(port))
+    time.sleep(0.5)
+    second = values(scrape(port))
+    names = {name for name, _ in second}
+    assert not [n for n in names if n.startswith(("process_", "python_"))]
+    for name in CPU_COUNTERS:
+        for cpu in ("0", "1"):
+            key = (name, (("cpu", cpu),))
+            assert key in second, key
+            assert second[key] > first[key] > 0, key
+    info = [labels for name, labels in second if name == "pmutop_info"]
+    assert dict(info[0])["simulated"] == "true" and dict(info[0])["backend"] == "sim"
+    cats = {dict(lab)["category"] for n, lab in second if n == "pmutop_topdown_category_slots_total"}
+    assert {"retiring", "bad_speculation", "frontend_bound", "backend_bound"} <= cats
+    counted = second[("pmutop_event_counted_seconds_total", (("cpu", "0"), ("event", "instructions")))]
+    assert counted == pytest.approx(second[("pmutop_sampled_seconds_total", (("cpu", "0"),))])
+    ipc = second[("pmutop_ipc", (("cpu", "0"),))]
+    assert 0 < ipc < 8
+    tma = sum(
+        v
+        for (n, lab), v in second.items()
+        if n == "pmutop_tma_ratio"
+        and dict(lab)["cpu"] == "0"
+        and dict(lab)["category"] in ("retiring", "bad_speculation", "frontend_bound", "backend_bound")
+    )
+    assert tma == pytest.approx(1.0)
+
+
+def test_sigterm_stops_the_server_with_status_143(served) -> None:  # type: ignore[no-untyped-def]
+    port, proc = served
+    scrape(port)
+    code, err = stop(proc)
+    assert code == 143
+    assert "SIMULATED" in err and "stopped by SIGTERM" in err and "Traceback" not in err
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
+
+
+def test_listens_on_loopback_unless_told_otherwise() -> None:
+    args = run_parser(serve=True).parse_args([])
+    assert parse_listen(args.listen) == ("127.0.0.1", 9464)
+    assert parse_listen("[::1]:9000") == ("::1", 9000)
+    assert parse_listen("0.0.0.0:80") == ("0.0.0.0", 80)
+
+
+@pytest.mark.parametrize("bad", ["nonsense", "127.0.0.1", "host:99999", ":80"])
+def test_a_bad_listen_address_is_one_line_and_status_2(bad: str) -> None:
+    with pytest.raises(UsageError):
+        parse_listen(bad)
+    r = subprocess.run(
+        [sys.executable, "-m", "pmutop", "serve", "--demo", "--listen", bad],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "--listen" in r.stderr
+
+
+def test_a_port_in_use_is_one_line_and_status_1() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = subprocess.run(
+            [sys.executable, "-m", "pmutop", "serve", "--demo", "--sim-cpus", "1", "--listen", f"127.0.0.1:{port}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert r.returncode == 1
+    lines = [ln for ln in r.stderr.splitlines() if "SIMULATED" not in ln]
+    assert lines == [f"pmutop: cannot listen on 127.0.0.1:{port}: Address already in use"]
