@@ -501,23 +501,11 @@ def run_remote(args: argparse.Namespace, guard: ExitGuard) -> int:
         raise UsageError("--connect shows the live view; it cannot be combined with --batch")
     if not (_isatty(sys.stdin) and _isatty(sys.stderr)):
         raise UsageError("the live view needs a terminal on stdin and stderr")
-    from pmutop.sources.remote import RemoteFeed
+    from pmutop.sources.remote import RemoteFeed, remote_info
     from pmutop.tui.app import PmutopApp
 
     feed = RemoteFeed(args.connect, args.interval)
-    first = feed.info
-    info = RunInfo(
-        hostname=", ".join(h.name for h in feed.hosts),
-        cpu_model=first.get("cpu_model", "?"),
-        uarch=first.get("microarchitecture") or None,
-        pmu=first.get("pmu", "PMU") + (f" (+{len(feed.hosts) - 1} more hosts)" if len(feed.hosts) > 1 else ""),
-        backend="remote " + first.get("backend", "?"),
-        read_method="http",
-        simulated=any((h.last.info if h.last else {}).get("simulated") == "true" for h in feed.hosts),
-        hypervisor=False,
-        cpus=feed.cpus,
-        core_types=feed.core_types,
-    )
+    info = remote_info(feed)
     app = PmutopApp(feed, info)
     guard.on_stop(app.exit_soon)
     feed.start()

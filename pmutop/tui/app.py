@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -385,12 +386,19 @@ class PmutopApp(App[int]):
             keys += [k for k in feed.keys(cpu) if k not in keys]
         self.keys = keys
         rate_keys = tuple(extra_events(keys))
-        self.model = ViewModel(feed.cpus, info.core_types, rate_keys)
+        # A remote feed (pmutop --connect) names its rows "host:cpu"; its CPU ids keep each host's rows together.
+        self.names: dict[int, str] = getattr(feed, "labels", {})
+        self.model = ViewModel(feed.cpus, info.core_types, rate_keys, self.names)
         self.plot_specs = plot_specs(keys, rate_keys)
         self.paused = False
         self.power_fields: frozenset[str] = frozenset()  # turbostat-style fields the samples carry
         self._power_checks = 0
         self.columns = columns_for(keys)
+        if self.names:
+            wide = max(len(n) for n in self.names.values()) + 2
+            self.columns = tuple(
+                replace(c, min_width=wide, max_width=wide) if c.key == "cpu" else c for c in self.columns
+            )
         self.by_key = {c.key: c for c in self.columns}
         self.sort_key = self.settings.sort if self.settings.sort in self.by_key else "cpu"
         if self.by_key[self.sort_key].sort_value is None:
@@ -697,7 +705,7 @@ class PmutopApp(App[int]):
             self.call_after_refresh(self._refresh_stale_rows)
 
     def _announce(self) -> None:
-        for message in self.model.new_errors:
+        for message in dict.fromkeys(self.model.new_errors):  # a lost host: one message, not one per CPU
             self.notify(message, title="core failed", severity="error", timeout=10)
         for message in self.model.new_suspects[:3]:
             self.notify(message, title="suspect sample", severity="warning", timeout=6)
@@ -718,6 +726,9 @@ class PmutopApp(App[int]):
             status.append(f"  ·  +{self.dropped} columns (c)", style="dim")
         self.query_one("#status", Static).update(status)
         banner = banner_text(self.info, self.model, self.paused)
+        for line in getattr(self.feed, "lost", list)():  # remote hosts that do not answer now
+            banner.append(f" {line} ", style="bold white on red")
+            banner.append(" ")
         widget = self.query_one("#banner", Static)
         widget.update(banner)
         empty = not banner.plain

@@ -34,6 +34,7 @@ class CoreState:
     task: TopTask | None = None
     seen: int = 0  # samples consumed from the ring
     tma: dict[str, float | None] | None = None  # top-down fractions of the latest sample; None: not measured
+    name: str | None = None  # shown instead of the number (a remote host's "host:cpu")
 
     def __post_init__(self) -> None:
         if not self.history:
@@ -41,6 +42,8 @@ class CoreState:
 
     @property
     def label(self) -> str:
+        if self.name:
+            return self.name
         return f"{self.cpu}{' ' + self.core_type if self.core_type else ''}"
 
 
@@ -80,10 +83,15 @@ def rate_series(key: str) -> str:
 
 class ViewModel:
     def __init__(
-        self, cpus: list[int], core_types: dict[int, str] | None = None, rate_keys: tuple[str, ...] = ()
+        self,
+        cpus: list[int],
+        core_types: dict[int, str] | None = None,
+        rate_keys: tuple[str, ...] = (),
+        names: dict[int, str] | None = None,
     ) -> None:
         """`rate_keys`: events (beyond the standard metrics' inputs) whose rates keep a history too."""
         core_types = core_types or {}
+        self.names = names or {}  # cpu -> shown label (a remote host's "host:cpu")
         self.rate_keys = rate_keys
         self.series = (*SERIES, *TMA_SERIES, *POWER_SERIES, *(rate_series(k) for k in rate_keys))
         self.cores = {cpu: self._core(cpu, core_types.get(cpu)) for cpu in cpus}
@@ -98,7 +106,9 @@ class ViewModel:
         self.interval_marks: list[tuple[int, float, float]] = []
 
     def _core(self, cpu: int, core_type: str | None) -> CoreState:
-        return CoreState(cpu, core_type, history={k: deque(maxlen=HISTORY) for k in self.series})
+        return CoreState(
+            cpu, core_type, history={k: deque(maxlen=HISTORY) for k in self.series}, name=self.names.get(cpu)
+        )
 
     def _append_rates(self, core: CoreState, s: Sample | None) -> None:
         for k in self.rate_keys:
@@ -164,6 +174,7 @@ class ViewModel:
             core.metrics = None
             core.tma = None
             return
+        core.error = None  # a remote host that came back (a local sampler never recovers)
         core.latest = s
         for k, v in s.overflows.items():
             core.overflow_totals[k] = core.overflow_totals.get(k, 0) + v

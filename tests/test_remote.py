@@ -1,0 +1,105 @@
+"""`pmutop --connect`: the live view of remote `pmutop serve` exporters, losing and regaining a host."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+from serve_helpers import free_port, scrape, start_serve, stop
+from textual.widgets import DataTable, Static
+
+from pmutop.errors import PmutopError, UsageError
+from pmutop.metrics import for_sample
+from pmutop.sources.remote import HOST_STRIDE, RemoteFeed, normalise_url, remote_info
+from pmutop.tui.app import PmutopApp
+
+LOCAL_KEYS = ("instructions", "cycles", "ref_cycles", "llc_references", "llc_misses", "branches", "branch_misses")
+
+
+def text_of(widget: Static) -> str:
+    console = Console(width=300, record=True, file=io.StringIO())
+    console.print(widget.content)
+    return console.export_text()
+
+
+def cell(app: PmutopApp, row: str, column: str) -> str:
+    return app.query_one(DataTable).get_cell(row, column).plain
+
+
+@pytest.fixture
+def two_hosts():  # type: ignore[no-untyped-def]
+    ports = [free_port(), free_port()]
+    procs = [start_serve(ports[0], "--sim-cpus", "2", "--interval", "0.1"), None]
+    procs[1] = start_serve(ports[1], "--sim-cpus", "1", "--interval", "0.1", "--seed", "5")
+    try:
+        for p in ports:
+            scrape(p)
+        yield ports, procs
+    finally:
+        for p in procs:
+            if p is not None:
+                stop(p)
+
+
+async def wait_update(app: PmutopApp, pilot, before: int) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(300):
+        if app.updates > before:
+            return
+        await pilot.pause(0.02)
+    raise AssertionError("no UI update arrived")
+
+
+async def poll(app: PmutopApp, pilot, feed: RemoteFeed) -> None:  # type: ignore[no-untyped-def]
+    before = app.updates
+    await pilot.pause(0.3)  # the remote samplers publish a few intervals
+    feed.poll()
+    await wait_update(app, pilot, before)
+
+
+def test_urls_and_unreachable_hosts_fail_in_one_line() -> None:
+    assert normalise_url("127.0.0.1:9464") == "http://127.0.0.1:9464/metrics"
+    assert normalise_url("http://h:1/") == "http://h:1/metrics"
+    with pytest.raises(UsageError):
+        normalise_url("ftp://h/x")
+    with pytest.raises(PmutopError, match=r"--connect http://127.0.0.1:\d+: .*refused"):
+        RemoteFeed([f"http://127.0.0.1:{free_port()}"], 1.0)
+
+
+async def test_remote_view_shows_each_host_and_recovers_from_a_lost_connection(two_hosts) -> None:  # type: ignore[no-untyped-def]
+    ports, procs = two_hosts
+    feed = RemoteFeed([f"http://127.0.0.1:{p}" for p in ports], 0.2)
+    assert feed.cpus == [0, 1, HOST_STRIDE]
+    assert set(LOCAL_KEYS) <= set(feed.keys(0)) and feed.topdown_method(HOST_STRIDE) == "perf_metrics"
+    info = remote_info(feed)
+    assert info.simulated
+    app = PmutopApp(feed, info)
+    async with app.run_test(size=(200, 40)) as pilot:
+        await poll(app, pilot, feed)
+        # Both hosts report the same hostname here, so their rows are told apart by address.
+        labels = {cpu: cell(app, str(cpu), "cpu").strip() for cpu in feed.cpus}
+        assert labels == {
+            0: f"127.0.0.1:{ports[0]}:0",
+            1: f"127.0.0.1:{ports[0]}:1",
+            HOST_STRIDE: f"127.0.0.1:{ports[1]}:0",
+        }
+        for cpu in feed.cpus:
+            m = for_sample(feed.rings[cpu].latest())  # type: ignore[arg-type]
+            assert 0 < m.ipc < 8 and cell(app, str(cpu), "ipc").strip() == f"{m.ipc:.2f}"  # type: ignore[operator]
+        assert "SIMULATED" in text_of(app.query_one("#banner", Static))
+
+        code, _ = stop(procs[1])  # the second host goes away
+        assert code == 143
+        await poll(app, pilot, feed)
+        banner = text_of(app.query_one("#banner", Static))
+        assert f"127.0.0.1:{ports[1]}" in banner and "connection lost" in banner
+        assert cell(app, str(HOST_STRIDE), "util").strip() == "failed"
+        assert cell(app, "0", "util").strip() != "failed"  # the other host goes on
+
+        procs[1] = start_serve(ports[1], "--sim-cpus", "1", "--interval", "0.1")  # back on the same port
+        scrape(ports[1])
+        await poll(app, pilot, feed)  # reconnects (its totals started again: no sample from this one)
+        await poll(app, pilot, feed)
+        assert "connection lost" not in text_of(app.query_one("#banner", Static))
+        assert cell(app, str(HOST_STRIDE), "util").strip() not in ("failed", "")
+        assert cell(app, str(HOST_STRIDE), "ipc").strip() != ""
