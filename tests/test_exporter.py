@@ -7,9 +7,12 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from serve_helpers import ROOT, free_port, scrape, start_serve, stop, values
+from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, read_msr
+from test_signals import ORIGINAL, WATCHDOG, assert_restored
 
 from pmutop.cli import run_parser
 from pmutop.errors import UsageError
@@ -113,3 +116,35 @@ def test_a_port_in_use_is_one_line_and_status_1() -> None:
     assert r.returncode == 1
     lines = [ln for ln in r.stderr.splitlines() if "SIMULATED" not in ln]
     assert lines == [f"pmutop: cannot listen on 127.0.0.1:{port}: Address already in use"]
+
+
+def test_serve_on_the_msr_backend_restores_the_pmu_on_sigterm(tmp_path: Path) -> None:
+    build_sysroot(tmp_path, [0, 1], SKYLAKE_X_LEAVES, msrs=ORIGINAL, settings={WATCHDOG: "1"})
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pmutop",
+            "serve",
+            "--sysroot",
+            str(tmp_path),
+            "--interval",
+            "0.05",
+            "--listen",
+            f"127.0.0.1:{port}",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        text = scrape(port)
+        assert 'backend="msr"' in text and 'simulated="false"' in text
+        assert read_msr(tmp_path, 0, 0x186) == 0x434F2E  # programmed while serving
+        assert (tmp_path / WATCHDOG).read_text().strip() == "0"
+    finally:
+        code, err = stop(proc)
+    assert code == 143 and "Traceback" not in err
+    assert_restored(tmp_path, [0, 1])
