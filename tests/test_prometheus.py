@@ -140,3 +140,28 @@ def test_every_dashboard_query_returns_data_from_prometheus(prometheus: str) -> 
             continue
         concrete = expr.replace("$__rate_interval", "8s").replace("$instance", ".*").replace("$cpu", "0")
         assert query(prometheus, concrete), concrete
+
+
+def readme_promql() -> list[str]:
+    """The README's PromQL examples: one per line, continuation lines indented, comments skipped."""
+    block = (ROOT / "README.md").read_text().split("```promql\n", 1)[1].split("```", 1)[0]
+    exprs: list[str] = []
+    for line in block.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        if line[0].isspace():
+            exprs[-1] += " " + line.strip()
+        else:
+            exprs.append(line)
+    return exprs
+
+
+def test_the_readme_promql_examples_work(prometheus: str) -> None:
+    exprs = readme_promql()
+    assert len(exprs) >= 7
+    for expr in exprs:
+        result = query(prometheus, expr.replace("[5m]", "[8s]"))
+        assert result, expr
+        if "ignoring (category)" in expr:  # the four level-1 shares of one CPU add up to 1
+            shares = [float(r["value"][1]) for r in result if r["metric"]["cpu"] == "0"]
+            assert len(shares) == 4 and sum(shares) == pytest.approx(1.0)
