@@ -504,9 +504,11 @@ def run_remote(args: argparse.Namespace, guard: ExitGuard) -> int:
     from pmutop.sources.remote import RemoteFeed, remote_info
     from pmutop.tui.app import PmutopApp
 
-    feed = RemoteFeed(args.connect, args.interval)
+    settings, problem = load_settings()
+    feed = RemoteFeed(args.connect, args.interval or settings.interval or 1.0)
     info = remote_info(feed)
-    app = PmutopApp(feed, info)
+    LIVE_VIEW_RAN.set()
+    app = PmutopApp(feed, info, settings=settings, settings_path=config_path(), settings_problem=problem)
     guard.on_stop(app.exit_soon)
     feed.start()
     try:
@@ -561,7 +563,7 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
             stop=guard.stop_requested.is_set,
         )
     # The live view starts where the user left it (sort, columns, view, interval); --interval wins.
-    settings = load_settings() if not args.batch else (Settings(), None)
+    settings = load_settings() if not (args.batch or serving) else (Settings(), None)
     interval = args.interval or settings[0].interval or 1.0
     power = PowerMonitor.for_platform(platform, cpus)
     engine = Engine(backend, platform, platform.clock, cpus, interval, undo=UndoLog(state), power=power)
