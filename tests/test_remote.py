@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import io
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from rich.console import Console
-from serve_helpers import free_port, scrape, start_serve, stop
+from serve_helpers import ROOT, free_port, scrape, start_serve, stop
 from textual.widgets import DataTable, Static
 
 from pmutop.errors import PmutopError, UsageError
@@ -103,3 +109,43 @@ async def test_remote_view_shows_each_host_and_recovers_from_a_lost_connection(t
         assert "connection lost" not in text_of(app.query_one("#banner", Static))
         assert cell(app, str(HOST_STRIDE), "util").strip() not in ("failed", "")
         assert cell(app, str(HOST_STRIDE), "ipc").strip() != ""
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_pmutop_connect_in_a_real_terminal(tmp_path: Path) -> None:
+    from test_tmux import Tmux, wait_exit
+
+    port = free_port()
+    server = start_serve(port, "--sim-cpus", "2", "--interval", "0.2")
+    tmux = Tmux(tmp_path)
+    status = tmp_path / "status"
+    env = f"XDG_CONFIG_HOME={tmp_path / 'config'}"
+    cmd = f"{env} {sys.executable} -m pmutop --connect 127.0.0.1:{port} --interval 0.3; echo $? > {status}; sleep 60"
+    try:
+        scrape(port)
+        tmux("new-session", "-d", "-s", "t", "-x", "150", "-y", "30", cmd)
+        screen = tmux.wait_for(f"{socket.gethostname()}:1")  # rows named host:cpu
+        assert "remote sim/http" in screen and "SIMULATED" in screen
+        stop(server)
+        tmux.wait_for("connection lost")
+        server = start_serve(port, "--sim-cpus", "2", "--interval", "0.2")
+        end = time.monotonic() + 30
+        while "connection lost" in tmux.screen() or "failed" in tmux.screen():
+            assert time.monotonic() < end, tmux.screen()
+            time.sleep(0.2)
+        tmux("send-keys", "-t", "t", "q")
+        assert wait_exit(status) == 0
+    finally:
+        tmux.kill()
+        stop(server)
+
+
+def test_connect_refuses_batch_in_one_line() -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "pmutop", "--connect", "http://127.0.0.1:1", "--batch"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--connect" in r.stderr
