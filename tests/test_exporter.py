@@ -148,3 +148,20 @@ def test_serve_on_the_msr_backend_restores_the_pmu_on_sigterm(tmp_path: Path) ->
         code, err = stop(proc)
     assert code == 143 and "Traceback" not in err
     assert_restored(tmp_path, [0, 1])
+
+
+def test_hybrid_parts_label_each_cpu_with_its_core_type_and_the_remote_view_reads_it() -> None:
+    from pmutop.sources.remote import parse
+
+    port = free_port()
+    proc = start_serve(port, "--sim-model", "adl", "--sim-cpus", "2", "--interval", "0.1")
+    try:
+        text = scrape(port)
+    finally:
+        stop(proc)
+    got = values(text)
+    assert got[("pmutop_instructions_total", (("core_type", "P"), ("cpu", "0")))] > 0
+    assert got[("pmutop_instructions_total", (("core_type", "E"), ("cpu", "1")))] > 0
+    remote = parse(text)
+    assert remote.core_types == {0: "P", 1: "E"}
+    assert remote.totals[1]["instructions"] == got[("pmutop_instructions_total", (("core_type", "E"), ("cpu", "1")))]
