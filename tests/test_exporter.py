@@ -165,3 +165,54 @@ def test_hybrid_parts_label_each_cpu_with_its_core_type_and_the_remote_view_read
     remote = parse(text)
     assert remote.core_types == {0: "P", 1: "E"}
     assert remote.totals[1]["instructions"] == got[("pmutop_instructions_total", (("core_type", "E"), ("cpu", "1")))]
+
+
+class FakeFeed:
+    """Two CPUs whose rings the test fills by hand."""
+
+    def __init__(self) -> None:
+        from pmutop.engine.ring import SampleRing
+
+        self.cpus = [0, 1]
+        self.rings = {0: SampleRing(), 1: SampleRing()}
+
+    def topdown_method(self, cpu: int) -> str | None:
+        return None
+
+    def failures(self) -> dict[int, str]:
+        return {1: "offline"}
+
+
+def test_totals_add_every_sample_scale_counted_time_and_leave_suspect_samples_out() -> None:
+    from prometheus_client import generate_latest
+
+    from pmutop.engine.sample import Sample
+    from pmutop.runinfo import RunInfo
+    from pmutop.sinks.exporter import Exporter
+
+    feed = FakeFeed()
+    info = RunInfo("h", "cpu", None, "PMU", "msr", "msr", simulated=False, hypervisor=False, cpus=[0, 1])
+    exporter = Exporter(feed, info)  # type: ignore[arg-type]
+
+    def push(seq: int, **kw: object) -> None:
+        base = dict(cpu=0, seq=seq, time=seq, interval=0.5, tsc=1000, tsc_hz=2e3, counts={"instructions": 100})
+        feed.rings[0].push(Sample(**(base | kw)))  # type: ignore[arg-type]
+
+    push(
+        1, counts={"instructions": 100, "llc_misses": 8}, estimated={"llc_misses": 0.25}, overflows={"instructions": 1}
+    )
+    first = values(generate_latest(exporter.registry).decode())
+    push(2, counts={"instructions": 300, "llc_misses": 4})
+    push(3, counts={"instructions": 10**9}, suspect="sampler fell behind")
+    got = values(generate_latest(exporter.registry).decode())
+    cpu0 = (("cpu", "0"),)
+    assert first[("pmutop_instructions_total", cpu0)] == 100
+    assert got[("pmutop_instructions_total", cpu0)] == 400  # the suspect sample is not added
+    assert got[("pmutop_suspect_samples_total", cpu0)] == 1
+    assert got[("pmutop_tsc_total", cpu0)] == 2000
+    assert got[("pmutop_sampled_seconds_total", cpu0)] == 1.0
+    assert got[("pmutop_event_counted_seconds_total", (*cpu0, ("event", "llc_misses")))] == 0.125 + 0.5
+    assert got[("pmutop_event_counted_seconds_total", (*cpu0, ("event", "instructions")))] == 1.0
+    assert got[("pmutop_counter_overflows_total", (("counter", "instructions"), *cpu0))] == 1
+    assert got[("pmutop_cpu_up", (("cpu", "1"),))] == 0
+    assert ("pmutop_ipc", cpu0) not in got  # no cycles counted: no IPC gauge, never a made-up one
