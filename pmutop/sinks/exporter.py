@@ -47,7 +47,7 @@ TOPDOWN_CATEGORIES: dict[str, tuple[str, str]] = {  # count key -> (category, le
     "topdown_mem_bound": ("memory_bound", "2"),
 }
 # Names the exporter uses itself: an event key that would collide gets an `event_` prefix.
-RESERVED = {"tsc", "counter_overflows", "event_counted_seconds", "sampled_seconds", "suspect_samples"}
+RESERVED = {"tsc", "counter_overflows", "event_counted_seconds", "sampled_seconds", "suspect_samples", "energy_joules"}
 DEFAULT_LISTEN = "127.0.0.1:9464"
 
 
@@ -80,6 +80,7 @@ class CpuTotals:
     counts: dict[str, int] = field(default_factory=dict)
     counted_s: dict[str, float] = field(default_factory=dict)
     overflows: dict[str, int] = field(default_factory=dict)
+    energy_j: dict[str, float] = field(default_factory=dict)  # RAPL domain -> joules (a package's first CPU)
     tsc: int = 0
     seconds: float = 0.0
     suspect: int = 0
@@ -119,6 +120,8 @@ class PmuCollector(Collector):
             t.counted_s[k] = t.counted_s.get(k, 0.0) + s.estimated.get(k, 1.0) * s.interval
         for k, v in s.overflows.items():
             t.overflows[k] = t.overflows.get(k, 0) + v
+        for k, j in s.energy_j.items():
+            t.energy_j[k] = t.energy_j.get(k, 0.0) + j
 
     def _labels(self, cpu: int) -> tuple[list[str], list[str]]:
         if self.info.core_types:
@@ -189,9 +192,15 @@ class PmuCollector(Collector):
                 counter(PREFIX + "counter_overflows", "counter wraps seen (and corrected)", ("counter",)).add_metric(
                     [*lv, k], v
                 )
+            for k, j in t.energy_j.items():
+                counter(PREFIX + "energy_joules", "energy (RAPL) of the CPU's package", ("domain",)).add_metric(
+                    [*lv, k], j
+                )
             s = t.latest
             if s is None:
                 continue
+            if s.temp_c is not None:
+                gauge(PREFIX + "temperature_celsius", "core temperature, last interval").add_metric(lv, s.temp_c)
             if s.tsc_hz:
                 gauge(PREFIX + "tsc_hertz", "TSC frequency").add_metric(lv, s.tsc_hz)
             m = for_sample(s)
