@@ -202,7 +202,14 @@ def test_totals_add_every_sample_scale_counted_time_and_leave_suspect_samples_ou
         1, counts={"instructions": 100, "llc_misses": 8}, estimated={"llc_misses": 0.25}, overflows={"instructions": 1}
     )
     first = values(generate_latest(exporter.registry).decode())
-    push(2, counts={"instructions": 300, "llc_misses": 4}, energy_j={"package": 2.5}, temp_c=61.0)
+    push(
+        2,
+        counts={"instructions": 300, "llc_misses": 4},
+        energy_j={"package": 2.5},
+        temp_c=61.0,
+        package=0,
+        cstates={"C1": 20.0, "C6": 50.0},
+    )
     push(3, counts={"instructions": 10**9}, suspect="sampler fell behind")
     got = values(generate_latest(exporter.registry).decode())
     cpu0 = (("cpu", "0"),)
@@ -216,5 +223,7 @@ def test_totals_add_every_sample_scale_counted_time_and_leave_suspect_samples_ou
     assert got[("pmutop_counter_overflows_total", (("counter", "instructions"), *cpu0))] == 1
     assert got[("pmutop_cpu_up", (("cpu", "1"),))] == 0
     assert ("pmutop_ipc", cpu0) not in got
-    assert got[("pmutop_energy_joules_total", (*cpu0, ("domain", "package")))] == 2.5
+    assert got[("pmutop_energy_joules_total", (("domain", "package"), ("package", "0")))] == 2.5
+    assert got[("pmutop_cstate_residency_seconds_total", (*cpu0, ("state", "C6")))] == 0.25  # 50% of 0.5 s
+    assert got[("pmutop_cstate_residency_seconds_total", (*cpu0, ("state", "C1")))] == 0.1
     assert got[("pmutop_temperature_celsius", cpu0)] == 61.0  # no cycles counted: no IPC gauge, never a made-up one

@@ -81,6 +81,8 @@ class CpuTotals:
     counted_s: dict[str, float] = field(default_factory=dict)
     overflows: dict[str, int] = field(default_factory=dict)
     energy_j: dict[str, float] = field(default_factory=dict)  # RAPL domain -> joules (a package's first CPU)
+    cstate_s: dict[str, float] = field(default_factory=dict)  # idle state -> seconds resident
+    package: int | None = None
     tsc: int = 0
     seconds: float = 0.0
     suspect: int = 0
@@ -122,6 +124,10 @@ class PmuCollector(Collector):
             t.overflows[k] = t.overflows.get(k, 0) + v
         for k, j in s.energy_j.items():
             t.energy_j[k] = t.energy_j.get(k, 0.0) + j
+        for state, pct in s.cstates.items():  # percent of the interval -> seconds, node_exporter style
+            t.cstate_s[state] = t.cstate_s.get(state, 0.0) + pct / 100 * s.interval
+        if s.package is not None:
+            t.package = s.package
 
     def _labels(self, cpu: int) -> tuple[list[str], list[str]]:
         if self.info.core_types:
@@ -192,9 +198,17 @@ class PmuCollector(Collector):
                 counter(PREFIX + "counter_overflows", "counter wraps seen (and corrected)", ("counter",)).add_metric(
                     [*lv, k], v
                 )
-            for k, j in t.energy_j.items():
-                counter(PREFIX + "energy_joules", "energy (RAPL) of the CPU's package", ("domain",)).add_metric(
-                    [*lv, k], j
+            if t.energy_j:  # only a package's first CPU carries its energy: labelled by package, not CPU
+                if PREFIX + "energy_joules" not in fams:
+                    fams[PREFIX + "energy_joules"] = CounterMetricFamily(
+                        PREFIX + "energy_joules", "energy (RAPL) per package and domain", labels=["package", "domain"]
+                    )
+                package = str(t.package if t.package is not None else "")
+                for k, j in t.energy_j.items():
+                    fams[PREFIX + "energy_joules"].add_metric([package, k], j)
+            for state, seconds in t.cstate_s.items():
+                counter(PREFIX + "cstate_residency_seconds", "time in each idle state", ("state",)).add_metric(
+                    [*lv, state], seconds
                 )
             s = t.latest
             if s is None:
