@@ -75,6 +75,8 @@ def read_recording(path: str) -> Recording:
     try:
         head = json.loads(first)
     except (ValueError, UnicodeDecodeError):
+        if first.startswith(b'{"format":"' + MAGIC.encode()) and not first.endswith(b"\n"):
+            raise RecordingError(f"{path}: the recording was cut short inside its header") from None
         raise RecordingError(not_one) from None
     if not isinstance(head, dict) or head.get("format") != MAGIC:
         raise RecordingError(not_one)
