@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_tui import text_of
+from test_tui import footer_text, text_of
 
 from pmutop.cli import main
 from pmutop.engine.sample import Sample
@@ -220,8 +220,13 @@ async def test_replay_view_shows_the_badge_position_and_seeks(
         assert feed.position == 11
         status = text_of(app.query_one("#status"))
         assert "speed 1×" in status and "at " in status
+        assert "+Interval" not in footer_text(app) and "+10" in footer_text(app)
         await pilot.press("left_square_bracket")
         assert feed.position == 1
+        await pilot.press("question_mark")
+        await pilot.pause(0.05)
+        assert "back / forward 10 intervals" in text_of(app.screen.query_one("#replay-help"))
+        await pilot.press("escape")
         await pilot.press("greater_than_sign")
         assert feed.speed == "2"
         assert "speed 2×" in text_of(app.query_one("#status"))

@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
 from pmutop.tui import format as F
-from pmutop.tui.app import PmutopApp, status_text
+from pmutop.tui.app import HelpScreen, PmutopApp, status_text
 
 SEEK_STEP = 10  # intervals per [ or ]
 
@@ -60,6 +60,21 @@ class GoToScreen(ModalScreen[float | None]):
         self.dismiss(None)
 
 
+class ReplayHelpScreen(HelpScreen):
+    """The live view's help, with the replay keys after it."""
+
+    def compose(self) -> ComposeResult:
+        yield from super().compose()
+        t = Text()
+        for keys, what in REPLAY_KEYS_HELP:
+            t.append(f"{keys:<16}", style="bold cyan")
+            t.append(f"{what}\n")
+        self.call_after_refresh(self._add_replay_keys, t)
+
+    def _add_replay_keys(self, t: Text) -> None:
+        self.query_one("#help-text", Static).parent.mount(Static(t, id="replay-help"))  # type: ignore[union-attr]
+
+
 class ReplayApp(PmutopApp):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left_square_bracket", "seek(-1)", "-10", show=True),
@@ -67,6 +82,15 @@ class ReplayApp(PmutopApp):
         Binding("g", "goto", "Go to", show=True),
         Binding("greater_than_sign", "speed", "Speed", show=True),
     ]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("slower", "faster"):
+            return False  # a recording's intervals are what they were
+        return super().check_action(action, parameters)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(ReplayHelpScreen())
 
     def _refresh_header(self) -> None:
         super()._refresh_header()
