@@ -227,7 +227,7 @@ async def test_replay_view_shows_the_badge_position_and_seeks(
         await pilot.pause(0.05)
         assert "back / forward 10 intervals" in text_of(app.screen.query_one("#replay-help"))
         await pilot.press("escape")
-        await pilot.press("greater_than_sign")
+        await pilot.press("x")
         assert feed.speed == "2"
         assert "speed 2×" in text_of(app.query_one("#status"))
         await pilot.press("space")

@@ -1,4 +1,4 @@
-"""The live view over a recording: the same app, plus replay keys ([ ] seek, g go to a time, > speed) and the
+"""The live view over a recording: the same app, plus replay keys ([ ] seek, g go to a time, x speed) and the
 replay's position and speed in the status line. Space pauses the replay itself, not only the display."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
 from pmutop.tui import format as F
-from pmutop.tui.app import HelpScreen, PmutopApp, status_text
+from pmutop.tui.app import HelpScreen, PmutopApp
 
 SEEK_STEP = 10  # intervals per [ or ]
 
 REPLAY_KEYS_HELP: tuple[tuple[str, str], ...] = (
     ("[ ]", f"replay: back / forward {SEEK_STEP} intervals"),
     ("g", "replay: go to a time (seconds, or m:ss)"),
-    (">", "replay: next speed (1×, 2×, 10×, max)"),
+    ("x", "replay: next speed (1×, 2×, 10×, max)"),
 )
 
 
@@ -80,7 +80,7 @@ class ReplayApp(PmutopApp):
         Binding("left_square_bracket", "seek(-1)", "-10", show=True),
         Binding("right_square_bracket", "seek(1)", "+10", show=True),
         Binding("g", "goto", "Go to", show=True),
-        Binding("greater_than_sign", "speed", "Speed", show=True),
+        Binding("x", "speed", "Speed", show=True),
     ]
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -94,8 +94,12 @@ class ReplayApp(PmutopApp):
 
     def _refresh_header(self) -> None:
         super()._refresh_header()
+        if not self.is_mounted:
+            return
         feed = self.feed
-        t: Text = status_text(self.info, feed, self.by_key[self.sort_key].title, self.reverse, self.paused)
+        widget = self.query_one("#status", Static)
+        shown = widget.content
+        t = shown.copy() if isinstance(shown, Text) else Text(str(shown))
         duration = getattr(feed, "duration", None)
         speed = getattr(feed, "speed", None)
         if duration is not None:
@@ -104,7 +108,7 @@ class ReplayApp(PmutopApp):
             t.append(f"  ·  speed {'max' if speed == 'max' else speed + '×'}", style="bold")
         if getattr(feed, "finished", False):
             t.append("  ·  END", style="bold")
-        self.query_one("#status", Static).update(t)
+        widget.update(t)
 
     def action_toggle_pause(self) -> None:
         super().action_toggle_pause()
