@@ -282,3 +282,21 @@ def test_replay_live_view_needs_a_terminal(capsys: pytest.CaptureFixture[str], t
     record_demo(capsys, tmp_path / "r.jsonl", 2)
     code, _out, err = run(capsys, "replay", str(tmp_path / "r.jsonl"))
     assert code == 2 and "needs a terminal" in err
+
+
+def test_replay_feed_thread_runs_to_the_end_at_max_speed_and_pauses(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    record_demo(capsys, tmp_path / "r.jsonl", 12)
+    feed = ReplayFeed(read_recording(str(tmp_path / "r.jsonl")), speed="max")
+    feed.set_paused(True)
+    feed.start()
+    try:
+        assert not feed.wait_for_samples({cpu: 0 for cpu in feed.cpus}, timeout=0.3)  # paused: nothing comes
+        feed.set_paused(False)
+        assert feed.wait_for_samples({cpu: 11 for cpu in feed.cpus}, timeout=30)
+        assert feed.finished and all(ring.count == 12 for ring in feed.rings.values())
+    finally:
+        feed.close()
+    with pytest.raises(ValueError, match="speed must be one of"):
+        feed.set_speed("3")
