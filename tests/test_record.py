@@ -300,3 +300,18 @@ def test_replay_feed_thread_runs_to_the_end_at_max_speed_and_pauses(
         feed.close()
     with pytest.raises(ValueError, match="speed must be one of"):
         feed.set_speed("3")
+
+
+def test_every_sample_field_survives_the_round_trip() -> None:
+    """A field added to Sample but not to the recording would make replays differ from the live run."""
+    from pmutop.record.format import SAMPLE_FIELDS, sample_from_dict
+
+    s = Sample(
+        cpu=3, seq=7, time=1.25, interval=0.5, tsc=123, tsc_hz=2.1e9, counts={"cycles": 9},
+        overflows={"cycles": 1}, suspect="odd", error="gone", estimated={"cycles": 0.5}, util=0.4,
+        topdown="perf_metrics", busy=40.0, bzy_mhz=3000.0, cstates={"C6": 12.5}, temp_c=55.0,
+        throttle=("thermal",), package=1, pkg_temp_c=60.0, energy_j={"package": 1.5}, power_src={"busy": "msr"},
+    )  # fmt: skip
+    defaults = Sample(cpu=0, seq=0, time=0.0, interval=0.0, tsc=None, tsc_hz=None, counts={})
+    assert all(getattr(s, f) != getattr(defaults, f) for f in SAMPLE_FIELDS)  # every field is exercised
+    assert sample_from_dict(json.loads(json.dumps(sample_to_dict(s)))) == s

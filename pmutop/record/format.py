@@ -87,22 +87,40 @@ def sample_to_dict(s: Sample) -> dict[str, Any]:
     return {f: getattr(s, f) for f in SAMPLE_FIELDS}
 
 
+def _opt(convert, value):  # type: ignore[no-untyped-def]
+    return None if value is None else convert(value)
+
+
 def sample_from_dict(d: dict[str, Any]) -> Sample:
-    """Raises KeyError/TypeError/ValueError on a malformed sample."""
+    """Raises KeyError/TypeError/ValueError on a malformed sample. Fields a recording lacks (an older
+    pmutop's) take the Sample's defaults."""
+
+    def floats(name: str) -> dict[str, float]:
+        return {str(k): float(v) for k, v in (d.get(name) or {}).items()}
+
     return Sample(
         cpu=int(d["cpu"]),
         seq=int(d["seq"]),
         time=float(d["time"]),
         interval=float(d["interval"]),
-        tsc=None if d.get("tsc") is None else int(d["tsc"]),
-        tsc_hz=None if d.get("tsc_hz") is None else float(d["tsc_hz"]),
+        tsc=_opt(int, d.get("tsc")),
+        tsc_hz=_opt(float, d.get("tsc_hz")),
         counts={str(k): int(v) for k, v in d["counts"].items()},
         overflows={str(k): int(v) for k, v in (d.get("overflows") or {}).items()},
-        suspect=d.get("suspect"),
-        error=d.get("error"),
-        estimated={str(k): float(v) for k, v in (d.get("estimated") or {}).items()},
-        util=None if d.get("util") is None else float(d["util"]),
-        topdown=d.get("topdown"),
+        suspect=_opt(str, d.get("suspect")),
+        error=_opt(str, d.get("error")),
+        estimated=floats("estimated"),
+        util=_opt(float, d.get("util")),
+        topdown=_opt(str, d.get("topdown")),
+        busy=_opt(float, d.get("busy")),
+        bzy_mhz=_opt(float, d.get("bzy_mhz")),
+        cstates=floats("cstates"),
+        temp_c=_opt(float, d.get("temp_c")),
+        throttle=tuple(str(t) for t in d.get("throttle") or ()),
+        package=_opt(int, d.get("package")),
+        pkg_temp_c=_opt(float, d.get("pkg_temp_c")),
+        energy_j=floats("energy_j"),
+        power_src={str(k): str(v) for k, v in (d.get("power_src") or {}).items()},
     )
 
 

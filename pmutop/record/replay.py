@@ -14,6 +14,7 @@ from pmutop.engine.ring import SampleRing
 from pmutop.engine.sample import Sample
 from pmutop.record.reader import Recording
 from pmutop.sinks.batch import PRINTERS, _timestamp
+from pmutop.sinks.records import package_instructions
 
 SPEEDS = ("1", "2", "10", "max")
 HISTORY_ON_SEEK = 60  # intervals pushed at once after a seek, so plots and heatmaps have their history
@@ -241,8 +242,12 @@ def replay_batch(
                 warn(f"cpu {s.cpu}: suspect sample at {s.time:.2f} s: {s.suspect}")
         at = max(s.time for s in batch)
         stamp = _timestamp(h.start + at) if timestamps else None
+        if hasattr(printer, "begin"):
+            printer.begin(batch)
+        per_package = package_instructions(batch)
         for s in batch:
-            printer.write(s, time=at, index=done + 1, timestamp=stamp)
+            pkg = per_package.get(s.package) if s.energy_j and s.package is not None else None
+            printer.write(s, time=at, index=done + 1, timestamp=stamp, pkg_instructions=pkg)
         done += 1
     out.flush()
     return done
