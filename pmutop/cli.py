@@ -28,6 +28,7 @@ from pmutop.errors import HardwareError, PmuInUseError, PmutopError, UsageError
 from pmutop.exitguard import EXIT_NOT_RESTORED, ExitGuard, signal_name
 from pmutop.hw.platform import HostPlatform, Platform
 from pmutop.pmu.events import parse_events
+from pmutop.record.writer import Recorder, make_header
 from pmutop.restore import UndoLog
 from pmutop.runinfo import RunInfo, collect
 from pmutop.runstate import RunState, StateDir, recover_dead_runs
@@ -39,7 +40,7 @@ from pmutop.tui.config import Settings, config_path
 from pmutop.tui.config import load as load_settings
 
 PROG = "pmutop"
-COMMANDS = ("info", "events", "restore", "selftest", "serve")
+COMMANDS = ("info", "events", "restore", "selftest", "serve", "replay", "diff")
 MIN_INTERVAL_S = 0.01
 MAX_INTERVAL_S = LONGEST_INTERVAL_S  # the narrow-counter reads are planned for it
 REPORT_HINT = "this is a bug in pmutop: please report it to the pmutop issue tracker with the output of PMUTOP_DEBUG=1"
@@ -96,7 +97,8 @@ def run_parser(serve: bool = False) -> OneLineParser:
         "`pmutop events [--search WORD] [--json] [--download]` lists the events this CPU can count; "
         "`pmutop restore [--sysroot DIR]` puts back what a killed pmutop left programmed; "
         "`pmutop selftest [--demo] [--cores LIST]` checks the counters against known workloads; "
-        "`pmutop serve [--listen HOST:PORT]` serves the counters to Prometheus.",
+        "`pmutop serve [--listen HOST:PORT]` serves the counters to Prometheus; "
+        "`pmutop replay FILE` and `pmutop diff A B` show and compare --record recordings.",
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     if serve:
@@ -167,6 +169,11 @@ def run_parser(serve: bool = False) -> OneLineParser:
     p.add_argument(
         "--timestamps", action="store_true", help="with --batch: add each interval's wall-clock time (UTC, ISO 8601)"
     )
+    p.add_argument(
+        "--record",
+        metavar="FILE",
+        help="also write every sample to FILE (JSON lines; gzip when FILE ends in .gz) for `pmutop replay`",
+    )
     sim = p.add_argument_group("simulated PMU (--demo)")
     sim.add_argument("--sim-cpus", type=_bounded_int(1, 1024), default=8, metavar="N")
     sim.add_argument(
@@ -215,6 +222,84 @@ def restore_parser() -> OneLineParser:
     )
     p.add_argument("--sysroot", metavar="DIR", default="/", help="the machine's files under DIR (default /)")
     return p
+
+
+def replay_parser() -> OneLineParser:
+    p = OneLineParser(
+        prog=f"{PROG} replay",
+        description="Show a recording (`pmutop --record FILE`) in the live view, or convert it with --batch.",
+    )
+    p.add_argument("file", metavar="FILE", help="a recording (.jsonl or .jsonl.gz)")
+    p.add_argument("--speed", choices=("1", "2", "10", "max"), default="1", help="replay speed (default 1)")
+    p.add_argument("--batch", action="store_true", help="print the records instead of the live view")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="--batch output format")
+    p.add_argument("--count", type=_positive_int, metavar="N", help="with --batch: only the first N intervals")
+    p.add_argument(
+        "--timestamps", action="store_true", help="with --batch: add each interval's wall-clock time (UTC, ISO 8601)"
+    )
+    return p
+
+
+def diff_parser() -> OneLineParser:
+    p = OneLineParser(
+        prog=f"{PROG} diff",
+        description="Compare two recordings per core and per metric (medians over each run): before / after.",
+    )
+    p.add_argument("a", metavar="A", help="the recording before")
+    p.add_argument("b", metavar="B", help="the recording after")
+    return p
+
+
+def run_replay(argv: list[str], guard: ExitGuard) -> int:
+    from pmutop.record.reader import read_recording
+    from pmutop.record.replay import ReplayFeed, replay_batch
+
+    args = replay_parser().parse_args(argv)
+    if not args.batch:
+        if args.count is not None:
+            raise UsageError("--count needs --batch")
+        if args.timestamps:
+            raise UsageError("--timestamps needs --batch")
+        if not (_isatty(sys.stdin) and _isatty(sys.stderr)):
+            raise UsageError("the live view needs a terminal on stdin and stderr; use --batch for pipes and files")
+    rec = read_recording(args.file)
+    if rec.truncated:
+        say(f"warning: {args.file}: the last line was cut short (the recording was stopped abruptly); skipped")
+    if args.batch:
+        if rec.header.mode == "SIMULATED":
+            say("SIMULATED PMU: every number shown is synthetic (a recording of the simulated PMU)")
+        warn = lambda m: say(f"warning: {m}")  # noqa: E731
+        replay_batch(rec, args.format, count=args.count, timestamps=args.timestamps, warn=warn)
+        return 0
+    if not rec.samples:
+        raise UsageError(f"{args.file}: the recording has no samples")
+    from pmutop.tui.replay_keys import ReplayApp
+
+    feed = ReplayFeed(rec, args.speed)
+    LIVE_VIEW_RAN.set()
+    app = ReplayApp(feed, rec.header.run_info())
+    guard.on_stop(app.exit_soon)
+    feed.start()
+    try:
+        app.run()
+    finally:
+        feed.close()
+    if app.failure:
+        raise PmutopError(app.failure)
+    if guard.signum is not None:
+        say(f"stopped by {signal_name(guard.signum)}")
+        return 128 + guard.signum
+    return 0
+
+
+def run_diff(argv: list[str]) -> int:
+    from pmutop.record.diff import diff_table
+    from pmutop.record.reader import read_recording
+
+    args = diff_parser().parse_args(argv)
+    a, b = read_recording(args.a), read_recording(args.b)
+    print(diff_table(a, b), flush=True)
+    return 0
 
 
 def _sysroot_dir(path: str) -> Sysroot:
@@ -410,8 +495,8 @@ LIVE_VIEW_RAN = threading.Event()  # main() then skips the interpreter's teardow
 
 def run_live_view(
     engine: Engine,
+    info: RunInfo,
     platform: Platform,
-    backend: Backend,
     cpus: list[int],
     guard: ExitGuard,
     settings: tuple[Settings, str | None],
@@ -421,7 +506,7 @@ def run_live_view(
     LIVE_VIEW_RAN.set()
     app = PmutopApp(
         engine,
-        collect(platform, backend, cpus),
+        info,
         task_source(platform, cpus),
         settings=settings[0],
         settings_path=config_path(),
@@ -446,6 +531,7 @@ class RunEnd:
     def __init__(self, engine: Engine, state: RunState | None) -> None:
         self.engine = engine
         self.state = state
+        self.recorder: Recorder | None = None
         self._lock = threading.Lock()
         self._result: RestoreResult | None = None
 
@@ -457,6 +543,10 @@ class RunEnd:
                 if self.state is not None:
                     self.state.lock_for_restore()
                 result = self.engine.stop()
+                if self.recorder is not None:  # after the samplers stopped: the last samples are in the rings
+                    note = self.recorder.close()
+                    if note:
+                        result.notes.append(note)
                 if self.state is not None:
                     try:
                         self.state.finish(result, result.failed_cpus)
@@ -574,6 +664,11 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
         engine.start(guard.stop_requested)
         if state is not None:
             state.started()
+        info = collect(platform, backend, cpus)
+        if args.record and not guard.stop_requested.is_set():
+            header = make_header(engine, info, mode, backend.describe(), backend.events)
+            end.recorder = Recorder(args.record, engine, header)
+            end.recorder.start()
         if guard.stop_requested.is_set():
             pass
         elif serving:
@@ -598,7 +693,7 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
                 timestamps=args.timestamps,
             )
         else:
-            run_live_view(engine, platform, backend, cpus, guard, settings)
+            run_live_view(engine, info, platform, cpus, guard, settings)
             failed_cpus = engine.failures()
             for cpu, why in failed_cpus.items():
                 say(f"warning: cpu {cpu} dropped: {why}")
@@ -644,6 +739,10 @@ def _main(argv: list[str], guard: ExitGuard) -> int:
         return selftest_main(argv[1:], guard)
     if argv and argv[0] == "serve":
         return run(run_parser(serve=True).parse_args(argv[1:]), argv, guard)
+    if argv and argv[0] == "replay":
+        return run_replay(argv[1:], guard)
+    if argv and argv[0] == "diff":
+        return run_diff(argv[1:])
     return run(run_parser().parse_args(argv), argv, guard)
 
 

@@ -24,6 +24,7 @@ class RunInfo:
     core_types: dict[int, str] = field(default_factory=dict)  # cpu -> "P" / "E" on hybrid parts
     notices: list[str] = field(default_factory=list)
     hardware_problem: str | None = None  # perf with software events only: why there are no hardware events
+    replay: str | None = None  # a replayed recording: "<original host> <start time>"
 
     @property
     def watchdog_paused(self) -> bool:

@@ -100,6 +100,8 @@ def banner_text(info: RunInfo, model: ViewModel, paused: bool) -> Text:
         t.append(f" {text} ", style=style)
         t.append(" ")
 
+    if info.replay:
+        badge(f"REPLAY of {info.replay}", "bold white on blue")
     if info.simulated:
         badge("SIMULATED PMU: synthetic numbers", "bold black on yellow")
     if paused:
