@@ -660,6 +660,7 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
     end = RunEnd(engine, state)
     guard.set_restore(end, report_restore)
     failed_cpus: dict[int, str] = {}
+    guard.on_stop(engine.wake_waiters)  # a signal ends the batch loop's wait at once (it does not poll)
     try:
         engine.start(guard.stop_requested)
         if state is not None:

@@ -47,3 +47,21 @@ def test_a_spinning_pinned_thread_shows_as_busy_on_its_cpu() -> None:
     finally:
         os.sched_setaffinity(0, old)
     assert value is not None and value > 0.6
+
+
+def test_the_kernel_cpu_times_are_read_once_per_interval_for_all_cpus() -> None:
+    n = 64
+    calls = []
+
+    def cpu_times(percpu: bool) -> list[T]:
+        calls.append(percpu)
+        k = len(calls)  # each read: every CPU 1 s busier and 3 s idler
+        return [T(k, 0, 0, 3 * k, 0, 0, 0, 0, 0, 0)] * n
+
+    busy = CpuBusy(list(range(n)), cpu_times)
+    assert all(busy.busy(c) is None for c in range(n))
+    assert len(calls) == 1
+    for interval in range(2, 5):
+        values = [busy.busy(c) for c in range(n)]
+        assert len(calls) == interval  # one /proc/stat read per interval, whatever the number of CPUs
+        assert values == [pytest.approx(0.25)] * n

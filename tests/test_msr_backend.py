@@ -410,3 +410,37 @@ def test_failed_probe_puts_rdpmc_sysfs_back_at_once(clock: ManualClock) -> None:
     assert platform.settings[RDPMC] == "1"  # not left at 2 for the whole run
     engine.stop()
     assert platform.settings[RDPMC] == "1"
+
+
+def test_foreign_reprogramming_is_found_within_the_check_period_at_one_register_read_per_sample(
+    clock: ManualClock,
+) -> None:
+    from pmutop.backends.msr import FOREIGN_CHECK_NS
+
+    platform, backend, engine = make(clock)
+    engine.set_interval(0.1)
+    engine.start()
+    dev = backend.counters(1).setup.dev
+    reads: list[int] = []
+    raw = dev._read_raw
+    dev._read_raw = lambda a: reads.append(a) or raw(a)  # type: ignore[method-assign]
+    for _ in range(25):
+        clock.advance(0.1)
+        assert all(s.suspect is None for s in engine.tick())
+    # Between checks a sample reads GLOBAL_STATUS only (the counters come through rdpmc); every control
+    # register is read once per check period.
+    checks = 25 * 100_000_000 // FOREIGN_CHECK_NS
+    assert len(reads) <= 25 + checks * len(CONTROL), reads
+    platform.machine.foreign_write(1, R.evtsel(1), 0x4300C0)
+    changed_at = clock.now_ns()
+    found_at = None
+    for _ in range(40):
+        clock.advance(0.1)
+        s0, s1 = engine.tick()
+        assert s0.suspect is None
+        if found_at is None and "IA32_PERFEVTSEL1" in (s1.suspect or ""):
+            found_at = clock.now_ns()
+        if found_at is not None:  # and on every sample after, while the register stays taken
+            assert s1.suspect is not None and "IA32_PERFEVTSEL1" in s1.suspect
+    assert found_at is not None and found_at - changed_at <= FOREIGN_CHECK_NS + 100_000_000
+    engine.stop()

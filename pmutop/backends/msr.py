@@ -57,6 +57,11 @@ TOPDOWN_METHOD = "perf_metrics"
 MAX_EVENTS_PER_S = 5e10
 
 
+# How often a sampler checks that the control registers still hold what it programmed: a sample taken this
+# long after another agent reprogrammed the PMU (or later) is marked suspect.
+FOREIGN_CHECK_NS = 2_000_000_000
+
+
 def shortest_wrap_s(width: int) -> float:
     return (1 << width) / MAX_EVENTS_PER_S
 
@@ -181,6 +186,8 @@ class MsrCpuCounters(CpuCounters):
         self._prev_tsc = 0
         self._prev_at = 0  # clock time of the last read()
         self._last_at = 0  # clock time of the last counter read (read or accumulate): for the wrap check
+        self._checked_at = 0  # clock time of the last check for foreign reprogramming
+        self._foreign_seen = False  # the last check found some: check every sample until it is gone
         self._acc: list[int] = []  # per placement: counts since the last read(), added up by accumulate()
         self._acc_ovf: dict[str, int] = {}  # event -> overflow bits seen since the last read()
         self._acc_suspect: str | None = None  # the first reason found since the last read()
@@ -314,7 +321,7 @@ class MsrCpuCounters(CpuCounters):
             self._reader = MsrCounterReader(
                 self.setup.dev, self._n_fixed_read, plan.n_gp_read, regs=self.setup.perfmon.registers, metrics=metrics
             )
-        self._prev_at = self._last_at = self._clock.now_ns()
+        self._prev_at = self._last_at = self._checked_at = self._clock.now_ns()
         self._prev_tsc, values = self._reader.read()
         self._prev = [values[i] for i in self._positions]
         if metrics:
@@ -359,6 +366,17 @@ class MsrCpuCounters(CpuCounters):
             if now & mask != ours & mask:
                 changed.append(f"{R.msr_name(address)} {ours & mask:#x} -> {now & mask:#x}")
         return changed
+
+    def _foreign_check(self, at: int) -> list[str]:
+        """foreign_changes() at most every FOREIGN_CHECK_NS (it reads every control register, 3-6 reads per
+        sample otherwise), and at every sample while a change is still there. The restore reads them all
+        again anyway before it puts anything back (msr_restore)."""
+        if at - self._checked_at < FOREIGN_CHECK_NS and not self._foreign_seen:
+            return []
+        self._checked_at = at
+        changes = self.foreign_changes()
+        self._foreign_seen = bool(changes)
+        return changes
 
     def _collect(self) -> tuple[int, int]:
         """Read the active counters and GLOBAL_STATUS and add the deltas since the last read to the running
@@ -414,7 +432,7 @@ class MsrCpuCounters(CpuCounters):
         overflows, suspect = self._acc_ovf, self._acc_suspect
         self._acc = [0] * len(self._placements)
         self._acc_ovf, self._acc_suspect = {}, None
-        changes = self.foreign_changes()  # once per interval, not per accumulate: it reads every control register
+        changes = self._foreign_check(at)
         if changes:
             suspect = f"PMU reprogrammed by another agent: {', '.join(changes)}"
         tsc_delta = (tsc - self._prev_tsc) & U64

@@ -4,6 +4,11 @@ All samplers share one deadline schedule (epoch + k * interval), so sample k of 
 the same wall-clock interval and lateness never accumulates into drift. Counters too narrow for the
 interval are also read in between (CpuCounters.accumulate), off the schedule, so they never wrap twice
 unseen; the sample at each deadline still reports the whole interval.
+
+Each sampler sleeps on its own Event until its own deadline: no lock is shared between samplers while they
+sleep or wake, so 256 threads reaching a deadline do not queue on one lock. A schedule change or stop sets
+every sampler's Event. Readers (wait_for_samples) register what they wait for and are woken once, by the
+sample that completes it, not by every sample and not by polling.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ class Sampler:
         self._prev_ns = 0  # clock time of the last sample's read
         self._last_read_ns = 0  # clock time of the last counter read (a sample's or an accumulate)
         self._tsc_total = 0
+        self.wake = threading.Event()  # set on a schedule change or stop: the only way to end a sleep early
+        self.early_wakeups = 0  # sleeps ended before their deadline (schedule change, stop)
 
     def start_counting(self) -> None:
         self._t0_ns = self._prev_ns = self._last_read_ns = self.counters.start()
@@ -122,22 +129,47 @@ class Sampler:
                 deadline = epoch + k * interval_ns
                 if period is not None and self._last_read_ns + period < deadline:
                     # Read before a counter could wrap twice; the deadlines stay where they are (no drift).
-                    if eng.sleep_until(self._last_read_ns + period, gen):
+                    if self.sleep_until(self._last_read_ns + period, gen):
                         self.accumulate()
                     elif eng.stopping:
                         return
                     continue
-                if not eng.sleep_until(deadline, gen):
+                if not self.sleep_until(deadline, gen):
                     if eng.stopping:
                         return
                     continue  # schedule changed while waiting
-                self.take()
-                eng.new_data.set()
+                sample = self.take()
+                eng.published(self.cpu, sample.seq)
                 now = eng.clock.now_ns()
                 k = max(k + 1, (now - epoch) // interval_ns + 1)  # skip deadlines we are already past
         except BaseException as e:
             self.fail(e)
-            eng.new_data.set()
+            eng.published(self.cpu, None)
+
+    def sleep_until(self, deadline_ns: int, gen: int) -> bool:
+        """Sleep on this sampler's own Event until the deadline; False if stopping or the schedule changed."""
+        eng, wake = self.engine, self.wake
+        while True:
+            # Cleared before the checks: a set() after them ends the wait below, one before is seen by them.
+            wake.clear()
+            if eng.stopping or eng.schedule()[2] != gen:
+                self.early_wakeups += 1
+                return False
+            remaining = deadline_ns - eng.clock.now_ns()
+            if remaining <= 0:
+                return True
+            wake.wait(remaining / NS)
+
+
+class _Waiter:
+    """One wait_for_samples call: the CPUs it still waits for, and how it is woken."""
+
+    __slots__ = ("event", "missing", "need")
+
+    def __init__(self, need: dict[int, int], missing: set[int]) -> None:
+        self.need = need
+        self.missing = missing
+        self.event = threading.Event()
 
 
 class Engine:
@@ -167,13 +199,16 @@ class Engine:
         self.power = power  # frequency, idle, temperature, energy beside the counters (optional)
         self.rings = {cpu: SampleRing(ring_capacity) for cpu in cpus}
         self.samplers: dict[int, Sampler] = {}
-        self.new_data = threading.Event()
         self.epoch_ns = 0  # where the deadline schedule starts (moves when the interval changes)
         self.start_ns = 0  # when counting started: sample times and elapsed time count from here
         self.stopping = False
         self._interval_ns = round(interval * NS)
         self._gen = 0
-        self._cond = threading.Condition()
+        # (epoch, interval, generation), replaced whole so samplers read it without a lock.
+        self._schedule = (0, self._interval_ns, 0)
+        self._cond = threading.Condition()  # start-up, go, stop and schedule changes (never in steady state)
+        self._waiters: list[_Waiter] = []
+        self._waiters_lock = threading.Lock()
         self._ready = 0
         self._go = False
         self._threads: list[threading.Thread] = []
@@ -196,6 +231,7 @@ class Engine:
             for s in self.samplers.values():
                 s.start_counting()
             self.epoch_ns = self.start_ns = self.clock.now_ns()
+            self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
             return
         for cpu, s in self.samplers.items():
             t = threading.Thread(target=s.run, name=f"pmutop-cpu{cpu}", daemon=True)
@@ -217,6 +253,7 @@ class Engine:
             raise HardwareError(failed[0])
         with self._cond:
             self.epoch_ns = self.start_ns = self.clock.now_ns()
+            self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
             self._go = True
             self._cond.notify_all()
 
@@ -227,6 +264,8 @@ class Engine:
             self.stopping = True
             self._go = True
             self._cond.notify_all()
+        self._wake_samplers()
+        self.wake_waiters()
         deadline = time.monotonic() + JOIN_TIMEOUT_S
         for t in self._threads:
             if t is not threading.current_thread():
@@ -247,18 +286,30 @@ class Engine:
             self._cond.wait_for(lambda: self._go)
 
     def schedule(self) -> tuple[int, int, int]:
-        with self._cond:
-            return self.epoch_ns, self._interval_ns, self._gen
+        """(epoch, interval, generation): one tuple, read without a lock."""
+        return self._schedule
 
-    def sleep_until(self, deadline_ns: int, gen: int) -> bool:
-        """Wait for the deadline; False if stopping or the schedule changed first."""
-        with self._cond:
-            while not self.stopping and self._gen == gen:
-                remaining = deadline_ns - self.clock.now_ns()
-                if remaining <= 0:
-                    return True
-                self._cond.wait(remaining / NS)
-            return False
+    def _wake_samplers(self) -> None:
+        for s in self.samplers.values():
+            s.wake.set()
+
+    def published(self, cpu: int, seq: int | None) -> None:
+        """A sampler pushed sample `seq` (None: it failed, which is news too); wakes the readers this
+        completes. Costs one list check per sample while nobody waits."""
+        if not self._waiters:
+            return
+        with self._waiters_lock:
+            for w in self._waiters:
+                if cpu in w.missing and (seq is None or seq > w.need[cpu]):
+                    w.missing.discard(cpu)
+                    if not w.missing:
+                        w.event.set()
+
+    def wake_waiters(self) -> None:
+        """End every wait_for_samples now (they then check their stop event): call when stopping."""
+        with self._waiters_lock:
+            for w in self._waiters:
+                w.event.set()
 
     # -- control
 
@@ -269,7 +320,9 @@ class Engine:
             self._interval_ns = round(seconds * NS)
             self.epoch_ns = self.clock.now_ns()
             self._gen += 1
+            self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
             self._cond.notify_all()
+        self._wake_samplers()
 
     def tick(self) -> list[Sample]:
         """Unthreaded engines only: every CPU takes one sample now (tests and screenshots)."""
@@ -278,10 +331,12 @@ class Engine:
         for s in self.samplers.values():
             if s.error is None:
                 try:
-                    out.append(s.take())
+                    sample = s.take()
+                    out.append(sample)
+                    self.published(s.cpu, sample.seq)
                 except Exception as e:
                     s.fail(e)
-        self.new_data.set()
+                    self.published(s.cpu, None)
         return out
 
     @property
@@ -323,15 +378,38 @@ class Engine:
         stop: threading.Event | None = None,
     ) -> bool:
         """Block until every live CPU in `counts` has a ring holding more than counts[cpu] samples, or
-        `timeout` real seconds, or `stop` is set. A CPU that failed counts as ready (its error is the news)."""
+        `timeout` real seconds, or `stop` is set. A CPU that failed counts as ready (its error is the news).
+
+        No polling: the sample that completes the wait wakes it; whoever sets `stop` should call
+        wake_waiters() (Engine.stop does). `on_wait` runs after every wake-up that was not the end."""
         deadline = time.monotonic_ns() + round(timeout * NS)  # not the engine clock: that may be manual
-        while True:
-            live = [c for c in counts if self.samplers[c].error is None]
-            if all(self.rings[c].count > counts[c] for c in live):
+        waiter = _Waiter(dict(counts), set())
+        with self._waiters_lock:
+            # Registered before the rings are checked: a sampler that pushes after the check then sees the
+            # waiter (published() looks at the list after its push).
+            self._waiters.append(waiter)
+            waiter.missing = {c for c in counts if not self._ready_for(c, counts[c])}
+        try:
+            if not waiter.missing:
                 return True
-            if time.monotonic_ns() >= deadline or (stop is not None and stop.is_set()):
-                return False
-            self.new_data.wait(0.05)
-            self.new_data.clear()
-            if on_wait:
-                on_wait()
+            while True:
+                if self.stopping or (stop is not None and stop.is_set()):
+                    return False
+                remaining = deadline - time.monotonic_ns()
+                if remaining <= 0:
+                    return False
+                if waiter.event.wait(remaining / NS):
+                    with self._waiters_lock:
+                        waiter.missing = {c for c in waiter.missing if not self._ready_for(c, counts[c])}
+                        if not waiter.missing:
+                            return True
+                        waiter.event.clear()
+                if on_wait:
+                    on_wait()
+        finally:
+            with self._waiters_lock:
+                self._waiters.remove(waiter)
+
+    def _ready_for(self, cpu: int, count: int) -> bool:
+        s = self.samplers.get(cpu)
+        return (s is not None and s.error is not None) or self.rings[cpu].count > count

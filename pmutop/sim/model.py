@@ -335,6 +335,33 @@ class _SimCpu:
         self.fixed_mask = (1 << cfg.fixed_width) - 1
         self.regs = r.register_map(cfg.version)
         self._registers = _register_table(cfg)
+        # The other registers a read answers, built once (not per read).
+        self._readers: dict[int, Callable[[], int]] = {
+            r.IA32_TIME_STAMP_COUNTER: self.tsc,
+            r.IA32_PERF_CAPABILITIES: lambda: (
+                (r.PERF_CAP_FW_WRITE if cfg.full_width_writes else 0)
+                | (r.PERF_CAP_PERF_METRICS if self.metrics_fields else 0)
+            ),
+            r.IA32_FIXED_CTR_CTRL: lambda: self.fixed_ctrl,
+            r.IA32_PERF_GLOBAL_STATUS: lambda: self.status,
+            r.IA32_PERF_GLOBAL_CTRL: lambda: self.global_ctrl,
+            r.IA32_PERF_GLOBAL_STATUS_RESET: lambda: 0,
+        }
+        if cfg.version >= 4:
+            self._readers[r.IA32_PERF_GLOBAL_STATUS_SET] = lambda: 0  # write-only
+            self._readers[r.IA32_PERF_GLOBAL_INUSE] = self._inuse
+        if self.metrics_fields:
+            self._readers[r.MSR_PERF_METRICS] = self._perf_metrics
+        # Registers whose value does not move with time: reading them needs no advance. Counting is additive
+        # (a counter adds fn(new) - fn(old)), so fewer, longer advances give exactly the same counts.
+        self._static = frozenset(
+            [a for a, (kind, _) in self._registers.items() if kind == _EVTSEL]
+            + [
+                a
+                for a in self._readers
+                if a not in (r.IA32_TIME_STAMP_COUNTER, r.IA32_PERF_GLOBAL_STATUS, r.MSR_PERF_METRICS)
+            ]
+        )
 
     # -- counting -----------------------------------------------------------------------------------
 
@@ -490,37 +517,21 @@ class _SimCpu:
 
     def read(self, address: int) -> int:
         with self.lock:
-            self._advance()
+            if address not in self._static:
+                self._advance()
             value = self._read(address)
         if value is None:
             raise MsrAccessError(self.cpu, address, "read", errno.EIO)
         return value
 
     def _read(self, address: int) -> int | None:
-        cfg = self.cfg
         reg = self._registers.get(address)
         if reg is not None:
             kind, i = reg
             if kind == _EVTSEL:
                 return self.evtsel[i]
             return self.fixed[i] if kind == _FIXED else self.gp[i]
-        readers: dict[int, Callable[[], int]] = {
-            r.IA32_TIME_STAMP_COUNTER: self.tsc,
-            r.IA32_PERF_CAPABILITIES: lambda: (
-                (r.PERF_CAP_FW_WRITE if cfg.full_width_writes else 0)
-                | (r.PERF_CAP_PERF_METRICS if self.metrics_fields else 0)
-            ),
-            r.IA32_FIXED_CTR_CTRL: lambda: self.fixed_ctrl,
-            r.IA32_PERF_GLOBAL_STATUS: lambda: self.status,
-            r.IA32_PERF_GLOBAL_CTRL: lambda: self.global_ctrl,
-            r.IA32_PERF_GLOBAL_STATUS_RESET: lambda: 0,
-        }
-        if cfg.version >= 4:
-            readers[r.IA32_PERF_GLOBAL_STATUS_SET] = lambda: 0  # write-only
-            readers[r.IA32_PERF_GLOBAL_INUSE] = self._inuse
-        if self.metrics_fields:
-            readers[r.MSR_PERF_METRICS] = self._perf_metrics
-        reader = readers.get(address)
+        reader = self._readers.get(address)
         return sim_power.read(self, address) if reader is None else reader()
 
     def write(self, address: int, value: int) -> None:

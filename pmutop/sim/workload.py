@@ -19,6 +19,7 @@ them left every other quantity of the "classic" mix unchanged.
 from __future__ import annotations
 
 import bisect
+import operator
 import random
 import threading
 from dataclasses import dataclass
@@ -333,6 +334,9 @@ class Workload:
         # Prefix sums of one phase: _pf[k] = cumulative before segment (phase.start + k).
         self._pf_phase = -1
         self._pf: list[_Vec] = []
+        # The last per-burst and per-phase hashes (each holds one entry: segments come in time order).
+        self._burst_cache: dict[int, tuple[float, list[float]]] = {}
+        self._tma_cache: dict[int, list[float]] = {}
         self._append_phase(_ZERO)
 
     # -- public API -------------------------------------------------------------------------------
@@ -406,7 +410,7 @@ class Workload:
         pf = self._pf
         while len(pf) <= k:
             seg = self._segment(phase, phase.start + len(pf) - 1)
-            pf.append(tuple(a + b for a, b in zip(pf[-1], seg, strict=True)))
+            pf.append(tuple(map(operator.add, pf[-1], seg)))  # same lengths (2 x _N): no strict zip needed
         return pf[k]
 
     # -- one segment ----------------------------------------------------------------------------------
@@ -414,7 +418,15 @@ class Workload:
     def _rates(self, phase: _Phase, seg: int) -> Rates:
         if phase.kind is PhaseKind.MIXED:
             burst = seg // _MIXED_BURST_SEGMENTS
-            u = hash_unit(self.seed, self.cpu, burst, 0x6D69786564)
+            cached = self._burst_cache.get(burst)
+            if cached is None:
+                # Per burst, not per segment: the same hashes for every segment of the burst.
+                cached = (
+                    hash_unit(self.seed, self.cpu, burst, 0x6D69786564),
+                    _hash_units8(self.seed, self.cpu, burst, 0x62617365),
+                )
+                self._burst_cache = {burst: cached}
+            u, units = cached
             regime = PhaseKind.IDLE
             for kind, weight in self._mixed:
                 if u < weight:
@@ -422,7 +434,6 @@ class Workload:
                     break
                 u -= weight
             ranges = _RANGES[regime]
-            units = _hash_units8(self.seed, self.cpu, burst, 0x62617365)
             base = tuple(lo + (hi - lo) * u for (lo, hi), u in zip(ranges, units, strict=True))
         else:
             regime = phase.kind
@@ -466,7 +477,10 @@ class Workload:
         phase) and per segment. Hashes only: the phase RNG is never drawn from."""
         profile = _TMA[r.regime]
         key = seg // _MIXED_BURST_SEGMENTS if phase.kind is PhaseKind.MIXED else phase.start
-        per_phase = _hash_units8(self.seed, self.cpu, key, _TMA_KEY)
+        per_phase = self._tma_cache.get(key)
+        if per_phase is None:  # once per phase (per burst in a mixed phase), not per segment
+            per_phase = _hash_units8(self.seed, self.cpu, key, _TMA_KEY)
+            self._tma_cache = {key: per_phase}
         per_seg = _hash_units8(self.seed, self.cpu, seg, _TMA_SEG_KEY)
 
         def vary(x: float, i: int) -> float:

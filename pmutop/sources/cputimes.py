@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,12 +14,19 @@ BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")
 
 
 class CpuBusy:
-    """Busy / total time of each CPU between calls. psutil lists online CPUs in number order."""
+    """Busy / total time of each CPU between calls. psutil lists online CPUs in number order.
+
+    The samplers of all CPUs share one read of /proc/stat per interval: the first CPU to ask again after
+    using the current snapshot takes a new one, the others use it. O(N) per interval for N CPUs."""
 
     def __init__(self, online: Sequence[int], cpu_times: Callable[..., list[Any]] | None = None) -> None:
         self._online = list(online)
         self._cpu_times = cpu_times or psutil.cpu_times
         self._prev: dict[int, tuple[float, float]] = {}
+        self._lock = threading.Lock()  # the samplers of all CPUs call busy() from their own threads
+        self._snapshot: dict[int, tuple[float, float]] = {}
+        self._generation = 0
+        self._used: dict[int, int] = {}  # cpu -> the snapshot generation it last used
 
     def _totals(self) -> dict[int, tuple[float, float]]:
         rows = self._cpu_times(percpu=True)
@@ -33,7 +41,12 @@ class CpuBusy:
 
     def busy(self, cpu: int) -> float | None:
         """Fraction of time `cpu` was busy since the previous call for it (None on the first call)."""
-        now = self._totals().get(cpu)
+        with self._lock:
+            if self._generation == 0 or self._used.get(cpu) == self._generation:
+                self._snapshot = self._totals()
+                self._generation += 1
+            self._used[cpu] = self._generation
+            now = self._snapshot.get(cpu)
         prev = self._prev.get(cpu)
         if now is None:
             return None

@@ -1,0 +1,1 @@
+"""pmutop's benchmarks: `python -m benchmarks` (see README.md, section Benchmarks)."""

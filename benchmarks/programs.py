@@ -1,0 +1,133 @@
+"""Whole-program figures: the live view's and batch mode's CPU time against htop and perf stat, memory
+growth, and start-up time. Each runs the real program (in a real terminal: tmux) and measures it from
+outside (psutil)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from typing import Any
+
+from benchmarks import procs
+from benchmarks.stats import skipped, summary
+
+
+def _cpu_over(pid: int, seconds: float) -> float:
+    t0 = procs.tree_cpu_s(pid)
+    time.sleep(seconds)
+    return procs.tree_cpu_s(pid) - t0
+
+
+def live_view(cores: list[int], seconds: float, repeat: int) -> dict[str, Any]:
+    """CPU seconds per minute of `pmutop --demo` at 1 s with N simulated cores, and of `htop -d 10`, in the
+    same 120x40 terminal, counted after the first complete frame."""
+    out: dict[str, Any] = {}
+    for n in cores:
+        runs = []
+        for k in range(repeat):
+            cmd = [*procs.pmutop_cmd(), "--demo", "--sim-cpus", str(n), "--interval", "1"]
+            with procs.tmux_session(f"live{n}-{k}", cmd) as pid:
+                if procs.wait_for_screen(f"live{n}-{k}", procs.has_all_row, timeout=120) is None:
+                    out[f"live view {n} cores"] = skipped("no complete frame within 120 s")
+                    break
+                runs.append(_cpu_over(pid, seconds) / seconds * 60)
+        if runs:
+            out[f"live view {n} cores"] = summary(runs, "cpu-s/min", seconds=seconds)
+    if not procs.have("htop"):
+        out["htop -d 10"] = skipped("htop is not installed (apt-get install -y htop)")
+        return out
+    runs = []
+    for k in range(repeat):
+        with procs.tmux_session(f"htop-{k}", ["htop", "-d", "10"]) as pid:
+            time.sleep(1.0)
+            runs.append(_cpu_over(pid, seconds) / seconds * 60)
+    out["htop -d 10"] = summary(runs, "cpu-s/min", seconds=seconds)
+    return out
+
+
+def batch(seconds: float, repeat: int) -> dict[str, Any]:
+    """CPU seconds per minute of pmutop's batch mode (perf backend, two software events, 0.5 s) against
+    `perf stat -a -A -I 500` counting the same events."""
+    out: dict[str, Any] = {}
+    commands = {
+        "batch pmutop --backend perf": [
+            *procs.pmutop_cmd(),
+            "--batch",
+            "--backend",
+            "perf",
+            "--events",
+            "cpu-clock,context-switches",
+            "--interval",
+            "0.5",
+        ],
+        "batch perf stat -I 500": ["perf", "stat", "-a", "-A", "-I", "500", "-e", "cpu-clock,context-switches"],
+    }
+    for name, cmd in commands.items():
+        if not procs.have(cmd[0]) and not os.path.exists(cmd[0]):
+            out[name] = skipped(f"{cmd[0]} is not installed")
+            continue
+        runs = []
+        for _ in range(repeat):
+            p = procs.spawn(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            try:
+                time.sleep(1.0)  # past start-up: the steady state is what is compared
+                if p.poll() is not None:
+                    err = p.stderr.read().decode(errors="replace").strip() if p.stderr else ""
+                    out[name] = skipped(f"exited {p.returncode}: {err.splitlines()[-1] if err else ''}")
+                    break
+                runs.append(_cpu_over(p.pid, seconds) / seconds * 60)
+            finally:
+                procs.stop(p)
+        if runs:
+            out[name] = summary(runs, "cpu-s/min", seconds=seconds)
+    return out
+
+
+def memory(first_s: float, later_s: float, cores: int = 64) -> dict[str, Any]:
+    """RSS of the live view at 0.05 s with 64 simulated cores after `first_s` and after `later_s`."""
+    cmd = [*procs.pmutop_cmd(), "--demo", "--sim-cpus", str(cores), "--interval", "0.05"]
+    with procs.tmux_session("memory", cmd) as pid:
+        t0 = time.monotonic()
+        time.sleep(first_s)
+        early = procs.tree_rss(pid)
+        time.sleep(max(0.0, later_s - (time.monotonic() - t0)))
+        late = procs.tree_rss(pid)
+    return {
+        "memory": {
+            "unit": "MiB",
+            "rss_early": early / 2**20,
+            "rss_late": late / 2**20,
+            "early_s": first_s,
+            "late_s": later_s,
+            "ratio": late / early if early else None,
+            "cpus": cores,
+        }
+    }
+
+
+def startup(repeat: int, cores: int = 64) -> dict[str, Any]:
+    """Seconds from launch to the first complete frame of the live view, and for `--batch --count 1`."""
+    frames = []
+    for k in range(repeat):
+        cmd = [*procs.pmutop_cmd(), "--demo", "--sim-cpus", str(cores), "--interval", "1"]
+        t0 = time.monotonic()
+        with procs.tmux_session(f"start-{k}", cmd):
+            took = procs.wait_for_screen(f"start-{k}", procs.has_all_row, timeout=120)
+            if took is not None:
+                frames.append(time.monotonic() - t0)
+    batches = []
+    for _ in range(repeat):
+        t0 = time.monotonic()
+        p = procs.spawn(
+            [*procs.pmutop_cmd(), "--demo", "--sim-cpus", str(cores), "--batch", "--count", "1"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        p.wait(timeout=120)
+        batches.append(time.monotonic() - t0)
+        procs.stop(p)
+    out: dict[str, Any] = {}
+    out["start-up to first frame"] = summary(frames, "s", cpus=cores) if frames else skipped("no frame in 120 s")
+    out["start-up batch --count 1"] = summary(batches, "s", cpus=cores, interval=1.0)
+    return out

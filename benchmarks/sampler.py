@@ -1,0 +1,190 @@
+"""Sampler read path: the CPU time of one core-sample between two ticks (counter read, GLOBAL_STATUS check,
+delta math, ring insert), and how many register reads and shim calls it takes.
+
+Three set-ups, measured side by side:
+* sim: the simulated PMU (its rdpmc reader); the time includes the simulator's workload model.
+* sysroot-msr: an msr sysroot of plain files (tests/sysroot_builder.py), counters read with one pread each.
+* sysroot-rdpmc: the same sysroot with the counters read by a fake shim, one call per read (as the real
+  rdpmc shim does), GLOBAL_STATUS still through the MSR file.
+Plus the threaded engine on the simulated PMU (one pinned thread per core, real clock): process CPU time
+per core-sample, against the same CPUs driven by one thread (tick).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.stats import summary
+from pmutop.backends.msr import MsrBackend
+from pmutop.backends.sim import SimBackend
+from pmutop.clock import ManualClock, MonotonicClock
+from pmutop.engine.engine import Engine
+from pmutop.hw.platform import HostPlatform
+from pmutop.pmu import registers as R
+from pmutop.sim.model import SimConfig
+from pmutop.sim.platform import SimPlatform
+from pmutop.sysroot import Sysroot
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _sysroot_builder():  # type: ignore[no-untyped-def]
+    sys.path.insert(0, str(ROOT / "tests"))
+    import sysroot_builder
+
+    return sysroot_builder
+
+
+class _Counting:
+    def __init__(self) -> None:
+        self.msr_reads = 0
+        self.shim_calls = 0
+
+
+def _count_msr_reads(engine: Engine, counting: _Counting) -> None:
+    for s in engine.samplers.values():
+        dev = s.counters.setup.dev  # type: ignore[attr-defined]
+        raw = dev._read_raw
+
+        def counted(address: int, raw=raw) -> int:  # type: ignore[no-untyped-def]
+            counting.msr_reads += 1
+            return raw(address)
+
+        dev._read_raw = counted
+
+
+class _FileShimReader:
+    """A stand-in for the rdpmc shim on a sysroot: everything in one call (counted), from the MSR file."""
+
+    method = "rdpmc"
+
+    def __init__(self, path: Path, n_fixed: int, n_gp: int, counting: _Counting) -> None:
+        self._fd = os.open(path, os.O_RDONLY)
+        self._addresses = [R.IA32_TIME_STAMP_COUNTER] + [R.fixed_ctr(i) for i in range(n_fixed)]
+        self._addresses += [R.pmc(i) for i in range(n_gp)]
+        self._counting = counting
+
+    def read(self) -> tuple[int, list[int]]:
+        self._counting.shim_calls += 1
+        lo, hi = min(self._addresses), max(self._addresses)
+        data = os.pread(self._fd, (hi - lo + 1) * 8, lo * 8)  # one syscall, as one shim call
+        values = [int.from_bytes(data[(a - lo) * 8 : (a - lo) * 8 + 8], "little") for a in self._addresses]
+        return values[0], values[1:]
+
+
+def _make(kind: str, cpus: int, clock: ManualClock, tmp: Path, counting: _Counting) -> Engine:
+    if kind == "sim":
+        platform: Any = SimPlatform(SimConfig(cpus=cpus, seed=1, model="skx"), clock)
+        real = platform.rdpmc_reader
+
+        def reader(cpu: int, n_fixed: int, n_gp: int, metrics: bool = False):  # type: ignore[no-untyped-def]
+            r = real(cpu, n_fixed, n_gp, metrics)
+            read = r.read
+
+            def counted():  # type: ignore[no-untyped-def]
+                counting.shim_calls += 1
+                return read()
+
+            r.read = counted
+            return r
+
+        platform.rdpmc_reader = reader
+        backend: Any = SimBackend(platform, clock)
+    else:
+        b = _sysroot_builder()
+        root = tmp / kind
+        b.build_sysroot(root, list(range(cpus)), b.SKYLAKE_X_LEAVES, msrs=b.idle_pmu_registers())
+        platform = HostPlatform(Sysroot(root))
+        platform.pins_threads = False
+        backend = MsrBackend(platform, clock, read_method="msr")
+        if kind == "sysroot-rdpmc":
+            backend._choose_read_method = lambda cpus, undo: "rdpmc"
+            platform.rdpmc_reader = lambda cpu, f, g, metrics=False: _FileShimReader(
+                root / f"dev/cpu/{cpu}/msr", f, g, counting
+            )
+    engine = Engine(backend, platform, clock, list(range(cpus)), 1.0, threaded=False)
+    engine.start()
+    return engine
+
+
+def read_path(cpus: int = 64, ticks: int = 10, repeat: int = 5) -> dict[str, Any]:
+    """µs of this thread's CPU time per core-sample of engine.tick(), per set-up."""
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="pmutop-bench-") as tmp:
+        for kind in ("sim", "sysroot-msr", "sysroot-rdpmc"):
+            clock = ManualClock(1_000_000_000)
+            counting = _Counting()
+            engine = _make(kind, cpus, clock, Path(tmp), counting)
+            try:
+                _count_msr_reads(engine, counting)
+                clock.advance(1.0)
+                engine.tick()  # warm up
+                per_sample: list[float] = []
+                counting.msr_reads = counting.shim_calls = 0
+                for _ in range(repeat):
+                    t0 = time.thread_time_ns()
+                    for _ in range(ticks):
+                        clock.advance(1.0)
+                        engine.tick()
+                    per_sample.append((time.thread_time_ns() - t0) / 1000 / (ticks * cpus))
+                n = repeat * ticks * cpus
+                out[f"sampler {kind}"] = summary(
+                    per_sample,
+                    "us/core-sample",
+                    cpus=cpus,
+                    msr_reads_per_sample=counting.msr_reads / n,
+                    shim_calls_per_sample=counting.shim_calls / n,
+                    read_method=engine.backend.read_method,
+                )
+            finally:
+                engine.stop()
+    return out
+
+
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def threaded(cpus: int = 256, seconds: float = 5.0, repeat: int = 3, interval: float = 0.5) -> dict[str, Any]:
+    """Process CPU time per core-sample: one thread per simulated core on a real clock, against one thread
+    taking the same samples (tick)."""
+    out: dict[str, Any] = {}
+    per_threaded: list[float] = []
+    per_single: list[float] = []
+    for _ in range(repeat):
+        clock = MonotonicClock()
+        platform = SimPlatform(SimConfig(cpus=cpus, seed=1, model="skx"), clock)
+        engine = Engine(SimBackend(platform, clock), platform, clock, list(range(cpus)), interval)
+        try:
+            engine.start()
+            engine.wait_for_samples(dict.fromkeys(engine.cpus, 0), timeout=30)
+            before = {c: r.count for c, r in engine.rings.items()}
+            t0 = _cpu_s()
+            time.sleep(seconds)
+            spent = _cpu_s() - t0
+            got = sum(engine.rings[c].count - before[c] for c in engine.cpus)
+        finally:
+            engine.stop()
+        per_threaded.append(spent / max(got, 1) * 1e6)
+        engine = Engine(SimBackend(platform, clock), platform, clock, list(range(cpus)), interval, threaded=False)
+        try:
+            engine.start()
+            engine.tick()
+            t0 = _cpu_s()
+            rounds = max(1, round(seconds / interval))
+            for _ in range(rounds):
+                time.sleep(interval)
+                engine.tick()
+            per_single.append((_cpu_s() - t0) / (rounds * cpus) * 1e6)
+        finally:
+            engine.stop()
+    out["sampler sim threaded"] = summary(per_threaded, "us/core-sample", cpus=cpus, interval=interval)
+    out["sampler sim one thread"] = summary(per_single, "us/core-sample", cpus=cpus, interval=interval)
+    return out

@@ -1,0 +1,106 @@
+"""What the engine's threads cost while they wait: samplers sleep on their own deadlines, readers are woken
+by the sample that completes their wait (not by polling), and stopping wakes everyone at once."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from pmutop.backends.sim import SimBackend
+from pmutop.clock import ManualClock, MonotonicClock
+from pmutop.engine.engine import Engine
+from pmutop.sim.model import SimConfig
+from pmutop.sim.platform import SimPlatform
+
+
+def make(clock, cpus: int = 4, interval: float = 1.0, threaded: bool = False) -> Engine:  # type: ignore[no-untyped-def]
+    platform = SimPlatform(SimConfig(cpus=cpus, seed=2), clock)
+    return Engine(SimBackend(platform, clock), platform, clock, platform.online_cpus(), interval, threaded=threaded)
+
+
+def wait_in_thread(engine: Engine, counts: dict[int, int], **kw) -> tuple[threading.Thread, dict]:  # type: ignore[no-untyped-def,type-arg]
+    out: dict = {"wakeups": 0}  # type: ignore[type-arg]
+
+    def body() -> None:
+        out["result"] = engine.wait_for_samples(
+            counts, on_wait=lambda: out.__setitem__("wakeups", out["wakeups"] + 1), **kw
+        )
+
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    return t, out
+
+
+def test_a_reader_is_not_woken_until_the_interval_is_complete() -> None:
+    clock = ManualClock(1)
+    engine = make(clock)
+    engine.start()
+    t, out = wait_in_thread(engine, dict.fromkeys(engine.cpus, 0), timeout=60)
+    time.sleep(0.3)  # a polling reader would have woken here several times
+    assert t.is_alive() and out["wakeups"] == 0
+    clock.advance(1.0)
+    engine.tick()
+    t.join(timeout=10)
+    assert out == {"wakeups": 0, "result": True}
+    engine.stop()
+
+
+def test_a_reader_waiting_for_more_cpus_than_have_published_keeps_waiting() -> None:
+    clock = ManualClock(1)
+    engine = make(clock, cpus=2)
+    engine.start()
+    clock.advance(1.0)
+    engine.samplers[0].take()  # only cpu 0 publishes: the wait is not over
+    engine.published(0, 1)
+    t, out = wait_in_thread(engine, {0: 0, 1: 0}, timeout=60)
+    time.sleep(0.1)
+    assert t.is_alive()
+    engine.samplers[1].take()
+    engine.published(1, 1)
+    t.join(timeout=10)
+    assert out["result"] is True
+    engine.stop()
+
+
+def test_setting_the_stop_event_and_waking_ends_a_long_wait_at_once() -> None:
+    clock = ManualClock(1)
+    engine = make(clock)
+    engine.start()
+    stop = threading.Event()
+    t, out = wait_in_thread(engine, dict.fromkeys(engine.cpus, 0), timeout=600, stop=stop)
+    time.sleep(0.1)
+    stop.set()
+    engine.wake_waiters()  # what the exit guard's on_stop callback does
+    t.join(timeout=10)
+    assert not t.is_alive() and out["result"] is False
+    engine.stop()
+
+
+def test_engine_stop_ends_a_wait_without_a_stop_event() -> None:
+    engine = make(ManualClock(1))
+    engine.start()
+    t, out = wait_in_thread(engine, dict.fromkeys(engine.cpus, 0), timeout=600)
+    time.sleep(0.1)
+    engine.stop()
+    t.join(timeout=10)
+    assert out["result"] is False
+
+
+def test_samplers_sleep_on_their_own_deadlines_and_are_woken_only_by_schedule_changes_and_stop() -> None:
+    engine = make(MonotonicClock(), cpus=4, interval=0.05, threaded=True)
+    try:
+        engine.start()
+        assert engine.wait_for_samples(dict.fromkeys(engine.cpus, 3), timeout=30)
+        # Many deadlines passed on every CPU; none of them woke another CPU's sampler early.
+        assert [s.early_wakeups for s in engine.samplers.values()] == [0, 0, 0, 0]
+        engine.set_interval(600)  # every sampler now sleeps towards a deadline 10 minutes away
+        time.sleep(0.3)
+        before = [s.early_wakeups for s in engine.samplers.values()]
+        engine.set_interval(600)  # wakes each of them once
+        deadline = time.monotonic() + 30
+        while [s.early_wakeups for s in engine.samplers.values()] != [b + 1 for b in before]:
+            assert time.monotonic() < deadline, "a sleeping sampler was not woken by the schedule change"
+            time.sleep(0.01)
+    finally:
+        engine.stop()
+    assert all(not t.is_alive() for t in engine._threads)  # stop woke them from a 10-minute sleep
