@@ -356,3 +356,14 @@ async def test_rows_are_reordered_only_when_the_order_changed() -> None:
             await tick(app, pilot, engine, clock)
         assert sorts == []  # sorted by CPU: the order never changes
     engine.stop()
+
+
+async def test_a_header_tick_while_the_app_closes_is_no_internal_error() -> None:
+    # The 1 s header timer can fire while Textual removes the screen's widgets on the way out.
+    app, engine, _, _ = demo_app(intervals=2)
+    async with app.run_test(size=WIDE) as pilot:
+        await app.query_one("#status").remove()
+        await pilot.pause()
+        app._refresh_header()
+        assert app.failure is None
+    engine.stop()

@@ -20,6 +20,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.coordinate import Coordinate
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowDoesNotExist, RowKey
@@ -636,6 +637,15 @@ class PmutopApp(App[int]):
                 self._update_rows(visible)
 
     def apply_update(self, tasks: dict[int, TopTask] | None) -> None:
+        if self._stop.is_set():  # closing: the widgets may already be gone
+            return
+        try:
+            self._apply_update(tasks)
+        except NoMatches:  # an update that arrived while the app was closing
+            if self.is_running and not self._exit_wanted and self.screen_stack and self.screen.is_mounted:
+                raise
+
+    def _apply_update(self, tasks: dict[int, TopTask] | None) -> None:
         if tasks is not None:
             self._pending_tasks = tasks
         if self.paused:
@@ -715,8 +725,12 @@ class PmutopApp(App[int]):
         self.model.new_suspects.clear()
 
     def _refresh_header(self) -> None:
-        if not self.is_mounted:
+        if not self.is_mounted or self._stop.is_set():
             return
+        with contextlib.suppress(NoMatches):  # the 1 s timer fired while the app was closing
+            self._draw_header()
+
+    def _draw_header(self) -> None:
         sort_title = self.by_key[self.sort_key].title
         if self.sort_key not in self.widths:
             sort_title += " (hidden column)"
