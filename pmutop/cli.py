@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pmutop import __version__
 from pmutop.backends.base import LONGEST_INTERVAL_S, Backend, EventResolver
@@ -276,14 +276,18 @@ def run_replay(argv: list[str], guard: ExitGuard) -> int:
     from pmutop.tui.replay_keys import ReplayApp
 
     feed = ReplayFeed(rec, args.speed)
+    return run_feed_view(ReplayApp(feed, rec.header.run_info()), feed.start, feed.close, guard)
+
+
+def run_feed_view(app: Any, start: Callable[[], None], stop: Callable[[], None], guard: ExitGuard) -> int:
+    """The live view over a feed that is not this machine's PMU (a recording, remote exporters)."""
     LIVE_VIEW_RAN.set()
-    app = ReplayApp(feed, rec.header.run_info())
     guard.on_stop(app.exit_soon)
-    feed.start()
+    start()
     try:
         app.run()
     finally:
-        feed.close()
+        stop()
     if app.failure:
         raise PmutopError(app.failure)
     if guard.signum is not None:
@@ -597,20 +601,8 @@ def run_remote(args: argparse.Namespace, guard: ExitGuard) -> int:
     settings, problem = load_settings()
     feed = RemoteFeed(args.connect, args.interval or settings.interval or 1.0)
     info = remote_info(feed)
-    LIVE_VIEW_RAN.set()
     app = PmutopApp(feed, info, settings=settings, settings_path=config_path(), settings_problem=problem)
-    guard.on_stop(app.exit_soon)
-    feed.start()
-    try:
-        app.run()
-    finally:
-        feed.stop()
-    if app.failure:
-        raise PmutopError(app.failure)
-    if guard.signum is not None:
-        say(f"stopped by {signal_name(guard.signum)}")
-        return 128 + guard.signum
-    return 0
+    return run_feed_view(app, feed.start, feed.stop, guard)
 
 
 def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
