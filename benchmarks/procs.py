@@ -81,15 +81,19 @@ def stop(p: subprocess.Popen, sig: int = signal.SIGINT) -> None:  # type: ignore
         _children.remove(p)
 
 
+def _tree(pid: int) -> list[psutil.Process]:
+    """A process and its live descendants (empty when it is gone)."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
 def tree_cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process and its live descendants."""
     total = 0.0
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0.0
-    for p in procs:
+    for p in _tree(pid):
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             t = p.cpu_times()
             total += t.user + t.system
@@ -98,12 +102,7 @@ def tree_cpu_s(pid: int) -> float:
 
 def tree_rss(pid: int) -> int:
     total = 0
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0
-    for p in procs:
+    for p in _tree(pid):
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             total += p.memory_info().rss
     return total

@@ -105,6 +105,9 @@ class ScriptedFeed:
     def set_interval(self, seconds: float) -> None:
         self._interval = seconds
 
+    def wake_waiters(self) -> None:
+        pass  # its waits end on `stop` by themselves
+
 
 def software_app(cpus: int = 8, intervals: int = 60, seed: int = 3) -> tuple[PmutopApp, ScriptedFeed]:
     """The live view of a run that counts only the kernel's software events (a VM without a PMU)."""

@@ -367,3 +367,32 @@ async def test_a_header_tick_while_the_app_closes_is_no_internal_error() -> None
         app._refresh_header()
         assert app.failure is None
     engine.stop()
+
+
+async def test_quitting_wakes_the_sample_watcher_at_once() -> None:
+    # The watcher thread blocks in the feed's wait (no polling); quitting waits for that thread, so q must
+    # end the wait, not let it run out (what made q take up to its timeout).
+    import threading
+
+    from pmutop.screenshots import ScriptedFeed
+
+    class BlockingFeed(ScriptedFeed):
+        def __init__(self, *a, **kw) -> None:  # type: ignore[no-untyped-def]
+            super().__init__(*a, **kw)
+            self.woken = threading.Event()
+            self.ended_by_wake = False
+
+        def wait_for_samples(self, counts, timeout, on_wait=None, stop=None) -> bool:  # type: ignore[no-untyped-def]
+            self.ended_by_wake = self.woken.wait(timeout) or self.ended_by_wake
+            return False
+
+        def wake_waiters(self) -> None:
+            self.woken.set()
+
+    app, scripted = software_app(cpus=2, intervals=3)
+    feed = BlockingFeed(scripted.cpus, [[r.latest() for r in scripted.rings.values()]])  # type: ignore[misc]
+    app.feed = feed
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("q")
+        await pilot.pause()
+    assert feed.ended_by_wake

@@ -51,3 +51,7 @@ class SampleFeed(Protocol):
     def set_interval(self, seconds: float) -> None:
         """Ask for another interval (a feed that cannot change it may ignore this)."""
         ...
+
+    def wake_waiters(self) -> None:
+        """End every wait_for_samples now (a reader that set its `stop` event calls this)."""
+        ...

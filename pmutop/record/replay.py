@@ -152,6 +152,10 @@ class ReplayFeed:
         self._thread = threading.Thread(target=self._run, name="pmutop-replay", daemon=True)
         self._thread.start()
 
+    def wake_waiters(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
     def close(self) -> None:
         with self._cond:
             self._closed = True

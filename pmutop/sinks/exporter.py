@@ -22,18 +22,11 @@ from pmutop.engine.sample import Sample
 from pmutop.errors import PmutopError, UsageError
 from pmutop.metrics import for_sample
 from pmutop.runinfo import RunInfo
+from pmutop.sinks.records import STANDARD_EVENTS
 
 PREFIX = "pmutop_"
 # The architectural events keep fixed names (the dashboard and the README's PromQL use them).
-NAMED: tuple[str, ...] = (
-    "instructions",
-    "cycles",
-    "ref_cycles",
-    "llc_references",
-    "llc_misses",
-    "branches",
-    "branch_misses",
-)
+NAMED = STANDARD_EVENTS  # the inputs of the derived metrics (pmutop.sinks.records)
 # PERF_METRICS keys (slots already): one family with a category label, so top-down sums in PromQL.
 TOPDOWN_SLOTS = "slots"
 TOPDOWN_CATEGORIES: dict[str, tuple[str, str]] = {  # count key -> (category, level)

@@ -201,6 +201,9 @@ class RemoteFeed:
             if on_wait:
                 on_wait()
 
+    def wake_waiters(self) -> None:
+        self._new.set()
+
     # -- polling
 
     def start(self) -> None:

@@ -459,12 +459,17 @@ class PmutopApp(App[int]):
         self._check_size(self.size.width, self.size.height)
 
     def on_unmount(self) -> None:
+        self._stop_watching()
+
+    def _stop_watching(self) -> None:
+        """End the sample watcher now, not at its next timeout: quitting waits for that thread."""
         self._stop.set()
+        self.feed.wake_waiters()
 
     def exit_soon(self) -> None:
         """From any thread, never blocking (pmutop.exitguard calls it on a signal): close the UI. If the
         UI cannot close (its terminal is gone), the guardian restores the PMU without it."""
-        self._stop.set()
+        self._stop_watching()
         self._exit_wanted = True
         loop = self._loop
         if loop is not None and not loop.is_closed():
@@ -480,7 +485,7 @@ class PmutopApp(App[int]):
             f"internal error in the live view: {error} (a bug in pmutop: please report it with the output of "
             "PMUTOP_DEBUG=1)"
         )
-        self._stop.set()
+        self._stop_watching()
         self._return_code = 1
         if self._exception is None:
             self._exception = error
@@ -558,7 +563,7 @@ class PmutopApp(App[int]):
         top = self.screen
         if too_small:
             if not isinstance(top, TooSmallScreen):
-                self.push_screen(TooSmallScreen(), callback=None)
+                self.push_screen(TooSmallScreen())
             self.call_after_refresh(lambda: self._show_too_small(width, height))
         elif isinstance(top, TooSmallScreen):
             self.pop_screen()
@@ -642,7 +647,7 @@ class PmutopApp(App[int]):
         try:
             self._apply_update(tasks)
         except NoMatches:  # an update that arrived while the app was closing
-            if self.is_running and not self._exit_wanted and self.screen_stack and self.screen.is_mounted:
+            if self.is_running and self.screen.is_mounted:  # not closing: a real bug
                 raise
 
     def _apply_update(self, tasks: dict[int, TopTask] | None) -> None:
@@ -1013,7 +1018,7 @@ class PmutopApp(App[int]):
             self.push_screen(HelpScreen())
 
     async def action_quit(self) -> None:
-        self._stop.set()
+        self._stop_watching()
         self.exit(0)
 
 
