@@ -82,13 +82,14 @@ async def test_each_interval_updates_only_changed_cells() -> None:
     async with app.run_test(size=WIDE) as pilot:
         table = app.query_one(DataTable)
         calls: list[tuple[str, str]] = []
-        original = table.update_cell
+        original = table.set_cells  # type: ignore[attr-defined]
 
-        def spy(row_key, column_key, value, **kw):  # type: ignore[no-untyped-def]
-            calls.append((str(row_key), str(column_key)))
-            return original(row_key, column_key, value, **kw)
+        def spy(changes):  # type: ignore[no-untyped-def]
+            changes = list(changes)
+            calls.extend((str(row_key), str(column_key)) for row_key, column_key, _ in changes)
+            return original(changes)
 
-        table.update_cell = spy  # type: ignore[method-assign]
+        table.set_cells = spy  # type: ignore[attr-defined]
         await tick(app, pilot, engine, clock)
         assert calls  # numbers moved
         assert not any(col == "cpu" for _, col in calls)  # labels never change

@@ -29,9 +29,17 @@ C6_SHARE = 0.7  # of halted time
 
 
 THERMAL_WINDOW_NS = 1_000_000_000  # the die follows the load of about the last second
+THERMAL_STEP_NS = 100_000_000  # the readout changes every 100 ms, so a package read of all cores is cheap
 
 
 def _temperature(cpu: _SimCpu, t_ns: int) -> float:
+    step = t_ns // THERMAL_STEP_NS
+    if cpu.thermal[0] != step:
+        cpu.thermal = (step, _die_temperature(cpu, step * THERMAL_STEP_NS))
+    return cpu.thermal[1]
+
+
+def _die_temperature(cpu: _SimCpu, t_ns: int) -> float:
     w = cpu.workload
     t0 = max(0, t_ns - THERMAL_WINDOW_NS)
     a, b = w.cumulative(t0), w.cumulative(t_ns)

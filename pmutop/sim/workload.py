@@ -31,6 +31,7 @@ SEGMENTS_PER_SECOND = 10
 _MIXED_BURST_SEGMENTS = 5  # a mixed phase changes regime every 0.5 s
 _MIN_PHASE_SEGMENTS = 2 * SEGMENTS_PER_SECOND
 _MAX_PHASE_SEGMENTS = 20 * SEGMENTS_PER_SECOND
+_PREFIX_PHASES = 4  # phases whose prefix sums are kept
 _JITTER = 0.08  # +-8% per segment, clamped to the regime's range
 _E_CORE_GHZ = 0.65
 _E_CORE_IPC = 0.6
@@ -331,9 +332,10 @@ class Workload:
         self._rng = random.Random(mix64(mix64(seed & _M64) ^ cpu))
         self._phases: list[_Phase] = []
         self._starts: list[int] = []
-        # Prefix sums of one phase: _pf[k] = cumulative before segment (phase.start + k).
-        self._pf_phase = -1
-        self._pf: list[_Vec] = []
+        # Prefix sums of the last few phases: _pf[pi][k] = cumulative before segment (phase.start + k). More
+        # than one, because the thermal model also reads a second back, often in the phase before.
+        self._pf: dict[int, list[_Vec]] = {}
+        self._last: tuple[int, Counts] | None = None  # the last cumulative(): readers ask for one t repeatedly
         # The last per-burst and per-phase hashes (each holds one entry: segments come in time order).
         self._burst_cache: dict[int, tuple[float, list[float]]] = {}
         self._tma_cache: dict[int, list[float]] = {}
@@ -348,6 +350,9 @@ class Workload:
     def cumulative(self, t_ns: int) -> Counts:
         if t_ns < 0:
             raise ValueError(f"negative time: {t_ns}")
+        last = self._last
+        if last is not None and last[0] == t_ns:
+            return last[1]
         ticks = self.ticks(t_ns)
         seg, off = divmod(ticks, self.seg_ticks)
         with self._lock:
@@ -358,7 +363,9 @@ class Workload:
             # The prefix sums hold each segment's amounts, so nothing is computed twice.
             after = self._prefix(pi, k + 1) if off else before
         vec = [b + (a - b) * off // self.seg_ticks for b, a in zip(before, after, strict=True)]
-        return Counts(ticks, self._amounts(vec[:_N]), self._amounts(vec[_N:]))
+        counts = Counts(ticks, self._amounts(vec[:_N]), self._amounts(vec[_N:]))
+        self._last = (t_ns, counts)
+        return counts
 
     def rates_at(self, t_ns: int) -> Rates:
         seg = self.ticks(max(t_ns, 0)) // self.seg_ticks
@@ -404,10 +411,11 @@ class Workload:
     def _prefix(self, pi: int, k: int) -> _Vec:
         """Cumulative amounts before segment k of phase pi, extending the cached prefix sums."""
         phase = self._phases[pi]
-        if self._pf_phase != pi:
-            self._pf_phase = pi
-            self._pf = [phase.start_cum]
-        pf = self._pf
+        pf = self._pf.get(pi)
+        if pf is None:
+            if len(self._pf) >= _PREFIX_PHASES:
+                del self._pf[min(self._pf)]
+            pf = self._pf[pi] = [phase.start_cum]
         while len(pf) <= k:
             seg = self._segment(phase, phase.start + len(pf) - 1)
             pf.append(tuple(map(operator.add, pf[-1], seg)))  # same lengths (2 x _N): no strict zip needed

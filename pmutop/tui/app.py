@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
@@ -35,6 +36,7 @@ from pmutop.tui import format as F
 from pmutop.tui.columns import COLUMN_FORMULAS, POWER_KEYS, columns_for, layout, render_cell
 from pmutop.tui.config import Settings
 from pmutop.tui.config import save as save_settings
+from pmutop.tui.fast_table import FastTable
 from pmutop.tui.filter import RowFilter, parse_filter
 from pmutop.tui.heatmap import BY_KEY as HEATMAP_METRICS
 from pmutop.tui.heatmap import METRICS as HEATMAP_METRIC_LIST
@@ -423,6 +425,7 @@ class PmutopApp(App[int]):
         self._plotted: str | None = None  # the row the history panels show
         self._follow: str | None = None  # None: the all row, until the user moves the highlight
         self._last_highlight: str | None = None
+        self._header_drawn = 0.0  # monotonic time of the last header redraw
 
     # -- building
 
@@ -430,7 +433,7 @@ class PmutopApp(App[int]):
         yield Static(machine_text(self.info), id="machine")
         yield Static(id="status")
         yield Static(id="banner")
-        yield DataTable(id="cores", cursor_type="row", zebra_stripes=True)
+        yield FastTable(id="cores", cursor_type="row", zebra_stripes=True)
         yield HistoryPanels(self.plot_specs, id="history")
         bar = FilterBar(
             placeholder="filter: 0-3,8  P  util>50  ipc<1 (Enter: apply, Esc: close, \\: clear)", id="filter"
@@ -446,7 +449,7 @@ class PmutopApp(App[int]):
             return
         self._build_table(self.size.width)
         self.apply_update(self._lookup_tasks())
-        self.set_interval(1.0, self._refresh_header)
+        self.set_interval(1.0, self._tick_clock)
         self._watch_samples()
         table = self.query_one("#cores", DataTable)
         self.watch(table, "scroll_y", self._refresh_stale_rows, init=False)
@@ -625,14 +628,15 @@ class PmutopApp(App[int]):
         return [str(r.key.value) for r in table.ordered_rows]
 
     def _update_rows(self, rows: set[str]) -> None:
-        table = self.query_one("#cores", DataTable)
+        changes = []
         for row_key in rows:
             core = self._core_for(row_key)
             for key, w in self.widths.items():
                 cell = render_cell(key, core, self.model, w)
                 if self._cells.get((row_key, key)) != cell.plain:
                     self._cells[(row_key, key)] = cell.plain
-                    table.update_cell(row_key, key, cell)
+                    changes.append((row_key, key, cell))
+        self.query_one("#cores", FastTable).set_cells(changes)
 
     def _refresh_stale_rows(self, *_: object) -> None:
         visible = self._visible_rows() & self._stale
@@ -729,7 +733,23 @@ class PmutopApp(App[int]):
         self.model.new_errors.clear()
         self.model.new_suspects.clear()
 
+    def _tick_clock(self) -> None:
+        """The run clock between samples (paused, or intervals over 1 s); an update redraws it anyway, and a
+        second redraw per second would cost a second screen refresh."""
+        if time.monotonic() - self._header_drawn >= 0.9:
+            self._refresh_header()
+
+    def _set_line(self, widget_id: str, text: Text) -> None:
+        """Show `text` on a one-line Static: nothing to do when unchanged, no layout pass when changed."""
+        widget = self.query_one(widget_id, Static)
+        if widget.content != text:
+            widget.update(text, layout=False)
+
+    def _extend_status(self, status: Text) -> None:
+        """More for the status line (the replay's position and speed)."""
+
     def _refresh_header(self) -> None:
+        self._header_drawn = time.monotonic()
         if not self.is_mounted or self._stop.is_set():
             return
         with contextlib.suppress(NoMatches):  # the 1 s timer fired while the app was closing
@@ -745,13 +765,14 @@ class PmutopApp(App[int]):
             status.append(f"  ·  filter {self.row_filter.text}: {shown}/{len(self.model.cores)}", style="bold yellow")
         if self.dropped:
             status.append(f"  ·  +{self.dropped} columns (c)", style="dim")
-        self.query_one("#status", Static).update(status)
+        self._extend_status(status)
+        self._set_line("#status", status)
         banner = banner_text(self.info, self.model, self.paused)
         for line in getattr(self.feed, "lost", list)():  # remote hosts that do not answer now
             banner.append(f" {line} ", style="bold white on red")
             banner.append(" ")
+        self._set_line("#banner", banner)
         widget = self.query_one("#banner", Static)
-        widget.update(banner)
         empty = not banner.plain
         if widget.has_class("empty") != empty:
             widget.set_class(empty, "empty")

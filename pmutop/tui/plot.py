@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from rich.text import Text
+from rich.segment import Segment
+from rich.style import Style
+from textual.strip import Strip
 from textual.widget import Widget
 
 from pmutop.tui.format import SPARK, nice_ceiling
 
+_DIM = Style(dim=True)
 MIN_PLOT_ROWS = 3  # below this (plus the time axis) only the sparkline-like body is drawn
 
 
@@ -39,6 +42,9 @@ class HistoryPlot(Widget):
         self._values: list[float | None] = []
         self._top = floor
         self._interval = 1.0
+        self._version = 0  # bumped by each update: the cached strips are for one version and size
+        self._strips_key: tuple[int, int, int, Style] | None = None
+        self._strips: list[Strip] = []
 
     def set_title(self, title: str) -> None:
         if self.border_title != title:
@@ -55,12 +61,26 @@ class HistoryPlot(Widget):
         peak = self._fmt(max(present)) if present else "-"
         self.border_subtitle = f"{now} now · {peak} max"
         self._top = top
+        self._version += 1
         self.refresh()
 
-    def render(self) -> Text:
+    def render_line(self, y: int) -> Strip:
+        """One line of the plot, from strips built once per update (a line-API widget: no markup, wrapping
+        or line splitting on the way to the screen)."""
         width, height = self.content_size.width, self.content_size.height
+        base = self.rich_style
+        key = (width, height, self._version, base)
+        if self._strips_key != key:
+            self._strips_key = key
+            self._strips = [Strip(line).apply_style(base) for line in self._lines(width, height)]
+        if 0 <= y < len(self._strips):
+            return self._strips[y]
+        return Strip.blank(width, self.rich_style)
+
+    def _lines(self, width: int, height: int) -> list[list[Segment]]:
         if width <= 0 or height <= 0:
-            return Text("")
+            return []
+        dim, bar = _DIM, Style.parse(self._style)
         axes = height >= MIN_PLOT_ROWS + 1 and width >= 20
         labels = [self._fmt(self._top), self._fmt(self._top / 2), "0"] if axes else []
         gutter = max(map(len, labels)) + 1 if axes else 0
@@ -69,22 +89,19 @@ class HistoryPlot(Widget):
         tail = self._values[-cols:]
         tail = [None] * (cols - len(tail)) + tail
         top = self._top
-        out = Text(no_wrap=True, overflow="crop")
+        # Each point's height in eighths of a cell, computed once for all rows.
+        eighths = rows_n * 8
+        heights = [None if v is None else round(min(max(v / top, 0.0), 1.0) * eighths) if top > 0 else 0 for v in tail]
+        out: list[list[Segment]] = []
         for r in range(rows_n):
+            line: list[Segment] = []
             if axes:
                 label = labels[0] if r == 0 else labels[1] if r == rows_n // 2 else labels[2] if r == rows_n - 1 else ""
-                out.append(label.rjust(gutter - 1) + "┤" if label else " " * (gutter - 1) + "│", style="dim")
+                line.append(Segment(label.rjust(gutter - 1) + "┤" if label else " " * (gutter - 1) + "│", dim))
             base = (rows_n - 1 - r) * 8  # eighths below this row
-            line = []
-            for v in tail:
-                if v is None:
-                    line.append(" ")
-                    continue
-                eighths = round(min(max(v / top, 0.0), 1.0) * rows_n * 8) if top > 0 else 0
-                line.append(SPARK[min(max(eighths - base, 0), 8)])
-            out.append("".join(line), style=self._style)
-            if r < rows_n - 1 or axes:
-                out.append("\n")
+            cells = "".join(" " if h is None else SPARK[min(max(h - base, 0), 8)] for h in heights)
+            line.append(Segment(cells, bar))
+            out.append(line)
         if axes:
             left = f"-{seconds_text(cols * self._interval)}"
             right = "now"
@@ -97,6 +114,5 @@ class HistoryPlot(Widget):
             if centre > len(left) + 1 and centre + len(mid) < cols - len(right) - 1:
                 axis[centre : centre + len(mid)] = list(mid)
             axis[cols - len(right) :] = list(right)
-            out.append(" " * (gutter - 1) + "└" if gutter else "", style="dim")
-            out.append("".join(axis), style="dim")
+            out.append([Segment((" " * (gutter - 1) + "└" if gutter else "") + "".join(axis), dim)])
         return out

@@ -92,14 +92,8 @@ class ReplayApp(PmutopApp):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(ReplayHelpScreen())
 
-    def _refresh_header(self) -> None:
-        super()._refresh_header()
-        if not self.is_mounted:
-            return
+    def _extend_status(self, t: Text) -> None:
         feed = self.feed
-        widget = self.query_one("#status", Static)
-        shown = widget.content
-        t = shown.copy() if isinstance(shown, Text) else Text(str(shown))
         duration = getattr(feed, "duration", None)
         speed = getattr(feed, "speed", None)
         if duration is not None:
@@ -108,7 +102,6 @@ class ReplayApp(PmutopApp):
             t.append(f"  ·  speed {'max' if speed == 'max' else speed + '×'}", style="bold")
         if getattr(feed, "finished", False):
             t.append("  ·  END", style="bold")
-        widget.update(t)
 
     def action_toggle_pause(self) -> None:
         super().action_toggle_pause()
