@@ -516,6 +516,16 @@ class _SimCpu:
     def tsc(self) -> int:
         return self.workload.ticks(self._t)
 
+    @property
+    def advanced(self) -> bool:
+        """Whether anything has read or written this CPU's counting registers yet."""
+        return self._t > 0
+
+    @property
+    def cum(self) -> Counts:
+        """What this CPU has run up to its latest register access."""
+        return self._cum
+
     def read(self, address: int) -> int:
         with self.lock:
             if address not in self._static:
@@ -694,6 +704,7 @@ class SimMachine:
         self.config = config
         self.clock: Clock = clock if clock is not None else MonotonicClock()
         self._t0 = self.clock.now_ns()
+        self.energy: tuple[int, dict[str, float]] = (-1, {})  # (ms step, joules per RAPL domain): sim/power.py
         assert config.e_cores is not None and config.mix is not None
         first_e = config.cpus - config.e_cores
         p_core, e_core = config.core_shapes()
@@ -726,6 +737,9 @@ class SimMachine:
 
     def workload(self, cpu: int) -> Workload:
         return self._state(cpu).workload
+
+    def states(self) -> list[_SimCpu]:
+        return self._cpus
 
     def replace_workload(self, cpu: int, workload: Workload) -> None:
         """Feed `cpu` from `workload` (anything with Workload's ticks/cumulative/e_core, e.g. the self-test's
