@@ -314,6 +314,8 @@ class PerfBackend(Backend):
         def close_all() -> list[str]:
             for g in opened:
                 g.close()
+            if busy is not None:
+                busy.close()
             return []
 
         undo.push("perf events", close_all)

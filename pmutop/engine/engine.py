@@ -212,6 +212,10 @@ class Engine:
         self._ready = 0
         self._go = False
         self._threads: list[threading.Thread] = []
+        self._next = (0, 1)  # unthreaded tick_on_schedule: (generation, k) of the next deadline
+        # ...which sleeps on this held lock (one futex wait, cheaper than an Event); wake_waiters releases it.
+        self._tick_wake = threading.Lock()
+        self._tick_wake.acquire()
 
     @property
     def interval(self) -> float:
@@ -310,6 +314,8 @@ class Engine:
         with self._waiters_lock:
             for w in self._waiters:
                 w.event.set()
+            if self._tick_wake.locked():
+                self._tick_wake.release()
 
     # -- control
 
@@ -338,6 +344,26 @@ class Engine:
                     s.fail(e)
                     self.published(s.cpu, None)
         return out
+
+    def tick_on_schedule(self, stop: threading.Event | None = None) -> bool:
+        """Unthreaded engines: sleep until the schedule's next deadline, then tick (one thread reads every
+        CPU, like `perf stat -I`: no sampler thread to wake). Deadlines already past are skipped, as the
+        samplers skip them. False, without a tick, when stopping or `stop` is set first (whoever sets it
+        calls wake_waiters, which ends the sleep)."""
+        assert not self.threaded
+        epoch, interval_ns, gen = self._schedule
+        k = self._next[1] if self._next[0] == gen else 1
+        deadline = epoch + k * interval_ns
+        while True:
+            if self.stopping or (stop is not None and stop.is_set()):
+                return False
+            remaining = deadline - self.clock.now_ns()
+            if remaining <= 0:
+                break
+            self._tick_wake.acquire(timeout=remaining / NS)
+        self.tick()
+        self._next = (gen, max(k + 1, (self.clock.now_ns() - epoch) // interval_ns + 1))
+        return True
 
     @property
     def accumulate_period_ns(self) -> int | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import sys
 import threading
@@ -161,14 +162,21 @@ def run_batch(
     warn: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
     timestamps: bool = False,
+    pace: Callable[[], bool] | None = None,
 ) -> dict[int, str]:
     """Print `count` intervals (forever when None, or until `stop` is set). The engine must be started;
     the caller stops it. A CPU whose sampler fails is reported once and dropped; the others go on.
-    Returns the CPUs that failed (cpu -> why); raises only when every CPU has failed."""
+    Returns the CPUs that failed (cpu -> why); raises only when every CPU has failed.
+
+    `pace`: for an unthreaded engine, takes the next interval's samples (Engine.tick_on_schedule); False
+    ends the run (stopping)."""
     out = out or sys.stdout
     keys = feed.keys(feed.cpus[0])
     tma = any(feed.topdown_method(cpu) for cpu in feed.cpus)
-    printer = PRINTERS[fmt](out, keys, mode, tma, timestamps)
+    # The printers write into this buffer; each interval reaches `out` in one write (not one per line).
+    buf = io.StringIO()
+    printer = PRINTERS[fmt](buf, keys, mode, tma, timestamps)
+    _drain(buf, out)
     # Wall-clock time of the engine's start, for absolute timestamps.
     wall0 = time.time() - feed.elapsed()
     seen = {cpu: 0 for cpu in feed.cpus}
@@ -177,11 +185,15 @@ def run_batch(
     done = 0
     stopped = stop.is_set if stop is not None else (lambda: False)
     while (count is None or done < count) and not stopped():
-        live = {c: n for c, n in seen.items() if c not in failed}
-        if not feed.wait_for_samples(live, timeout=feed.interval * 3 + 10, stop=stop):
-            if stopped():
+        if pace is not None:
+            if not pace():  # it took every live CPU's sample (or its failure): nothing to wait for
                 break
-            raise HardwareError(f"no samples arrived for {feed.interval * 3 + 10:.0f} s")
+        else:
+            live = {c: n for c, n in seen.items() if c not in failed}
+            if not feed.wait_for_samples(live, timeout=feed.interval * 3 + 10, stop=stop):
+                if stopped():
+                    break
+                raise HardwareError(f"no samples arrived for {feed.interval * 3 + 10:.0f} s")
         for cpu, why in feed.failures().items():
             if cpu not in failed:
                 failed[cpu] = why
@@ -208,6 +220,16 @@ def run_batch(
         for s in batch:
             pkg = per_package.get(s.package) if s.energy_j and s.package is not None else None
             printer.write(s, time=at, index=done + 1, timestamp=stamp, pkg_instructions=pkg)
+        _drain(buf, out)
         out.flush()
         done += 1
     return failed
+
+
+def _drain(buf: io.StringIO, out: IO[str]) -> None:
+    """Move what the printer wrote into `buf` to `out`, in one write."""
+    text = buf.getvalue()
+    if text:
+        out.write(text)
+        buf.seek(0)
+        buf.truncate()

@@ -2,15 +2,63 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import psutil
-
 IDLE_FIELDS = ("idle", "iowait")
 # guest/guest_nice are already inside user/nice in /proc/stat, so they are not added again.
 BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")
+STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")  # proc(5)
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def stat_rows(text: bytes) -> list[tuple[float, float]]:
+    """(busy, busy + idle) seconds of each `cpuN` line of /proc/stat, in file order. The arithmetic is
+    psutil.cpu_times(percpu=True)'s (ticks / CLK_TCK, fields added in BUSY_FIELDS order), so the fractions
+    are the same to the last bit; fields an old kernel does not have count as 0."""
+    rows: list[tuple[float, float]] = []
+    # The cpu lines come first, together: only they are split (the next, intr, can be very long).
+    end = text.find(b"\n", text.rfind(b"\ncpu") + 1)
+    for line in (text if end == -1 else text[:end]).split(b"\n"):
+        if not line.startswith(b"cpu"):
+            continue
+        values = line.split()
+        if values[0] == b"cpu":
+            continue  # the all-CPU total
+        t = [float(x) / CLOCK_TICKS for x in values[1 : len(STAT_FIELDS) + 1]]
+        t += [0.0] * (len(STAT_FIELDS) - len(t))
+        busy = t[0] + t[1] + t[2] + t[5] + t[6] + t[7]  # BUSY_FIELDS, left to right like sum()
+        rows.append((busy, busy + (t[3] + t[4])))
+    return rows
+
+
+class ProcStat:
+    """/proc/stat kept open and read with one pread() per call (no open, parse of all lines, or objects
+    per CPU per interval: batch mode reads it every interval)."""
+
+    def __init__(self, path: str = "/proc/stat") -> None:
+        self._path = path
+        self._fd: int | None = None
+        self._size = 8192  # grows until the cpu lines fit
+
+    def read(self) -> bytes:
+        if self._fd is None:
+            self._fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
+        while True:
+            data = os.pread(self._fd, self._size, 0)
+            if len(data) < self._size:
+                return data  # the whole file
+            end = data.find(b"\n", data.rfind(b"\ncpu") + 1)
+            if end != -1 and len(data) - end > 3:
+                return data  # the last cpu line is whole, and 3 bytes of the next are not "cpu"
+            self._size *= 2
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
 
 class CpuBusy:
@@ -20,24 +68,35 @@ class CpuBusy:
     using the current snapshot takes a new one, the others use it. O(N) per interval for N CPUs."""
 
     def __init__(self, online: Sequence[int], cpu_times: Callable[..., list[Any]] | None = None) -> None:
+        """`cpu_times`: psutil.cpu_times's shape, for tests; by default /proc/stat is read directly."""
         self._online = list(online)
-        self._cpu_times = cpu_times or psutil.cpu_times
+        self._cpu_times = cpu_times
+        self._stat = ProcStat() if cpu_times is None else None
         self._prev: dict[int, tuple[float, float]] = {}
         self._lock = threading.Lock()  # the samplers of all CPUs call busy() from their own threads
         self._snapshot: dict[int, tuple[float, float]] = {}
         self._generation = 0
         self._used: dict[int, int] = {}  # cpu -> the snapshot generation it last used
 
+    def _rows(self) -> list[tuple[float, float]]:
+        if self._stat is not None:
+            return stat_rows(self._stat.read())
+        assert self._cpu_times is not None
+        rows = []
+        for t in self._cpu_times(percpu=True):
+            busy = sum(getattr(t, f, 0.0) for f in BUSY_FIELDS)
+            rows.append((busy, busy + sum(getattr(t, f, 0.0) for f in IDLE_FIELDS)))
+        return rows
+
     def _totals(self) -> dict[int, tuple[float, float]]:
-        rows = self._cpu_times(percpu=True)
+        rows = self._rows()
         if len(rows) != len(self._online):  # a CPU went on/offline: positions no longer match
             return {}
-        out = {}
-        for cpu, t in zip(self._online, rows, strict=True):
-            busy = sum(getattr(t, f, 0.0) for f in BUSY_FIELDS)
-            idle = sum(getattr(t, f, 0.0) for f in IDLE_FIELDS)
-            out[cpu] = (busy, busy + idle)
-        return out
+        return dict(zip(self._online, rows, strict=True))
+
+    def close(self) -> None:
+        if self._stat is not None:
+            self._stat.close()
 
     def busy(self, cpu: int) -> float | None:
         """Fraction of time `cpu` was busy since the previous call for it (None on the first call)."""
