@@ -104,3 +104,37 @@ def test_samplers_sleep_on_their_own_deadlines_and_are_woken_only_by_schedule_ch
     finally:
         engine.stop()
     assert all(not t.is_alive() for t in engine._threads)  # stop woke them from a 10-minute sleep
+
+
+def test_an_unthreaded_engine_takes_sample_k_at_its_deadline_and_not_before() -> None:
+    # Batch mode with perf reads every CPU from the main thread this way (no sampler threads to wake).
+    clock = MonotonicClock()
+    engine = make(clock, cpus=2, interval=0.05)
+    engine.start()
+    try:
+        for k in (1, 2, 3):
+            assert engine.tick_on_schedule() is True
+            for cpu in engine.cpus:
+                s = engine.rings[cpu].latest()
+                assert s is not None and s.seq == k
+                assert s.time >= k * 0.05  # epoch + k x interval: the schedule the samplers keep
+    finally:
+        engine.stop()
+
+
+def test_stopping_ends_an_unthreaded_wait_for_the_next_deadline_at_once() -> None:
+    clock = ManualClock(1)  # never reaches the deadline by itself
+    engine = make(clock, cpus=2, interval=3600)
+    engine.start()
+    stop = threading.Event()
+    out: dict[str, bool] = {}
+    t = threading.Thread(target=lambda: out.__setitem__("ticked", engine.tick_on_schedule(stop)), daemon=True)
+    t.start()
+    time.sleep(0.1)
+    assert t.is_alive()
+    stop.set()
+    engine.wake_waiters()  # what the exit guard does on a signal
+    t.join(timeout=10)
+    assert out == {"ticked": False}
+    assert all(engine.rings[cpu].count == 0 for cpu in engine.cpus)
+    engine.stop()

@@ -93,6 +93,7 @@ class PerfCpuCounters(CpuCounters):
         self._use_tsc = use_tsc
         self._prev: list[P.GroupReading] = []
         self._prev_tsc = 0
+        self._names = [g.names for g in groups]  # read() runs every interval: not rebuilt there
 
     @property
     def keys(self) -> list[str]:
@@ -112,15 +113,15 @@ class PerfCpuCounters(CpuCounters):
     def read(self) -> Reading:
         at = self._clock.now_ns()
         tsc = None
-        if self._use_tsc:  # the TSC of this (pinned) CPU, for util = ref cycles / TSC and the TSC rate
-            now = shim.rdtsc()
+        if self._use_tsc:  # for util = ref cycles / TSC and the TSC rate (the TSC is synchronised across
+            now = shim.rdtsc()  # CPUs, so this is right also when one thread reads every CPU: batch mode)
             tsc, self._prev_tsc = (now - self._prev_tsc) & U64, now
         counts: dict[str, int] = {}
         estimated: dict[str, float] = {}
         current = [g.read() for g in self._groups]
-        for g, prev, cur in zip(self._groups, self._prev, current, strict=True):
+        for names, prev, cur in zip(self._names, self._prev, current, strict=True):
             values, fraction = P.scaled_delta(prev, cur)
-            for name, value in zip(g.names, values, strict=True):
+            for name, value in zip(names, values, strict=True):
                 if fraction > 0:
                     counts[name] = round(value)
                 if fraction < 1:

@@ -20,17 +20,19 @@ def stat_rows(text: bytes) -> list[tuple[float, float]]:
     are the same to the last bit; fields an old kernel does not have count as 0."""
     rows: list[tuple[float, float]] = []
     # The cpu lines come first, together: only they are split (the next, intr, can be very long).
+    start = text.find(b"\ncpu") + 1  # past the all-CPU total
     end = text.find(b"\n", text.rfind(b"\ncpu") + 1)
-    for line in (text if end == -1 else text[:end]).split(b"\n"):
-        if not line.startswith(b"cpu"):
-            continue
-        values = line.split()
-        if values[0] == b"cpu":
-            continue  # the all-CPU total
-        t = [float(x) / CLOCK_TICKS for x in values[1 : len(STAT_FIELDS) + 1]]
-        t += [0.0] * (len(STAT_FIELDS) - len(t))
-        busy = t[0] + t[1] + t[2] + t[5] + t[6] + t[7]  # BUSY_FIELDS, left to right like sum()
-        rows.append((busy, busy + (t[3] + t[4])))
+    c = CLOCK_TICKS
+    for line in text[start : len(text) if end == -1 else end].split(b"\n"):
+        v = line.split()
+        if len(v) > 8:  # user nice system idle iowait irq softirq steal [guest guest_nice]
+            busy = float(v[1]) / c + float(v[2]) / c + float(v[3]) / c + float(v[6]) / c + float(v[7]) / c
+            busy += float(v[8]) / c  # BUSY_FIELDS, left to right like sum()
+            rows.append((busy, busy + (float(v[4]) / c + float(v[5]) / c)))
+        elif v and v[0].startswith(b"cpu"):  # an old kernel's shorter line: its missing fields are 0
+            t = [float(x) / c for x in v[1:]] + [0.0] * (len(STAT_FIELDS) + 1 - len(v))
+            busy = t[0] + t[1] + t[2] + t[5] + t[6] + t[7]
+            rows.append((busy, busy + (t[3] + t[4])))
     return rows
 
 
