@@ -91,6 +91,7 @@ class PerfCpuCounters(CpuCounters):
         self._clock = clock
         self._busy = busy
         self._use_tsc = use_tsc
+        self._rdtsc = shim.rdtsc_fn() if use_tsc else shim.rdtsc
         self._prev: list[P.GroupReading] = []
         self._prev_tsc = 0
         self._names = [g.names for g in groups]  # read() runs every interval: not rebuilt there
@@ -104,7 +105,7 @@ class PerfCpuCounters(CpuCounters):
             g.enable()
         at = self._clock.now_ns()
         if self._use_tsc:
-            self._prev_tsc = shim.rdtsc()
+            self._prev_tsc = self._rdtsc()
         self._prev = [g.read() for g in self._groups]
         if self._busy is not None:
             self._busy.busy(self.cpu)
@@ -114,7 +115,7 @@ class PerfCpuCounters(CpuCounters):
         at = self._clock.now_ns()
         tsc = None
         if self._use_tsc:  # for util = ref cycles / TSC and the TSC rate (the TSC is synchronised across
-            now = shim.rdtsc()  # CPUs, so this is right also when one thread reads every CPU: batch mode)
+            now = self._rdtsc()  # CPUs, so this is right also when one thread reads every CPU: batch mode)
             tsc, self._prev_tsc = (now - self._prev_tsc) & U64, now
         counts: dict[str, int] = {}
         estimated: dict[str, float] = {}

@@ -40,6 +40,12 @@ def rdtsc() -> int:
     return int(lib.pmutop_rdtsc())
 
 
+def rdtsc_fn() -> Callable[[], int]:
+    """rdtsc without rdtsc()'s checks on every call, for code that reads it every interval."""
+    _require()
+    return lib.pmutop_rdtsc  # cffi returns the uint64_t as an int
+
+
 def cpuid_here(leaf: int, subleaf: int = 0) -> tuple[int, int, int, int]:
     """CPUID on whatever CPU the calling thread runs on."""
     _require()
