@@ -138,3 +138,19 @@ def test_stopping_ends_an_unthreaded_wait_for_the_next_deadline_at_once() -> Non
     assert out == {"ticked": False}
     assert all(engine.rings[cpu].count == 0 for cpu in engine.cpus)
     engine.stop()
+
+
+def test_a_new_interval_moves_an_unthreaded_wait_to_the_new_schedule() -> None:
+    clock = ManualClock(1)
+    engine = make(clock, cpus=2, interval=3600)
+    engine.start()
+    out: dict[str, bool] = {}
+    t = threading.Thread(target=lambda: out.__setitem__("ticked", engine.tick_on_schedule()), daemon=True)
+    t.start()
+    time.sleep(0.1)
+    engine.set_interval(0.5)  # the next deadline is now 0.5 s away, not an hour
+    clock.advance(0.5)
+    t.join(timeout=10)
+    assert out == {"ticked": True}
+    assert all(engine.rings[cpu].count == 1 for cpu in engine.cpus)
+    engine.stop()

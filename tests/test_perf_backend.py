@@ -247,3 +247,31 @@ def test_groups_fit_the_counters_and_split_when_they_do_not(tmp_path: Path) -> N
     assert any("6 events for 4 counters" in n for n in many.notices)
     (build_sysroot(tmp_path, [0], SKYLAKE_X_LEAVES, settings={"proc/sys/kernel/nmi_watchdog": "1"}))
     assert [len(g) for g in PerfBackend(platform, platform.clock, raws)._group_specs(0, pmus)] == [3, 3, 3]
+
+
+@needs_perf_events
+def test_ctrl_c_ends_a_perf_batch_run_while_it_waits_for_a_long_interval() -> None:
+    # Batch mode with perf sleeps in the main thread until each deadline; a signal must end that sleep.
+    def child_setup() -> None:  # a test runner may have SIGINT ignored; pmutop must see it as a user would
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    cmd = [sys.executable, "-m", "pmutop", "--backend", "perf", "--events", "context-switches", "--batch"]
+    proc = subprocess.Popen(
+        [*cmd, "--interval", "600", "--cores", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},  # the header as soon as it is printed
+        preexec_fn=child_setup,
+    )
+    try:
+        assert proc.stdout is not None
+        assert "cpu" in proc.stdout.readline()  # counting: the header is out, the first deadline 10 min away
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert out == ""  # no interval was printed: it ended during the first wait

@@ -314,6 +314,11 @@ class Engine:
         with self._waiters_lock:
             for w in self._waiters:
                 w.event.set()
+        self._wake_tick()
+
+    def _wake_tick(self) -> None:
+        """End tick_on_schedule's sleep (it then looks at the stop flags and the schedule again)."""
+        with self._waiters_lock:  # one releaser at a time: never a release of an unlocked lock
             if self._tick_wake.locked():
                 self._tick_wake.release()
 
@@ -329,6 +334,7 @@ class Engine:
             self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
             self._cond.notify_all()
         self._wake_samplers()
+        self._wake_tick()
 
     def tick(self) -> list[Sample]:
         """Unthreaded engines only: every CPU takes one sample now (tests and screenshots)."""
@@ -351,13 +357,12 @@ class Engine:
         samplers skip them. False, without a tick, when stopping or `stop` is set first (whoever sets it
         calls wake_waiters, which ends the sleep)."""
         assert not self.threaded
-        epoch, interval_ns, gen = self._schedule
-        k = self._next[1] if self._next[0] == gen else 1
-        deadline = epoch + k * interval_ns
         while True:
             if self.stopping or (stop is not None and stop.is_set()):
                 return False
-            remaining = deadline - self.clock.now_ns()
+            epoch, interval_ns, gen = self._schedule  # again after a wake-up: set_interval wakes it too
+            k = self._next[1] if self._next[0] == gen else 1
+            remaining = epoch + k * interval_ns - self.clock.now_ns()
             if remaining <= 0:
                 break
             self._tick_wake.acquire(timeout=remaining / NS)
