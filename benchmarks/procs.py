@@ -91,12 +91,33 @@ def _tree(pid: int) -> list[psutil.Process]:
 
 
 def tree_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process and its live descendants."""
+    """CPU seconds of a process and its live descendants: the scheduler's nanosecond run time of every
+    thread (/proc/PID/task/TID/schedstat), since user + system time counts in 10 ms ticks, too coarse for
+    programs that use a few ms a second (0.03 CPU-s per minute over 20 s); psutil's times elsewhere."""
     total = 0.0
     for p in _tree(pid):
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            t = p.cpu_times()
-            total += t.user + t.system
+            run_ns = _schedstat_ns(p.pid)
+            if run_ns is None:
+                t = p.cpu_times()
+                total += t.user + t.system
+            else:
+                total += run_ns / 1e9
+    return total
+
+
+def _schedstat_ns(pid: int) -> int | None:
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    total = 0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that just ended
     return total
 
 
