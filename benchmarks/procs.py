@@ -139,11 +139,15 @@ def tmux_session(name: str, cmd: list[str], width: int = 120, height: int = 40) 
     tmux execs it). The session is killed on the way out."""
     global _tmux_used
     _tmux_used = True
-    subprocess.run(
-        ["tmux", "-L", SOCKET, "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), *cmd],
-        check=True,
-        env={**os.environ, "TERM": "xterm-256color"},
-    )
+    new = ["tmux", "-L", SOCKET, "new-session", "-d", "-s", name, "-x", str(width), "-y", str(height), *cmd]
+    for attempt in range(3):
+        # The server exits when its last session is killed: a new session at that moment can fail.
+        started = subprocess.run(new, env={**os.environ, "TERM": "xterm-256color"}, capture_output=True, text=True)
+        if started.returncode == 0:
+            break
+        if attempt == 2:
+            raise RuntimeError(f"tmux new-session failed: {started.stderr.strip()}")
+        time.sleep(0.3)
     try:
         pid = int(_tmux(["display-message", "-p", "-t", name, "#{pane_pid}"]).strip())
         yield pid

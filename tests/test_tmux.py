@@ -38,6 +38,13 @@ class Tmux:
             time.sleep(0.1)
         raise AssertionError(f"{text!r} never appeared:\n{self.screen()}")
 
+    def wait_gone(self, text: str, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while text in self.screen():
+            if time.monotonic() > end:
+                raise AssertionError(f"{text!r} still on screen after {timeout} s:\n{self.screen()}")
+            time.sleep(0.05)
+
     def kill(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
 
@@ -181,6 +188,14 @@ def test_a_real_terminal_shows_panels_filters_and_keeps_the_settings(tmp_path: P
         screen = tmux.wait_for("all CPUs · IPC")
         assert "SIMULATED" in screen and "now" in screen
         tmux.wait_for("0:00:01")  # Textual drops what is typed while it starts
+        # A lone Escape is told from the start of a key sequence by a timeout: it still closes the help
+        # by itself, with no other key after it; arrow keys (sequences) still move the highlight.
+        tmux("send-keys", "-t", "t", "?")
+        tmux.wait_for("pmutop keys")
+        tmux("send-keys", "-t", "t", "Escape")
+        tmux.wait_gone("pmutop keys", timeout=2.0)
+        tmux("send-keys", "-t", "t", "Down")
+        tmux.wait_for("cpu 1 · IPC")
         tmux("send-keys", "-t", "t", "/")
         tmux("send-keys", "-t", "t", "-l", "0-1")
         tmux("send-keys", "-t", "t", "Enter")

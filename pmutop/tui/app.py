@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import selectors
 import signal
 import threading
 import time
+from codecs import getincrementaldecoder
 from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
@@ -298,20 +300,58 @@ def quick_exit_driver() -> type | None:
     try:
         import termios
 
+        from textual._time import get_time
+        from textual._xterm_parser import XTermParser
         from textual.drivers.linux_driver import LinuxDriver
-    except ImportError:  # not Linux: Textual's default
+    except ImportError:  # not Linux (or another Textual): Textual's default
         return None
 
     class QuickExitDriver(LinuxDriver):
+        _wake_fd: int | None = None
+
         def disable_input(self) -> None:
             if self.exit_event.is_set():
                 return
             with contextlib.suppress(Exception):
                 signal.signal(signal.SIGWINCH, signal.SIG_DFL)
                 self._disable_mouse_support()
-            self.exit_event.set()  # never cleared: the thread ends at its next poll
+            self.exit_event.set()  # never cleared: the thread ends when woken
+            if self._wake_fd is not None:
+                with contextlib.suppress(OSError):
+                    os.write(self._wake_fd, b"x")
             with contextlib.suppress(termios.error, OSError):
                 termios.tcflush(self.fileno, termios.TCIFLUSH)
+
+        def run_input_thread(self) -> None:
+            """Textual's input loop wakes every 0.1 s to see whether a lone Escape has timed out: ten
+            wake-ups a second for nothing. This one sleeps until input arrives, waits only as long as an
+            unfinished escape sequence needs, and is woken by a pipe to exit."""
+            parser = XTermParser(self._debug)
+            decode = getincrementaldecoder("utf-8")().decode
+            wake_r, self._wake_fd = os.pipe()
+            selector = selectors.DefaultSelector()
+            selector.register(self.fileno, selectors.EVENT_READ)
+            selector.register(wake_r, selectors.EVENT_READ)
+            try:
+                while not self.exit_event.is_set():
+                    due = getattr(parser, "_timeout_time", 0.0)  # when a pending sequence times out
+                    timeout = None if due is None else max(0.0, due - get_time()) if due else 0.1
+                    for key, _ in selector.select(timeout):
+                        if key.fd != self.fileno:
+                            continue
+                        data = os.read(self.fileno, 4096)
+                        if not data:  # the terminal is gone: nothing more will come
+                            return
+                        for event in parser.feed(decode(data)):
+                            self.process_message(event)
+                    for event in parser.tick():
+                        self.process_message(event)
+            finally:
+                selector.close()
+                wake_fd, self._wake_fd = self._wake_fd, None
+                for fd in (wake_r, wake_fd):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)  # type: ignore[arg-type]
 
     return QuickExitDriver
 

@@ -43,7 +43,8 @@ class HistoryPlot(Widget):
         self._top = floor
         self._interval = 1.0
         self._version = 0  # bumped by each update: the cached strips are for one version and size
-        self._strips_key: tuple[int, int, int, Style] | None = None
+        self._strips_key: tuple[int, int, int] | None = None
+        self._base_style = Style()
         self._strips: list[Strip] = []
 
     def set_title(self, title: str) -> None:
@@ -67,15 +68,19 @@ class HistoryPlot(Widget):
     def render_line(self, y: int) -> Strip:
         """One line of the plot, from strips built once per update (a line-API widget: no markup, wrapping
         or line splitting on the way to the screen)."""
-        width, height = self.content_size.width, self.content_size.height
-        base = self.rich_style
-        key = (width, height, self._version, base)
+        size = self.content_size
+        key = (size.width, size.height, self._version)
         if self._strips_key != key:
             self._strips_key = key
-            self._strips = [Strip(line).apply_style(base) for line in self._lines(width, height)]
+            base = self._base_style = self.rich_style
+            self._strips = [Strip(line).apply_style(base) for line in self._lines(size.width, size.height)]
         if 0 <= y < len(self._strips):
             return self._strips[y]
-        return Strip.blank(width, self.rich_style)
+        return Strip.blank(size.width, self._base_style)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips_key = None  # the colours under the plot changed
 
     def _lines(self, width: int, height: int) -> list[list[Segment]]:
         if width <= 0 or height <= 0:
