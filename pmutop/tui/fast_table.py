@@ -15,6 +15,8 @@ from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.geometry import Region
+from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
@@ -22,6 +24,23 @@ _PRIVATE = ("_data", "_cell_render_cache", "_row_render_cache", "_line_cache", "
 
 
 class FastTable(DataTable):  # type: ignore[type-arg]
+    _style_in_render: Style | None = None
+
+    @property
+    def rich_style(self) -> Style:
+        # DataTable asks for it on every line it draws, and it walks every ancestor's styles each time;
+        # it cannot change while the table draws.
+        style = self._style_in_render
+        return style if style is not None else super().rich_style
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._style_in_render = None
+        self._style_in_render = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._style_in_render = None
+
     def set_cells(self, changes: Iterable[tuple[str, str, Text]]) -> None:
         """Show new values for (row key, column key) cells; the widths stay as they are."""
         if not all(hasattr(self, name) for name in _PRIVATE):
