@@ -159,6 +159,10 @@ def _tmux(args: list[str]) -> str:
     return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True, check=True).stdout
 
 
+def send_keys(name: str, *keys: str) -> None:
+    _tmux(["send-keys", "-t", name, *keys])
+
+
 def capture(name: str) -> str:
     try:
         return _tmux(["capture-pane", "-p", "-t", name])

@@ -131,3 +131,37 @@ def startup(repeat: int, cores: int = 64) -> dict[str, Any]:
     out["start-up to first frame"] = summary(frames, "s", cpus=cores) if frames else skipped("no frame in 120 s")
     out["start-up batch --count 1"] = summary(batches, "s", cpus=cores, interval=1.0)
     return out
+
+
+def _sort_arrow(screen: str) -> str | None:
+    """The sort direction shown in the status line ("sort CPU ▲")."""
+    for line in screen.splitlines():
+        if "sort " in line:
+            tail = line[line.index("sort ") :]
+            for arrow in ("▲", "▼"):
+                if arrow in tail:
+                    return arrow
+    return None
+
+
+def key_latency(cores: int = 256, presses: int = 10) -> dict[str, Any]:
+    """Milliseconds from a key (`r`, reverse the sort) reaching the terminal to the live view showing its
+    effect, at N simulated cores and a 1 s interval: presses spread over the interval, so some land while
+    an update is being drawn. Measured from outside by polling the tmux screen (adds up to a few ms)."""
+    cmd = [*procs.pmutop_cmd(), "--demo", "--sim-cpus", str(cores), "--interval", "1"]
+    name = f"keys{cores}"
+    waits: list[float] = []
+    with procs.tmux_session(name, cmd):
+        if procs.wait_for_screen(name, procs.has_all_row, timeout=120) is None:
+            return {f"key latency {cores} cores": skipped("no complete frame within 120 s")}
+        time.sleep(2.0)  # past start-up (Textual drops keys typed while it starts)
+        for k in range(presses):
+            before = _sort_arrow(procs.capture(name))
+            t0 = time.monotonic()
+            procs.send_keys(name, "r")
+            took = procs.wait_for_screen(name, lambda s, b=before: _sort_arrow(s) not in (None, b), 5.0, 0.005)
+            if took is None:
+                return {f"key latency {cores} cores": skipped("the key had no visible effect within 5 s")}
+            waits.append((time.monotonic() - t0) * 1000)
+            time.sleep(0.37 + 0.11 * k % 0.6)  # land at different points of the interval
+    return {f"key latency {cores} cores": summary(waits, "ms", cores=cores)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -132,6 +133,7 @@ def test_closing_the_terminal_restores_the_pmu_on_16_cpus(tmp_path: Path, attemp
     root = tmp_path / "root"
     build_sysroot(root, cpus, SKYLAKE_X_LEAVES, msrs=ORIGINAL, settings={WATCHDOG: "1"})
     tmux = Tmux(tmp_path)
+    pid: int | None = None
     try:
         tmux(
             "new-session",
@@ -152,6 +154,9 @@ def test_closing_the_terminal_restores_the_pmu_on_16_cpus(tmp_path: Path, attemp
         assert gone(pid, timeout=10), "pmutop is still running after its terminal went away"
     finally:
         tmux.kill()
+        if pid is not None:  # a failed run must not leave it behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     assert (root / WATCHDOG).read_text().strip() == "1"
     for cpu in cpus:
         for address in (0x186, 0x187, 0x38D, 0x38F):
