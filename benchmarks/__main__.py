@@ -69,7 +69,7 @@ def table(results: dict[str, Any]) -> str:
             )
         else:
             notes = [r["unit"], f"{r['runs']} runs"]
-            for key in ("msr_reads_per_sample", "shim_calls_per_sample"):
+            for key in ("msr_reads_per_sample", "status_reads_per_sample", "shim_calls_per_sample"):
                 if key in r:
                     notes.append(f"{key.removesuffix('_per_sample').replace('_', ' ')}/sample {r[key]:.2f}")
             lines.append(f"{name:<30} {r['min']:>10.3g} {r['median']:>10.3g} {r['max']:>10.3g}  {', '.join(notes)}")
