@@ -13,8 +13,7 @@ from typing import IO
 from pmutop.engine.ring import SampleRing
 from pmutop.engine.sample import Sample
 from pmutop.record.reader import Recording
-from pmutop.sinks.batch import PRINTERS, _timestamp
-from pmutop.sinks.records import package_instructions
+from pmutop.sinks.batch import PRINTERS, print_interval
 
 SPEEDS = ("1", "2", "10", "max")
 HISTORY_ON_SEEK = 60  # intervals pushed at once after a seek, so plots and heatmaps have their history
@@ -240,18 +239,7 @@ def replay_batch(
         if not live or any(cpu not in by_cpu for cpu in live):
             break  # every CPU failed, or the recording ends inside this interval
         batch = [by_cpu[cpu] for cpu in live]
-        for s in batch:
-            if s.suspect and warn and (s.cpu, s.suspect) not in warned:
-                warned.add((s.cpu, s.suspect))
-                warn(f"cpu {s.cpu}: suspect sample at {s.time:.2f} s: {s.suspect}")
-        at = max(s.time for s in batch)
-        stamp = _timestamp(h.start + at) if timestamps else None
-        if hasattr(printer, "begin"):
-            printer.begin(batch)
-        per_package = package_instructions(batch)
-        for s in batch:
-            pkg = per_package.get(s.package) if s.energy_j and s.package is not None else None
-            printer.write(s, time=at, index=done + 1, timestamp=stamp, pkg_instructions=pkg)
+        print_interval(printer, batch, done + 1, h.start if timestamps else None, warn, warned)
         done += 1
     out.flush()
     return done

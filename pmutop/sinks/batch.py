@@ -207,23 +207,37 @@ def run_batch(
                 continue
             s = feed.rings[cpu].since(seen[cpu])[0]
             seen[cpu] = s.seq
-            if s.suspect and warn and (cpu, s.suspect) not in warned:
-                warned.add((cpu, s.suspect))
-                warn(f"cpu {cpu}: suspect sample at {s.time:.2f} s: {s.suspect}")
             batch.append(s)
-        # One time for every record of the interval: when its last CPU was read.
-        at = max(s.time for s in batch)
-        stamp = _timestamp(wall0 + at) if timestamps else None
-        if hasattr(printer, "begin"):
-            printer.begin(batch)
-        per_package = package_instructions(batch)
-        for s in batch:
-            pkg = per_package.get(s.package) if s.energy_j and s.package is not None else None
-            printer.write(s, time=at, index=done + 1, timestamp=stamp, pkg_instructions=pkg)
+        print_interval(printer, batch, done + 1, wall0 if timestamps else None, warn, warned)
         _drain(buf, out)
         out.flush()
         done += 1
     return failed
+
+
+def print_interval(
+    printer: Any,
+    batch: list[Sample],
+    index: int,
+    wall0: float | None,
+    warn: Callable[[str], None] | None,
+    warned: set[tuple[int, str]],
+) -> None:
+    """One interval's records (live batch and replay --batch alike): a warning per new suspect sample, then
+    every record stamped with one time, when its last CPU was read (`wall0`: the start's wall-clock time,
+    for absolute timestamps)."""
+    for s in batch:
+        if s.suspect and warn and (s.cpu, s.suspect) not in warned:
+            warned.add((s.cpu, s.suspect))
+            warn(f"cpu {s.cpu}: suspect sample at {s.time:.2f} s: {s.suspect}")
+    at = max(s.time for s in batch)
+    stamp = _timestamp(wall0 + at) if wall0 is not None else None
+    if hasattr(printer, "begin"):
+        printer.begin(batch)
+    per_package = package_instructions(batch)
+    for s in batch:
+        pkg = per_package.get(s.package) if s.energy_j and s.package is not None else None
+        printer.write(s, time=at, index=index, timestamp=stamp, pkg_instructions=pkg)
 
 
 def _drain(buf: io.StringIO, out: IO[str]) -> None:

@@ -10,7 +10,6 @@ from typing import Any
 IDLE_FIELDS = ("idle", "iowait")
 # guest/guest_nice are already inside user/nice in /proc/stat, so they are not added again.
 BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")
-STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")  # proc(5)
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -25,14 +24,12 @@ def stat_rows(text: bytes) -> list[tuple[float, float]]:
     c = CLOCK_TICKS
     for line in text[start : len(text) if end == -1 else end].split(b"\n"):
         v = line.split()
-        if len(v) > 8:  # user nice system idle iowait irq softirq steal [guest guest_nice]
-            busy = float(v[1]) / c + float(v[2]) / c + float(v[3]) / c + float(v[6]) / c + float(v[7]) / c
-            busy += float(v[8]) / c  # BUSY_FIELDS, left to right like sum()
-            rows.append((busy, busy + (float(v[4]) / c + float(v[5]) / c)))
-        elif v and v[0].startswith(b"cpu"):  # an old kernel's shorter line: its missing fields are 0
-            t = [float(x) / c for x in v[1:]] + [0.0] * (len(STAT_FIELDS) + 1 - len(v))
-            busy = t[0] + t[1] + t[2] + t[5] + t[6] + t[7]
-            rows.append((busy, busy + (t[3] + t[4])))
+        if not v or not v[0].startswith(b"cpu"):
+            continue
+        # user nice system idle iowait irq softirq steal [guest guest_nice]; an old kernel's missing ones are 0
+        t = [float(x) / c for x in v[1:9]] + [0.0] * (9 - len(v))
+        busy = t[0] + t[1] + t[2] + t[5] + t[6] + t[7]  # BUSY_FIELDS, left to right like sum()
+        rows.append((busy, busy + (t[3] + t[4])))
     return rows
 
 

@@ -307,7 +307,8 @@ def quick_exit_driver() -> type | None:
         return None
 
     class QuickExitDriver(LinuxDriver):
-        _wake_fd: int | None = None
+        _wake_fd: int | None = None  # the write end of the input thread's wake-up pipe, while it is open
+        _wake_lock = threading.Lock()  # never a write to a pipe the thread closed (or an fd reused since)
 
         def disable_input(self) -> None:
             if self.exit_event.is_set():
@@ -316,8 +317,8 @@ def quick_exit_driver() -> type | None:
                 signal.signal(signal.SIGWINCH, signal.SIG_DFL)
                 self._disable_mouse_support()
             self.exit_event.set()  # never cleared: the thread ends when woken
-            if self._wake_fd is not None:
-                with contextlib.suppress(OSError):
+            with self._wake_lock, contextlib.suppress(OSError):
+                if self._wake_fd is not None:
                     os.write(self._wake_fd, b"x")
             with contextlib.suppress(termios.error, OSError):
                 termios.tcflush(self.fileno, termios.TCIFLUSH)
@@ -348,10 +349,11 @@ def quick_exit_driver() -> type | None:
                         self.process_message(event)
             finally:
                 selector.close()
-                wake_fd, self._wake_fd = self._wake_fd, None
-                for fd in (wake_r, wake_fd):
-                    with contextlib.suppress(OSError):
-                        os.close(fd)  # type: ignore[arg-type]
+                with self._wake_lock:
+                    wake_fd, self._wake_fd = self._wake_fd, None
+                    for fd in (wake_r, wake_fd):
+                        with contextlib.suppress(OSError):
+                            os.close(fd)  # type: ignore[arg-type]
 
     return QuickExitDriver
 
