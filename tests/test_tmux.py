@@ -202,6 +202,7 @@ def test_a_real_terminal_shows_panels_filters_and_keeps_the_settings(tmp_path: P
         tmux("send-keys", "-t", "t", "Down")
         tmux.wait_for("cpu 1 · IPC")
         tmux("send-keys", "-t", "t", "/")
+        tmux.wait_for("Enter: apply")  # the filter bar is open (typed sooner, keys reach the table)
         tmux("send-keys", "-t", "t", "-l", "0-1")
         tmux("send-keys", "-t", "t", "Enter")
         screen = tmux.wait_for("filter 0-1: 2/8")
