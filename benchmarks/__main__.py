@@ -1,8 +1,9 @@
 """`python -m benchmarks [--quick] [--only NAME ...] [--out FILE]`: measure, print a table, write JSON.
 
 Benchmarks (all by default): sampler (read path per core-sample, threaded vs one thread), live (live view
-CPU time vs htop), keys (key to screen at 256 cores), batch (batch mode vs perf stat), memory (RSS growth),
-startup (first frame, batch exit).
+CPU time vs htop), floors (what a Textual app and one Python thread per core cost doing nothing else: the
+floor under the live view's figures), keys (key to screen at 256 cores), batch (batch mode vs perf stat),
+memory (RSS growth), startup (first frame, batch exit).
 Numbers only, no pass/fail; the machine's load shows in them, so compare figures of the same run.
 """
 
@@ -16,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import procs, programs, sampler
+from benchmarks import floors, procs, programs, sampler
 
-NAMES = ("sampler", "live", "keys", "batch", "memory", "startup")
+NAMES = ("sampler", "live", "floors", "keys", "batch", "memory", "startup")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -45,6 +46,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         results.update(sampler.threaded(cpus=args.threaded_cpus, seconds=3 if quick else 10, repeat=repeat))
     if "live" in args.only:
         results.update(programs.live_view(args.cores, args.seconds or (10 if quick else 60), repeat))
+    if "floors" in args.only:
+        results.update(floors.floors(args.cores, args.seconds or (10 if quick else 60), repeat))
     if "keys" in args.only:
         results.update(programs.key_latency(cores=max(args.cores), presses=5 if quick else 20))
     if "batch" in args.only:

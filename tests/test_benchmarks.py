@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import __main__ as bench  # noqa: E402
-from benchmarks import sampler  # noqa: E402
+from benchmarks import floors, sampler  # noqa: E402
 
 
 def test_sampler_read_path_benchmark_writes_its_figures(
@@ -41,3 +41,20 @@ def test_sampler_read_path_benchmark_writes_its_figures(
     )
     table = capsys.readouterr().out
     assert "sampler sysroot-rdpmc" in table and str(out) in table
+
+
+@pytest.mark.skipif(not floors.procs.have("tmux"), reason="needs tmux")
+def test_floor_benchmarks_measure_a_textual_app_and_idle_threads_and_leave_nothing_running() -> None:
+    import psutil
+
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    try:
+        results = floors.floors([2], seconds=0.5, repeat=1, warmup=1.0)
+    finally:
+        floors.procs.cleanup()
+    assert set(results) == {"floor: textual idle", "floor: textual redraw", "floor: 2 threads waking 1/s"}
+    for r in results.values():
+        assert r["unit"] == "cpu-s/min" and r["runs"] == 1 and r["min"] >= 0
+    # A redrawing app costs something; both programs ran (a program that failed to start measures nothing).
+    assert results["floor: textual redraw"]["median"] > 0
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
