@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if "live" in args.only:
         results.update(programs.live_view(args.cores, args.seconds or (10 if quick else 60), repeat))
     if "floors" in args.only:
-        results.update(floors.floors(args.cores, args.seconds or (10 if quick else 60), repeat))
+        # Floors are steady programs: half a minute each is enough (the full run is long already).
+        results.update(floors.floors(args.cores, min(args.seconds or 30, 30) if not quick else 10, repeat))
     if "keys" in args.only:
         results.update(programs.key_latency(cores=max(args.cores), presses=5 if quick else 20))
     if "batch" in args.only:

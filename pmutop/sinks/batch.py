@@ -17,6 +17,7 @@ from pmutop import topdown
 from pmutop.engine.feed import SampleFeed
 from pmutop.engine.sample import Sample
 from pmutop.errors import HardwareError
+from pmutop.heap import freeze_startup_heap
 from pmutop.metrics import CoreMetrics, for_sample
 from pmutop.numfmt import fixed as _fmt
 from pmutop.numfmt import si as _si
@@ -212,6 +213,8 @@ def run_batch(
         _drain(buf, out)
         out.flush()
         done += 1
+        if done == 1:
+            freeze_startup_heap()
     return failed
 
 

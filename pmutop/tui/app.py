@@ -31,6 +31,7 @@ from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowDoesNotEx
 from pmutop import topdown
 from pmutop.engine.feed import SampleFeed
 from pmutop.errors import PmutopError
+from pmutop.heap import freeze_startup_heap
 from pmutop.runinfo import RunInfo
 from pmutop.sinks.records import extra_events
 from pmutop.sources.tasks import NoTasks, TaskSource, TopTask
@@ -722,6 +723,8 @@ class PmutopApp(App[int]):
         self._announce()
         self._refresh_header()
         self.updates += 1
+        if changed:  # numbers are on screen: start-up is over (once per process)
+            self.call_after_refresh(freeze_startup_heap)
 
     def _add_power_columns(self) -> None:
         """Busy%, BzyMHz, °C and PkgW columns for the fields some CPU's samples measure."""
