@@ -4,6 +4,7 @@ axis on the left and a time axis below, so a glance says how much and how long a
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 from rich.segment import Segment
 from rich.style import Style
@@ -26,6 +27,14 @@ def seconds_text(seconds: float) -> str:
         return f"{m}m{s:02d}s" if s else f"{m}m"
     h, m = divmod(m, 60)
     return f"{h}h{m:02d}m"
+
+
+@lru_cache(maxsize=4096)
+def bar_column(eighths: int | None, rows: int) -> str:
+    """One plot column, top row first: a bar `eighths` eighths of a cell high (None: no data, blank)."""
+    if eighths is None:
+        return " " * rows
+    return "".join(SPARK[min(max(eighths - (rows - 1 - r) * 8, 0), 8)] for r in range(rows))
 
 
 class HistoryPlot(Widget):
@@ -73,7 +82,11 @@ class HistoryPlot(Widget):
         if self._strips_key != key:
             self._strips_key = key
             base = self._base_style = self.rich_style
-            self._strips = [Strip(line).apply_style(base) for line in self._lines(size.width, size.height)]
+            # The widget's style under each segment, as Strip.apply_style would put it, in one Strip a line.
+            self._strips = [
+                Strip([Segment(text, base + style if style else base) for text, style, _ in line], size.width)
+                for line in self._lines(size.width, size.height)
+            ]
         if 0 <= y < len(self._strips):
             return self._strips[y]
         return Strip.blank(size.width, self._base_style)
@@ -97,14 +110,15 @@ class HistoryPlot(Widget):
         # Each point's height in eighths of a cell, computed once for all rows.
         eighths = rows_n * 8
         heights = [None if v is None else round(min(max(v / top, 0.0), 1.0) * eighths) if top > 0 else 0 for v in tail]
+        # Columns (cached by height) turned into rows: no Python work per cell.
+        rows = ["".join(r) for r in zip(*(bar_column(h, rows_n) for h in heights), strict=True)] if cols > 0 else []
+        rows = rows or [""] * rows_n
         out: list[list[Segment]] = []
-        for r in range(rows_n):
+        for r, cells in enumerate(rows):
             line: list[Segment] = []
             if axes:
                 label = labels[0] if r == 0 else labels[1] if r == rows_n // 2 else labels[2] if r == rows_n - 1 else ""
                 line.append(Segment(label.rjust(gutter - 1) + "┤" if label else " " * (gutter - 1) + "│", dim))
-            base = (rows_n - 1 - r) * 8  # eighths below this row
-            cells = "".join(" " if h is None else SPARK[min(max(h - base, 0), 8)] for h in heights)
             line.append(Segment(cells, bar))
             out.append(line)
         if axes:
