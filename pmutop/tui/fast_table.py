@@ -18,13 +18,52 @@ from rich.text import Text
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, RowKey
+from textual.widgets.data_table import Column, ColumnKey, RowKey
 
 _PRIVATE = ("_data", "_cell_render_cache", "_row_render_cache", "_line_cache", "_update_count")
+_MAX_CELL_STYLES = 8192
+
+
+class _DrawnStyles:
+    """A component's styles with its Rich style worked out once per draw (DataTable asks for the header and
+    row styles on every line, and each ask walks the CSS again); anything else is the real object's."""
+
+    __slots__ = ("_styles", "rich_style")
+
+    def __init__(self, styles: object) -> None:
+        self._styles = styles
+        self.rich_style = styles.rich_style  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._styles, name)
 
 
 class FastTable(DataTable):  # type: ignore[type-arg]
     _style_in_render: Style | None = None
+    _components_in_render: dict[str, _DrawnStyles] | None = None
+    _settings_in_render: tuple[int, bool, bool, bool, bool, bool] | None = None
+    _columns_in_render: list[Column] | None = None
+
+    def __init__(self, *args: object, **kw: object) -> None:
+        super().__init__(*args, **kw)  # type: ignore[arg-type]
+        # A cell's style before its text (row/column meta for the mouse, row and cursor colours): the same
+        # objects every interval, so Rich's style arithmetic hits its caches.
+        self._cell_styles: dict[tuple[int, int, Style, Style], Style] = {}
+
+    @property
+    def ordered_columns(self) -> list[Column]:
+        # Built anew (a list and a lookup per column) several times per line drawn; fixed during a draw.
+        columns = self._columns_in_render
+        return columns if columns is not None else super().ordered_columns
+
+    def get_component_styles(self, *names: str):  # type: ignore[no-untyped-def]
+        drawn = self._components_in_render
+        if drawn is None or len(names) != 1:
+            return super().get_component_styles(*names)
+        styles = drawn.get(names[0])
+        if styles is None:
+            styles = drawn[names[0]] = _DrawnStyles(super().get_component_styles(*names))
+        return styles
 
     @property
     def rich_style(self) -> Style:
@@ -36,10 +75,28 @@ class FastTable(DataTable):  # type: ignore[type-arg]
     def render_lines(self, crop: Region) -> list[Strip]:
         self._style_in_render = None
         self._style_in_render = self.rich_style
+        self._components_in_render = {}
+        self._settings_in_render = self._cell_settings()
+        self._columns_in_render = None
+        self._columns_in_render = self.ordered_columns
         try:
             return super().render_lines(crop)
         finally:
             self._style_in_render = None
+            self._components_in_render = None
+            self._settings_in_render = None
+            self._columns_in_render = None
+
+    def _cell_settings(self) -> tuple[int, bool, bool, bool, bool, bool]:
+        """The reactive settings every cell render reads (each read of a reactive costs a few µs)."""
+        return (
+            self.cell_padding,
+            bool(self.fixed_rows or self.fixed_columns),
+            self.show_cursor,
+            self._show_hover_cursor,
+            self.cursor_foreground_priority == "css",
+            self.cursor_background_priority == "css",
+        )
 
     def set_cells(self, changes: Iterable[tuple[str, str, Text]]) -> None:
         """Show new values for (row key, column key) cells; the widths stay as they are."""
@@ -77,8 +134,8 @@ class FastTable(DataTable):  # type: ignore[type-arg]
     ) -> list[list[Segment]]:
         """Body cells holding one line of text that fits: segments built here, with the styles DataTable
         would give them; everything else (the header, wrapping, odd values) goes through DataTable."""
-        pad = self.cell_padding
-        if row_index < 0 or column_index < 0 or self.fixed_rows or self.fixed_columns:
+        pad, fixed, show_cursor, show_hover_cursor, fg_css, bg_css = self._settings_in_render or self._cell_settings()
+        if row_index < 0 or column_index < 0 or fixed:
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
         row_key = self._row_locations.get_key(row_index)
         column_key = self._column_locations.get_key(column_index)
@@ -88,7 +145,7 @@ class FastTable(DataTable):  # type: ignore[type-arg]
             base_style,
             cursor,
             hover,
-            self._show_hover_cursor,
+            show_hover_cursor,
             self._update_count,
             self._pseudo_class_state,
         )
@@ -112,12 +169,20 @@ class FastTable(DataTable):  # type: ignore[type-arg]
             False,
             hover,
             cursor,
-            self.show_cursor,
-            self._show_hover_cursor,
-            self.cursor_foreground_priority == "css",
-            self.cursor_background_priority == "css",
+            show_cursor,
+            show_hover_cursor,
+            fg_css,
+            bg_css,
         )
-        pre = base_style + Style.from_meta({"row": row_index, "column": column_index}) + component_style
+        styles = self._cell_styles
+        style_key = (row_index, column_index, base_style, component_style)
+        pre = styles.get(style_key)
+        if pre is None:
+            if len(styles) >= _MAX_CELL_STYLES:
+                styles.clear()
+            pre = styles[style_key] = (
+                base_style + Style.from_meta({"row": row_index, "column": column_index}) + component_style
+            )
         gap = inner - cell_len(value.plain)
         justify = value.justify or "left"
         left = gap if justify == "right" else gap // 2 if justify == "center" else 0
