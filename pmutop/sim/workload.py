@@ -78,6 +78,15 @@ def _hash_units8(*keys: int) -> list[float]:
     return [(((h >> (8 * i)) & 0xFF) + 0.5) / 256.0 for i in range(8)]
 
 
+def _mix64_after(x: int, k: int) -> int:
+    """hash64(*keys, k) given x = hash64(*keys): the hash is a chain, so a fixed prefix of keys (seed, cpu) is
+    hashed once per workload and each segment's hash costs one mix. Inlined mix64 (this runs per segment)."""
+    x = ((x ^ (k & _M64)) + 0x9E3779B97F4A7C15) & _M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
 class PhaseKind(StrEnum):
     IDLE = "idle"
     BUSY = "busy"
@@ -85,6 +94,9 @@ class PhaseKind(StrEnum):
     MIXED = "mixed"
     BRANCHY = "branchy"  # "tma" mix only: mispredicts a lot (bad speculation)
     FRONTEND = "frontend"  # "tma" mix only: a large code footprint starves the frontend
+
+
+_MIXED = PhaseKind.MIXED  # a module global: cheaper than the enum class attribute in per-segment code
 
 
 @dataclass(frozen=True)
@@ -205,6 +217,10 @@ _TMA: dict[PhaseKind, _TmaProfile] = {
 _TMA_PHASE_JITTER = 0.15  # per phase (per burst in a mixed phase)
 _TMA_KEY = 0x746D61  # hash keys of the top-down shares: "tma"
 _TMA_SEG_KEY = 0x746D6173
+# A jitter unit is one hash byte b, u = (b + 0.5) / 256: the factor 1 + J(2u - 1) takes 256 values, so it is
+# looked up (the same expression, evaluated once per byte value: bit-identical floats).
+_SEG_FACTOR = tuple(1.0 + _JITTER * (2.0 * ((b + 0.5) / 256.0) - 1.0) for b in range(256))
+_PHASE_FACTOR = tuple(1.0 + _TMA_PHASE_JITTER * (2.0 * ((b + 0.5) / 256.0) - 1.0) for b in range(256))
 
 
 class TmaShares(NamedTuple):
@@ -337,8 +353,9 @@ class Workload:
         self._pf: dict[int, list[_Vec]] = {}
         self._last: tuple[int, Counts] | None = None  # the last cumulative(): readers ask for one t repeatedly
         # The last per-burst and per-phase hashes (each holds one entry: segments come in time order).
-        self._burst_cache: dict[int, tuple[float, list[float]]] = {}
-        self._tma_cache: dict[int, list[float]] = {}
+        self._burst_cache: dict[int, tuple[PhaseKind, tuple[float, ...]]] = {}  # burst -> (regime, base)
+        self._tma_cache: dict[int, tuple[PhaseKind, list[float]]] = {}  # key -> (regime, varied profile)
+        self._key_hash = hash64(seed, cpu)  # every per-segment hash starts with (seed, cpu)
         self._append_phase(_ZERO)
 
     # -- public API -------------------------------------------------------------------------------
@@ -423,111 +440,143 @@ class Workload:
 
     # -- one segment ----------------------------------------------------------------------------------
 
+    # The per-segment path below is the simulator's hot loop (every sampled CPU, every 100 ms of simulated
+    # time): plain lists and locals, no per-segment objects; each step keeps the original float expression and
+    # evaluation order, so every number is bit-identical to the straightforward formulas (see
+    # tests/test_sim_speed_equivalence.py).
+
     def _rates(self, phase: _Phase, seg: int) -> Rates:
-        if phase.kind is PhaseKind.MIXED:
+        regime, values, _ = self._values(phase, seg)
+        return Rates(phase.kind, regime, *values)
+
+    def _values(self, phase: _Phase, seg: int) -> tuple[PhaseKind, list[float], int]:
+        """The regime, the Rates field values and the segment's hash (it seeds the top-down jitter too)."""
+        if phase.kind is _MIXED:
             burst = seg // _MIXED_BURST_SEGMENTS
             cached = self._burst_cache.get(burst)
             if cached is None:
-                # Per burst, not per segment: the same hashes for every segment of the burst.
-                cached = (
-                    hash_unit(self.seed, self.cpu, burst, 0x6D69786564),
-                    _hash_units8(self.seed, self.cpu, burst, 0x62617365),
-                )
+                # Per burst, not per segment: the same regime and base for every segment of the burst.
+                u = hash_unit(self.seed, self.cpu, burst, 0x6D69786564)
+                units = _hash_units8(self.seed, self.cpu, burst, 0x62617365)
+                regime = PhaseKind.IDLE
+                for kind, weight in self._mixed:
+                    if u < weight:
+                        regime = kind
+                        break
+                    u -= weight
+                base = tuple(lo + (hi - lo) * x for (lo, hi), x in zip(_RANGES[regime], units, strict=True))
+                cached = (regime, base)
                 self._burst_cache = {burst: cached}
-            u, units = cached
-            regime = PhaseKind.IDLE
-            for kind, weight in self._mixed:
-                if u < weight:
-                    regime = kind
-                    break
-                u -= weight
-            ranges = _RANGES[regime]
-            base = tuple(lo + (hi - lo) * u for (lo, hi), u in zip(ranges, units, strict=True))
+            regime, base = cached
         else:
             regime = phase.kind
-            ranges = _RANGES[regime]
             base = phase.base
-        jitter = _hash_units8(self.seed, self.cpu, seg)
-        values = [
-            min(hi, max(lo, b * (1.0 + _JITTER * (2.0 * u - 1.0))))
-            for (lo, hi), b, u in zip(ranges, base, jitter, strict=True)
-        ]
+        h = _mix64_after(self._key_hash, seg)  # hash64(seed, cpu, seg)
+        factor = _SEG_FACTOR
+        values = []
+        for (lo, hi), b, u in zip(_RANGES[regime], base, h.to_bytes(8, "little"), strict=True):
+            # min(hi, max(lo, x)) spelt as comparisons (the builtins' call overhead dominates here).
+            x = b * factor[u]
+            x = x if x > lo else lo
+            values.append(x if x < hi else hi)
         if self.e_core:
             values[1] *= _E_CORE_GHZ
             values[2] *= _E_CORE_IPC
-        return Rates(phase.kind, regime, *values)
+        return regime, values, h
 
     def _segment(self, phase: _Phase, seg: int) -> _Vec:
         """Integer user and kernel amounts over one whole segment."""
-        r = self._rates(phase, seg)
-        ref = int(self.seg_ticks * r.util)  # util <= 1, so ref <= TSC ticks of the segment
-        cycles = int(ref * r.ghz * 1e9 / self.tsc_hz)
-        instr = int(cycles * r.ipc)
-        llc_refs = int(instr * r.llc_mpki / 1000.0 / r.llc_miss_ratio)
-        llc_misses = int(llc_refs * r.llc_miss_ratio)
-        branches = int(instr * r.branches_per_instr)
-        branch_misses = int(branches * r.branch_miss_ratio)
-        total = (cycles, instr, ref, llc_refs, llc_misses, branches, branch_misses)
+        regime, (util, ghz, ipc, mpki, miss_ratio, br_per_instr, br_miss_ratio, kernel_frac), h = self._values(
+            phase, seg
+        )
+        ref = int(self.seg_ticks * util)  # util <= 1, so ref <= TSC ticks of the segment
+        cycles = int(ref * ghz * 1e9 / self.tsc_hz)
+        instr = int(cycles * ipc)
+        llc_refs = int(instr * mpki / 1000.0 / miss_ratio)
+        llc_misses = int(llc_refs * miss_ratio)
+        branches = int(instr * br_per_instr)
+        branch_misses = int(branches * br_miss_ratio)
         # Flooring the kernel share of a <= b keeps a <= b in both the kernel and the user part.
-        kernel = tuple(int(x * r.kernel_frac) for x in total)
-        user = tuple(x - k for x, k in zip(total, kernel, strict=True))
-        tma = self._tma(phase, seg, r)
-        recovery = _TMA[r.regime].recovery
+        k_cycles, k_instr, k_ref = int(cycles * kernel_frac), int(instr * kernel_frac), int(ref * kernel_frac)
+        k_refs, k_misses = int(llc_refs * kernel_frac), int(llc_misses * kernel_frac)
+        k_branches, k_br_misses = int(branches * kernel_frac), int(branch_misses * kernel_frac)
+        tma = self._tma_values(phase, seg, regime, ipc, h)
+        recovery = _TMA[regime].recovery
         return (
-            user
-            + self._topdown_amounts(user[0], tma, recovery)
-            + kernel
-            + self._topdown_amounts(kernel[0], tma, recovery)
+            cycles - k_cycles,
+            instr - k_instr,
+            ref - k_ref,
+            llc_refs - k_refs,
+            llc_misses - k_misses,
+            branches - k_branches,
+            branch_misses - k_br_misses,
+            *self._topdown_amounts(cycles - k_cycles, tma, recovery),
+            k_cycles,
+            k_instr,
+            k_ref,
+            k_refs,
+            k_misses,
+            k_branches,
+            k_br_misses,
+            *self._topdown_amounts(k_cycles, tma, recovery),
         )
 
     def _tma(self, phase: _Phase, seg: int, r: Rates) -> TmaShares:
         """Top-down shares of one segment: the regime's profile, varied per phase (per burst in a mixed
         phase) and per segment. Hashes only: the phase RNG is never drawn from."""
-        profile = _TMA[r.regime]
-        key = seg // _MIXED_BURST_SEGMENTS if phase.kind is PhaseKind.MIXED else phase.start
-        per_phase = self._tma_cache.get(key)
-        if per_phase is None:  # once per phase (per burst in a mixed phase), not per segment
-            per_phase = _hash_units8(self.seed, self.cpu, key, _TMA_KEY)
-            self._tma_cache = {key: per_phase}
-        per_seg = _hash_units8(self.seed, self.cpu, seg, _TMA_SEG_KEY)
+        h = _mix64_after(self._key_hash, seg)
+        return TmaShares(*self._tma_values(phase, seg, r.regime, r.ipc, h))
 
-        def vary(x: float, i: int) -> float:
-            phase_factor = 1.0 + _TMA_PHASE_JITTER * (2.0 * per_phase[i] - 1.0)
-            return x * phase_factor * (1.0 + _JITTER * (2.0 * per_seg[i] - 1.0))
-
-        retiring = min(0.92, max(0.03, r.ipc * vary(profile.uops_per_instr, 0) / self.slots_per_cycle))
-        weights = [vary(w, 1 + i) for i, w in enumerate((profile.bad_spec, profile.fe_bound, profile.be_bound))]
-        rest = (1.0 - retiring) / sum(weights)
-        bad, fe = weights[0] * rest, weights[1] * rest
-        children = [
-            min(1.0, vary(c, 4 + i))
-            for i, c in enumerate((profile.heavy_ops, profile.br_mispredict, profile.fetch_lat, profile.mem_bound))
-        ]
+    def _tma_values(self, phase: _Phase, seg: int, regime: PhaseKind, ipc: float, seg_hash: int) -> list[float]:
+        """_tma's eight shares as a list; `seg_hash` = hash64(seed, cpu, seg)."""
+        key = seg // _MIXED_BURST_SEGMENTS if phase.kind is _MIXED else phase.start
+        cached = self._tma_cache.get(key)
+        if cached is None or cached[0] is not regime:  # once per phase (per burst in a mixed phase)
+            # The profile times the per-phase factor, i.e. the first product of vary() below.
+            per_phase = hash64(self.seed, self.cpu, key, _TMA_KEY).to_bytes(8, "little")
+            varied = [x * _PHASE_FACTOR[u] for x, u in zip(_TMA[regime][:8], per_phase, strict=True)]
+            cached = (regime, varied)
+            self._tma_cache = {key: cached}
+        uops, bad_w, fe_w, be_w, heavy, br, fetch, mem = cached[1]
+        # vary(x, i) = x * phase_factor[i] * seg_factor[i], evaluated left to right as before.
+        f0, f1, f2, f3, f4, f5, f6, f7 = map(
+            _SEG_FACTOR.__getitem__, _mix64_after(seg_hash, _TMA_SEG_KEY).to_bytes(8, "little")
+        )
+        retiring = ipc * (uops * f0) / self.slots_per_cycle
+        retiring = retiring if retiring > 0.03 else 0.03  # min(0.92, max(0.03, x)) as comparisons
+        retiring = retiring if retiring < 0.92 else 0.92
+        w1, w2, w3 = bad_w * f1, fe_w * f2, be_w * f3
+        rest = (1.0 - retiring) / sum((w1, w2, w3))
+        bad, fe = w1 * rest, w2 * rest
         be = 1.0 - retiring - bad - fe
-        return TmaShares(
+        # Each child share is min(1.0, vary(child)) of its parent.
+        heavy, br, fetch, mem = heavy * f4, br * f5, fetch * f6, mem * f7
+        return [
             retiring,
             bad,
             fe,
             be,
-            retiring * children[0],
-            bad * children[1],
-            fe * children[2],
-            be * children[3],
-        )
+            retiring * (heavy if heavy < 1.0 else 1.0),
+            bad * (br if br < 1.0 else 1.0),
+            fe * (fetch if fetch < 1.0 else 1.0),
+            be * (mem if mem < 1.0 else 1.0),
+        ]
 
-    def _topdown_amounts(self, cycles: int, tma: TmaShares, recovery_share: float) -> _Vec:
+    def _topdown_amounts(self, cycles: int, tma: list[float], recovery_share: float) -> _Vec:
         """Integer slots per category for one privilege mode's cycles of a segment; level 1 sums to the
         slots exactly, each child is floored from its parent."""
-        slots = cycles * self.slots_per_cycle
-        retiring, bad, fe = int(slots * tma.retiring), int(slots * tma.bad_spec), int(slots * tma.fe_bound)
+        t_ret, t_bad, t_fe, t_be, t_heavy, t_br, t_fetch, t_mem = tma
+        width = self.slots_per_cycle
+        slots = cycles * width
+        retiring, bad, fe = int(slots * t_ret), int(slots * t_bad), int(slots * t_fe)
         be = slots - retiring - bad - fe
-        heavy = int(retiring * tma.heavy_ops / tma.retiring) if tma.retiring else 0
-        br = int(bad * tma.br_mispredict / tma.bad_spec) if tma.bad_spec else 0
-        fetch = int(fe * tma.fetch_lat / tma.fe_bound) if tma.fe_bound else 0
-        mem = int(be * tma.mem_bound / tma.be_bound) if tma.be_bound > 0 else 0
+        heavy = int(retiring * t_heavy / t_ret) if t_ret else 0
+        br = int(bad * t_br / t_bad) if t_bad else 0
+        fetch = int(fe * t_fetch / t_fe) if t_fe else 0
+        mem = int(be * t_mem / t_be) if t_be > 0 else 0
         # Bad speculation = (issued - retired) + width x recovery cycles: split it between the two.
-        recovery = int(bad * recovery_share / self.slots_per_cycle)
-        issued = retiring + bad - self.slots_per_cycle * recovery
+        recovery = int(bad * recovery_share / width)
+        issued = retiring + bad - width * recovery
         return (retiring, bad, fe, be, heavy, br, fetch, mem, issued, recovery)
 
     def _amounts(self, v: list[int]) -> Amounts:
