@@ -317,6 +317,7 @@ class _SimCpu:
         self.status = 0
         self._t = 0  # ns since machine start, never goes back
         self.thermal: tuple[int, float] = (-1, 0.0)  # (time step, temperature): see sim/power.py
+        self.thermal_points: tuple[object, dict[int, tuple[int, int, int]]] = (None, {})  # sim/power.py
         self._cum = workload.cumulative(0)
         self._enabled: list[_Counter] | None = None  # cache, dropped by every register write
         fixed = range(cfg.fixed_counters)

@@ -41,15 +41,37 @@ def _temperature(cpu: _SimCpu, t_ns: int) -> float:
 
 def _die_temperature(cpu: _SimCpu, t_ns: int) -> float:
     w = cpu.workload
-    t0 = max(0, t_ns - THERMAL_WINDOW_NS)
-    a, b = w.cumulative(t0), w.cumulative(t_ns)
-    ticks = b.tsc - a.tsc
-    ref = b.total.ref_cycles - a.total.ref_cycles
+    a_tsc, a_ref, a_cycles = _window_point(cpu, max(0, t_ns - THERMAL_WINDOW_NS))
+    b_tsc, b_ref, b_cycles = _window_point(cpu, t_ns)
+    ticks = b_tsc - a_tsc
+    ref = b_ref - a_ref
     if ticks <= 0 or ref <= 0:
         return 35.0
     util = min(1.0, ref / ticks)
-    ghz = (b.total.cycles - a.total.cycles) / ref * w.tsc_hz / 1e9
+    ghz = (b_cycles - a_cycles) / ref * w.tsc_hz / 1e9
     return 35.0 + 55.0 * util * min(1.0, ghz / 4.0)
+
+
+def _window_point(cpu: _SimCpu, t_ns: int) -> tuple[int, int, int]:
+    """(TSC ticks, total reference cycles, total cycles) of the CPU's workload at t, a multiple of the thermal
+    step. Kept for the window's length: a window's start is usually an earlier window's end (a step read a
+    second before), so each new step costs one workload evaluation, not two."""
+    w = cpu.workload
+    workload, points = cpu.thermal_points
+    if workload is not w:  # replaced (self-test): the old workload's points do not apply
+        points = {}
+    point = points.get(t_ns)
+    if point is None:
+        counts = w.cumulative(t_ns)
+        total = counts.total
+        point = (counts.tsc, total.ref_cycles, total.cycles)
+        # Copy on write: the package read evaluates every CPU from one CPU's thread while each CPU's own
+        # sampler may read its temperature, so a published dict is never changed.
+        keep = t_ns - THERMAL_WINDOW_NS
+        points = {t: p for t, p in points.items() if t >= keep}
+        points[t_ns] = point
+        cpu.thermal_points = (w, points)
+    return point
 
 
 def _therm_status(temp: float) -> int:

@@ -24,6 +24,7 @@ import random
 import threading
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 from typing import NamedTuple
 
 _M64 = (1 << 64) - 1
@@ -286,9 +287,12 @@ class Counts:
     user: Amounts
     kernel: Amounts
 
-    @property
+    # Computed on first use and kept (readers such as the thermal model ask several times). cached_property
+    # stores into the instance __dict__ directly, so it works on this frozen (not slotted) dataclass; two
+    # threads racing on the first access compute the same value.
+    @cached_property
     def total(self) -> Amounts:
-        return Amounts(*(u + k for u, k in zip(self.user, self.kernel, strict=True)))
+        return Amounts._make(map(operator.add, self.user, self.kernel))
 
 
 # Per segment we store _N user then _N kernel integers: the 7 base quantities, then the 10 top-down ones
@@ -379,7 +383,11 @@ class Workload:
             before = self._prefix(pi, k)
             # The prefix sums hold each segment's amounts, so nothing is computed twice.
             after = self._prefix(pi, k + 1) if off else before
-        vec = [b + (a - b) * off // self.seg_ticks for b, a in zip(before, after, strict=True)]
+        if off:  # linear within the segment, floored
+            st = self.seg_ticks
+            vec = [b + (a - b) * off // st for b, a in zip(before, after, strict=True)]
+        else:
+            vec = before
         counts = Counts(ticks, self._amounts(vec[:_N]), self._amounts(vec[_N:]))
         self._last = (t_ns, counts)
         return counts
@@ -579,5 +587,6 @@ class Workload:
         issued = retiring + bad - width * recovery
         return (retiring, bad, fe, be, heavy, br, fetch, mem, issued, recovery)
 
-    def _amounts(self, v: list[int]) -> Amounts:
-        return Amounts(*v[:_BASE], v[0] * self.slots_per_cycle, *v[_BASE:])
+    def _amounts(self, v: _Vec | list[int]) -> Amounts:
+        # _make: a plain tuple build, cheaper than the generated keyword-capable __new__.
+        return Amounts._make((*v[:_BASE], v[0] * self.slots_per_cycle, *v[_BASE:]))
