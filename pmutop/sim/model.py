@@ -71,6 +71,8 @@ _RDPMC_TYPE_FIXED = 0x4000
 _RDPMC_TYPE_METRICS = 0x2000  # ECX = 1 << 29 (Linux INTEL_PMC_FIXED_RDPMC_METRICS)
 _BRAND = b"pmutop simulated CPU"
 _TD_ATTRS = tuple(f"td_{f}" for f in TOPDOWN_FIELDS)  # Amounts fields in PERF_METRICS byte order
+_TD_FIRST = Amounts._fields.index(_TD_ATTRS[0])
+assert Amounts._fields[_TD_FIRST : _TD_FIRST + len(_TD_ATTRS)] == _TD_ATTRS  # contiguous, in byte order
 _FIXED_ENABLE = r.FIXED_EN_OS | r.FIXED_EN_USR
 
 
@@ -282,8 +284,11 @@ class _Counter:
     pmi: bool
     width: int
     status_bit: int
-    read: Callable[[], int]
-    write: Callable[[int], None]
+    regs: list[int]  # the CPU's gp or fixed counter values (never replaced, only written by index)
+    index: int
+
+    def read(self) -> int:
+        return self.regs[self.index]
 
     def delta(self, old: Counts, new: Counts) -> int:
         d = 0
@@ -392,8 +397,8 @@ class _SimCpu:
                         freeze_on_pmi and bool(sel & r.EVTSEL_INT),
                         self.cfg.gp_width,
                         r.gp_bit(i),
-                        lambda i=i: self.gp[i],
-                        lambda v, i=i: self.gp.__setitem__(i, v),
+                        self.gp,
+                        i,
                     )
                 )
         for i in range(self.cfg.fixed_counters):
@@ -407,8 +412,8 @@ class _SimCpu:
                         freeze_on_pmi and bool(nib & r.FIXED_PMI),
                         self.cfg.fixed_width,
                         r.fixed_bit(i),
-                        lambda i=i: self.fixed[i],
-                        lambda v, i=i: self.fixed.__setitem__(i, v),
+                        self.fixed,
+                        i,
                     )
                 )
                 if i == 3 and self.metrics_fields and self.global_ctrl & r.GLOBAL_CTRL_EN_PERF_METRICS:
@@ -443,15 +448,23 @@ class _SimCpu:
 
     def _count(self, active: list[_Counter], new: Counts) -> None:
         src = self._metrics_src
+        old = self._cum
+        # _Counter.delta inlined: this runs for every enabled counter on every register access.
+        old_user, old_kernel, new_user, new_kernel = old.user, old.kernel, new.user, new.kernel
         for c in active:
-            value = c.read() + c.delta(self._cum, new)
+            fn = c.fn
+            d = fn(new_user) - fn(old_user) if c.user else 0
+            if c.kernel:
+                d += fn(new_kernel) - fn(old_kernel)
+            value = c.regs[c.index] + d
             if value >> c.width:
                 self.status |= c.status_bit
                 if c.pmi:
                     self.status |= r.STATUS_CTR_FRZ
                 if c is src:
                     self.status |= r.STATUS_PERF_METRICS_OVF
-            c.write(value & ((1 << c.width) - 1))
+                value &= (1 << c.width) - 1
+            c.regs[c.index] = value
             if c is src:
                 self._count_metrics(c, new)
         self._cum = new
@@ -460,14 +473,14 @@ class _SimCpu:
         """PERF_METRICS follows fixed counter 3: the same slots, split by category (same USR/OS)."""
         old = self._cum
         added = False
-        for name, on in (("user", c.user), ("kernel", c.kernel)):
+        fields = slice(_TD_FIRST, _TD_FIRST + self.metrics_fields)  # td_* fields are adjacent in Amounts
+        acc = self._metrics_acc
+        for on, a, b in ((c.user, old.user, new.user), (c.kernel, old.kernel, new.kernel)):
             if not on:
                 continue
-            a, b = getattr(old, name), getattr(new, name)
-            for k, f in enumerate(_TD_ATTRS[: self.metrics_fields]):
-                d = getattr(b, f) - getattr(a, f)
-                if d:
-                    self._metrics_acc[k] += 255 * d
+            for k, (x, y) in enumerate(zip(a[fields], b[fields], strict=True)):
+                if y != x:
+                    acc[k] += 255 * (y - x)
                     added = True
         if added:
             self._metrics_loaded = None
