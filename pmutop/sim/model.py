@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import operator
 import struct
 import threading
 from collections.abc import Callable
@@ -79,6 +80,9 @@ _FIXED_ENABLE = r.FIXED_EN_OS | r.FIXED_EN_USR
 # -- event model: the model-specific encodings that count top-down truth ------------------------------------
 
 _CountFn = Callable[[Amounts], int]
+# An event that counts one workload quantity: attrgetter is a C call (these run for every enabled counter on every
+# register access), same value as `lambda a: a.<name>`.
+_field: Callable[[str], _CountFn] = operator.attrgetter
 
 # Skylake server, the four-event formula (reference topdown.md section 2). Encodings from Intel's table
 # /work/shared/perfmon/SKX/events/skylakex_core.json (perfmon SKX/events/skylakex_core.json):
@@ -87,20 +91,20 @@ _CountFn = Callable[[Amounts], int]
 # which this model ignores). CPU_CLK_UNHALTED.THREAD(_ANY) is fixed counter 1 (event 0x00 umask 0x02) or
 # 0x3C/0x00 on a GP counter: cycles, already architectural.
 _SKX_EVENTS: dict[tuple[int, int], _CountFn] = {
-    (0x0E, 0x01): lambda a: a.uops_issued,
-    (0xC2, 0x02): lambda a: a.td_retiring,
-    (0x9C, 0x01): lambda a: a.td_fe_bound,
-    (0x0D, 0x01): lambda a: a.recovery_cycles,
+    (0x0E, 0x01): _field("uops_issued"),
+    (0xC2, 0x02): _field("td_retiring"),
+    (0x9C, 0x01): _field("td_fe_bound"),
+    (0x0D, 0x01): _field("recovery_cycles"),
 }
 _CYCLE_EVENTS = frozenset([(0x0D, 0x01)])  # model events that count cycles (at most 1 per cycle)
 # Gracemont (Alder Lake E-cores), slots = 5 x CPU_CLK_UNHALTED.CORE. Encodings from
 # /work/shared/perfmon/ADL/events/alderlake_gracemont_core.json: TOPDOWN_FE_BOUND.ALL 0x71/0x00,
 # TOPDOWN_BAD_SPECULATION.ALL 0x73/0x00, TOPDOWN_BE_BOUND.ALL 0x74/0x00, TOPDOWN_RETIRING.ALL 0xC2/0x00.
 _GRACEMONT_EVENTS: dict[tuple[int, int], _CountFn] = {
-    (0x71, 0x00): lambda a: a.td_fe_bound,
-    (0x73, 0x00): lambda a: a.td_bad_spec,
-    (0x74, 0x00): lambda a: a.td_be_bound,
-    (0xC2, 0x00): lambda a: a.td_retiring,
+    (0x71, 0x00): _field("td_fe_bound"),
+    (0x73, 0x00): _field("td_bad_spec"),
+    (0x74, 0x00): _field("td_be_bound"),
+    (0xC2, 0x00): _field("td_retiring"),
 }
 
 
@@ -220,13 +224,13 @@ class SimRdpmcFault(Exception):
 
 # Architectural events (SDM table of CPUID.0AH:EBX events); 0x3C/0x01 depends on tsc_hz, see _event_fn.
 _ARCH_EVENTS: dict[tuple[int, int], _CountFn] = {
-    (0x3C, 0x00): lambda a: a.cycles,
-    (0xC0, 0x00): lambda a: a.instructions,
-    (0x2E, 0x4F): lambda a: a.llc_references,
-    (0x2E, 0x41): lambda a: a.llc_misses,
-    (0xC4, 0x00): lambda a: a.branches,
-    (0xC5, 0x00): lambda a: a.branch_misses,
-    (0xA4, 0x01): lambda a: a.slots,
+    (0x3C, 0x00): _field("cycles"),
+    (0xC0, 0x00): _field("instructions"),
+    (0x2E, 0x4F): _field("llc_references"),
+    (0x2E, 0x41): _field("llc_misses"),
+    (0xC4, 0x00): _field("branches"),
+    (0xC5, 0x00): _field("branch_misses"),
+    (0xA4, 0x01): _field("slots"),
 }
 
 
@@ -257,7 +261,7 @@ def _event_fn(evtsel: int, tsc_hz: int, model_events: dict[tuple[int, int], _Cou
             p = 1.0 - p
         if edge:
             p = p * (1.0 - p) / 8.0
-        return _fraction(lambda a: a.cycles, int(p * _PPM))
+        return _fraction(_field("cycles"), int(p * _PPM))
     if (event, umask) == (0x3C, 0x01):
         return lambda a: a.ref_cycles * _BUS_HZ // tsc_hz
     fn = (model_events or {}).get((event, umask)) or _ARCH_EVENTS.get((event, umask))
@@ -265,14 +269,14 @@ def _event_fn(evtsel: int, tsc_hz: int, model_events: dict[tuple[int, int], _Cou
         return fn
     # Log-uniform between 0.001% and 30% of instructions: most real events are rare per instruction.
     ppm = int(10 * 30_000 ** hash_unit(event, umask, 0x726177))
-    return _fraction(lambda a: a.instructions, ppm)
+    return _fraction(_field("instructions"), ppm)
 
 
 _FIXED_FNS: tuple[_CountFn, ...] = (
-    lambda a: a.instructions,
-    lambda a: a.cycles,
-    lambda a: a.ref_cycles,  # TSC rate while unhalted
-    lambda a: a.slots,
+    _field("instructions"),
+    _field("cycles"),
+    _field("ref_cycles"),  # TSC rate while unhalted
+    _field("slots"),
 )
 
 
