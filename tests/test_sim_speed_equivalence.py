@@ -250,6 +250,9 @@ def test_hash_functions_are_splitmix64() -> None:
             assert hash64(*keys) == _ref_hash64(*keys)
             assert hash_unit(*keys) == (_ref_hash64(*keys) >> 11) / float(1 << 53)
             assert wl._hash_units8(*keys) == _ref_units8(*keys)
+            # The per-segment fast path: one more key chained onto a precomputed hash.
+            k = rng.choice([rng.randrange(-(1 << 70), 1 << 70), rng.randrange(100_000)])
+            assert wl._mix64_after(hash64(*keys), k) == _ref_hash64(*keys, k)
 
 
 # -- what the simulated machine answers -----------------------------------------------------------------
