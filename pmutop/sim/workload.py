@@ -33,6 +33,9 @@ _MIXED_BURST_SEGMENTS = 5  # a mixed phase changes regime every 0.5 s
 _MIN_PHASE_SEGMENTS = 2 * SEGMENTS_PER_SECOND
 _MAX_PHASE_SEGMENTS = 20 * SEGMENTS_PER_SECOND
 _PREFIX_PHASES = 4  # phases whose prefix sums are kept
+# Phases kept for reads back in time (at least 2 s each: over a minute). An older read rebuilds the history
+# from the seed, so a run of any length holds a bounded model; pmutop itself reads at most a second back.
+_KEPT_PHASES = 32
 _JITTER = 0.08  # +-8% per segment, clamped to the regime's range
 _E_CORE_GHZ = 0.65
 _E_CORE_IPC = 0.6
@@ -349,9 +352,11 @@ class Workload:
             width = _E_CORE_SLOTS_PER_CYCLE if e_core else _P_CORE_SLOTS_PER_CYCLE
         self.slots_per_cycle = width
         self._lock = threading.Lock()
-        self._rng = random.Random(mix64(mix64(seed & _M64) ^ cpu))
-        self._phases: list[_Phase] = []
+        self._rng_seed = mix64(mix64(seed & _M64) ^ cpu)
+        self._rng = random.Random(self._rng_seed)
+        self._phases: list[_Phase] = []  # the last phases (up to 2 x _KEPT_PHASES), oldest first
         self._starts: list[int] = []
+        self._first = 0  # phase number of _phases[0]: phase numbers count from the start of time
         # Prefix sums of the last few phases: _pf[pi][k] = cumulative before segment (phase.start + k). More
         # than one, because the thermal model also reads a second back, often in the phase before.
         self._pf: dict[int, list[_Vec]] = {}
@@ -378,7 +383,7 @@ class Workload:
         seg, off = divmod(ticks, self.seg_ticks)
         with self._lock:
             pi = self._phase_index(seg)
-            phase = self._phases[pi]
+            phase = self._phases[pi - self._first]
             k = seg - phase.start
             before = self._prefix(pi, k)
             # The prefix sums hold each segment's amounts, so nothing is computed twice.
@@ -395,14 +400,14 @@ class Workload:
     def rates_at(self, t_ns: int) -> Rates:
         seg = self.ticks(max(t_ns, 0)) // self.seg_ticks
         with self._lock:
-            phase = self._phases[self._phase_index(seg)]
+            phase = self._phases[self._phase_index(seg) - self._first]
             return self._rates(phase, seg)
 
     def tma_at(self, t_ns: int) -> TmaShares:
         """The top-down shares of the segment running at t (before flooring to whole slots)."""
         seg = self.ticks(max(t_ns, 0)) // self.seg_ticks
         with self._lock:
-            phase = self._phases[self._phase_index(seg)]
+            phase = self._phases[self._phase_index(seg) - self._first]
             return self._tma(phase, seg, self._rates(phase, seg))
 
     def topdown(self, t0_ns: int, t1_ns: int, part: str = "total") -> TopdownSlots:
@@ -424,18 +429,31 @@ class Workload:
         start = self._phases[-1].start + self._phases[-1].length if self._phases else 0
         self._phases.append(_Phase(kind, start, length, base, start_cum))
         self._starts.append(start)
+        if len(self._phases) > 2 * _KEPT_PHASES:  # forget the oldest half (in one go: amortised)
+            drop = len(self._phases) - _KEPT_PHASES
+            del self._phases[:drop], self._starts[:drop]
+            self._first += drop
+
+    def _restart(self) -> None:
+        """Back to the start of time (a read before the phases kept): the same seed gives the same phases."""
+        self._rng = random.Random(self._rng_seed)
+        self._phases, self._starts, self._first, self._pf = [], [], 0, {}
+        self._append_phase(_ZERO)
 
     def _phase_index(self, seg: int) -> int:
+        """The number of the phase holding segment `seg`, making (or remaking) it if needed."""
+        if seg < self._starts[0]:
+            self._restart()
         while True:
             last = self._phases[-1]
             if seg < last.start + last.length:
                 break
-            self._append_phase(self._prefix(len(self._phases) - 1, last.length))
-        return bisect.bisect_right(self._starts, seg) - 1
+            self._append_phase(self._prefix(self._first + len(self._phases) - 1, last.length))
+        return self._first + bisect.bisect_right(self._starts, seg) - 1
 
     def _prefix(self, pi: int, k: int) -> _Vec:
-        """Cumulative amounts before segment k of phase pi, extending the cached prefix sums."""
-        phase = self._phases[pi]
+        """Cumulative amounts before segment k of phase number pi, extending the cached prefix sums."""
+        phase = self._phases[pi - self._first]
         pf = self._pf.get(pi)
         if pf is None:
             if len(self._pf) >= _PREFIX_PHASES:
