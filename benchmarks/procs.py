@@ -35,6 +35,8 @@ def cleanup() -> None:
     """Kill what we started: our tmux server (all our sessions) and every child process still running."""
     if _tmux_used:
         subprocess.run(["tmux", "-L", SOCKET, "kill-server"], capture_output=True, check=False)
+        # A killed server leaves its socket file (tmux(1): in $TMUX_TMPDIR or /tmp, then tmux-UID).
+        (Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / SOCKET).unlink(missing_ok=True)
     for p in _children:
         if p.poll() is None:
             with contextlib.suppress(OSError):

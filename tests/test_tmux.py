@@ -48,6 +48,21 @@ class Tmux:
 
     def kill(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
+        tmux_socket_path(self.socket).unlink(missing_ok=True)  # a killed server leaves its socket file
+
+
+def tmux_socket_path(name: str) -> Path:
+    """Where `tmux -L name` keeps its socket (tmux(1): $TMUX_TMPDIR or /tmp, then tmux-UID)."""
+    return Path(os.environ.get("TMUX_TMPDIR") or "/tmp") / f"tmux-{os.getuid()}" / name
+
+
+def test_the_test_terminal_leaves_no_server_or_socket_behind(tmp_path: Path) -> None:
+    tmux = Tmux(tmp_path)
+    tmux("new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "sleep 60")
+    assert tmux_socket_path(tmux.socket).exists()
+    tmux.kill()
+    assert not tmux_socket_path(tmux.socket).exists()
+    assert subprocess.run(["tmux", "-L", tmux.socket, "ls"], capture_output=True).returncode != 0
 
 
 @pytest.fixture
