@@ -462,6 +462,7 @@ class PmutopApp(App[int]):
         self._pending_tasks: dict[int, TopTask] | None = None
         self._stop = threading.Event()
         self.updates = 0  # UI updates applied (tests wait on it)
+        self._numbers_shown = False  # the first samples have been shown
         self.failure: str | None = None  # one line for the user when the view itself broke
         self._loop: asyncio.AbstractEventLoop | None = None
         self._exit_wanted = False
@@ -723,7 +724,8 @@ class PmutopApp(App[int]):
         self._announce()
         self._refresh_header()
         self.updates += 1
-        if changed:  # numbers are on screen: start-up is over (once per process)
+        if changed and not self._numbers_shown:  # the first numbers are on screen: start-up is over
+            self._numbers_shown = True
             self.call_after_refresh(freeze_startup_heap)
 
     def _add_power_columns(self) -> None:
