@@ -111,8 +111,8 @@ class HistoryPlot(Widget):
         eighths = rows_n * 8
         heights = [None if v is None else round(min(max(v / top, 0.0), 1.0) * eighths) if top > 0 else 0 for v in tail]
         # Columns (cached by height) turned into rows: no Python work per cell.
-        rows = ["".join(r) for r in zip(*(bar_column(h, rows_n) for h in heights), strict=True)] if cols > 0 else []
-        rows = rows or [""] * rows_n
+        columns = [bar_column(h, rows_n) for h in heights]  # one per point: cols of them
+        rows = ["".join(r) for r in zip(*columns, strict=True)] if columns else [""] * rows_n
         out: list[list[Segment]] = []
         for r, cells in enumerate(rows):
             line: list[Segment] = []
