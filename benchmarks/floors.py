@@ -14,12 +14,6 @@ from benchmarks import procs
 from benchmarks.stats import summary
 
 
-def _cpu_per_min(pid: int, seconds: float) -> float:
-    t0 = procs.tree_cpu_s(pid)
-    time.sleep(seconds)
-    return (procs.tree_cpu_s(pid) - t0) / seconds * 60
-
-
 def floors(cores: list[int], seconds: float, repeat: int, warmup: float = 3.0) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for mode in ("idle", "redraw"):
@@ -28,7 +22,7 @@ def floors(cores: list[int], seconds: float, repeat: int, warmup: float = 3.0) -
             cmd = [sys.executable, str(procs.ROOT / "benchmarks" / "floor_textual.py"), mode]
             with procs.tmux_session(f"floor-{mode}-{k}", cmd) as pid:
                 time.sleep(warmup)  # past start-up: Python, Textual and the first frame
-                runs.append(_cpu_per_min(pid, seconds))
+                runs.append(procs.cpu_per_minute(pid, seconds))
         out[f"floor: textual {mode}"] = summary(runs, "cpu-s/min", seconds=seconds)
     for n in cores:
         runs = []
@@ -38,7 +32,7 @@ def floors(cores: list[int], seconds: float, repeat: int, warmup: float = 3.0) -
             )
             try:
                 time.sleep(warmup)
-                runs.append(_cpu_per_min(p.pid, seconds))
+                runs.append(procs.cpu_per_minute(p.pid, seconds))
             finally:
                 procs.stop(p)
         out[f"floor: {n} threads waking 1/s"] = summary(runs, "cpu-s/min", seconds=seconds)

@@ -108,6 +108,13 @@ def tree_cpu_s(pid: int) -> float:
     return total
 
 
+def cpu_per_minute(pid: int, seconds: float) -> float:
+    """CPU seconds per minute the process tree uses over the next `seconds`."""
+    t0 = tree_cpu_s(pid)
+    time.sleep(seconds)
+    return (tree_cpu_s(pid) - t0) / seconds * 60
+
+
 def _schedstat_ns(pid: int) -> int | None:
     try:
         tids = os.listdir(f"/proc/{pid}/task")

@@ -13,12 +13,6 @@ from benchmarks import procs
 from benchmarks.stats import skipped, summary
 
 
-def _cpu_over(pid: int, seconds: float) -> float:
-    t0 = procs.tree_cpu_s(pid)
-    time.sleep(seconds)
-    return procs.tree_cpu_s(pid) - t0
-
-
 def live_view(cores: list[int], seconds: float, repeat: int) -> dict[str, Any]:
     """CPU seconds per minute of `pmutop --demo` at 1 s with N simulated cores, and of `htop -d 10`, in the
     same 120x40 terminal, counted after the first complete frame."""
@@ -31,7 +25,7 @@ def live_view(cores: list[int], seconds: float, repeat: int) -> dict[str, Any]:
                 if procs.wait_for_screen(f"live{n}-{k}", procs.has_all_row, timeout=120) is None:
                     out[f"live view {n} cores"] = skipped("no complete frame within 120 s")
                     break
-                runs.append(_cpu_over(pid, seconds) / seconds * 60)
+                runs.append(procs.cpu_per_minute(pid, seconds))
         if runs:
             out[f"live view {n} cores"] = summary(runs, "cpu-s/min", seconds=seconds)
     if not procs.have("htop"):
@@ -41,7 +35,7 @@ def live_view(cores: list[int], seconds: float, repeat: int) -> dict[str, Any]:
     for k in range(repeat):
         with procs.tmux_session(f"htop-{k}", ["htop", "-d", "10"]) as pid:
             time.sleep(1.0)
-            runs.append(_cpu_over(pid, seconds) / seconds * 60)
+            runs.append(procs.cpu_per_minute(pid, seconds))
     out["htop -d 10"] = summary(runs, "cpu-s/min", seconds=seconds)
     return out
 
@@ -76,7 +70,7 @@ def batch(seconds: float, repeat: int) -> dict[str, Any]:
                     err = p.stderr.read().decode(errors="replace").strip() if p.stderr else ""
                     out[name] = skipped(f"exited {p.returncode}: {err.splitlines()[-1] if err else ''}")
                     break
-                runs.append(_cpu_over(p.pid, seconds) / seconds * 60)
+                runs.append(procs.cpu_per_minute(p.pid, seconds))
             finally:
                 procs.stop(p)
         if runs:
