@@ -14,7 +14,7 @@ import time
 
 from textual import events
 
-from pmutop.screenshots import demo_app
+from pmutop.app.screenshots import demo_app
 from pmutop.tui.app import HelpScreen
 
 

@@ -21,15 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.stats import summary
-from pmutop.backends.msr import MsrBackend
+from pmutop.backends.msr.backend import MsrBackend
 from pmutop.backends.sim import SimBackend
-from pmutop.clock import ManualClock, MonotonicClock
+from pmutop.core.clock import ManualClock, MonotonicClock
+from pmutop.core.sysroot import Sysroot
 from pmutop.engine.engine import Engine
 from pmutop.hw.platform import HostPlatform
-from pmutop.pmu import registers as R
+from pmutop.pmu import registers
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
-from pmutop.sysroot import Sysroot
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +55,7 @@ def _count_msr_reads(engine: Engine, counting: _Counting) -> None:
 
         def counted(address: int, raw=raw) -> int:  # type: ignore[no-untyped-def]
             counting.msr_reads += 1
-            counting.status_reads += address == R.IA32_PERF_GLOBAL_STATUS
+            counting.status_reads += address == registers.IA32_PERF_GLOBAL_STATUS
             return raw(address)
 
         dev._read_raw = counted
@@ -68,8 +68,8 @@ class _FileShimReader:
 
     def __init__(self, path: Path, n_fixed: int, n_gp: int, counting: _Counting) -> None:
         self._fd = os.open(path, os.O_RDONLY)
-        self._addresses = [R.IA32_TIME_STAMP_COUNTER] + [R.fixed_ctr(i) for i in range(n_fixed)]
-        self._addresses += [R.pmc(i) for i in range(n_gp)]
+        self._addresses = [registers.IA32_TIME_STAMP_COUNTER] + [registers.fixed_ctr(i) for i in range(n_fixed)]
+        self._addresses += [registers.pmc(i) for i in range(n_gp)]
         self._counting = counting
 
     def read(self) -> tuple[int, list[int]]:

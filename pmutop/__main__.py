@@ -1,3 +1,3 @@
-from pmutop.cli import main
+from pmutop.app.main import main
 
 raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""cffi builder for pmutop._shim (API mode, out-of-line); setup.py runs it through cffi_modules."""
+"""cffi builder for pmutop.hw._shim (API mode, out-of-line); setup.py runs it through cffi_modules."""
 
 from cffi import FFI
 
@@ -20,7 +20,7 @@ ffibuilder.cdef(
     """
 )
 ffibuilder.set_source(
-    "pmutop._shim",
+    "pmutop.hw._shim",
     '#include "pmutop_shim.h"',
     # setuptools wants paths relative to the project root, where setup.py runs.
     sources=["shim/pmutop_shim.c"],

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from pmutop.clock import ManualClock
+from pmutop.core.clock import ManualClock
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
 

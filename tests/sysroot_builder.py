@@ -6,7 +6,7 @@ import os
 import struct
 from pathlib import Path
 
-from pmutop.cpulist import format_cpu_list
+from pmutop.core.cpulist import format_cpu_list
 
 Regs = tuple[int, int, int, int]
 

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from pmutop.cli import main
-from pmutop.metrics import compute
+from pmutop.app.main import main
+from pmutop.derive.metrics import compute
 
 RAW_KEYS = ("instructions", "cycles", "ref_cycles", "tsc", "llc_references", "llc_misses", "branches", "branch_misses")
 METRIC_KEYS = ("util", "ghz", "ipc", "llc_misses_per_s", "llc_mpki", "llc_miss_ratio", "branch_miss_ratio")

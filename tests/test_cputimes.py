@@ -4,7 +4,7 @@ from collections import namedtuple
 
 import pytest
 
-from pmutop.sources.cputimes import BUSY_FIELDS, CLOCK_TICKS, IDLE_FIELDS, CpuBusy, ProcStat, stat_rows
+from pmutop.probes.cputimes import BUSY_FIELDS, CLOCK_TICKS, IDLE_FIELDS, CpuBusy, ProcStat, stat_rows
 
 T = namedtuple("T", "user nice system idle iowait irq softirq steal guest guest_nice")
 

@@ -7,7 +7,7 @@ import threading
 import time
 
 from pmutop.backends.sim import SimBackend
-from pmutop.clock import ManualClock, MonotonicClock
+from pmutop.core.clock import ManualClock, MonotonicClock
 from pmutop.engine.engine import Engine
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform

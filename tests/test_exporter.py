@@ -14,8 +14,8 @@ from serve_helpers import ROOT, free_port, scrape, start_serve, stop, values
 from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, read_msr
 from test_signals import ORIGINAL, WATCHDOG, assert_restored
 
-from pmutop.cli import run_parser
-from pmutop.errors import UsageError
+from pmutop.app.main import run_parser
+from pmutop.core.errors import UsageError
 from pmutop.sinks.exporter import parse_listen
 
 CPU_COUNTERS = (
@@ -151,7 +151,7 @@ def test_serve_on_the_msr_backend_restores_the_pmu_on_sigterm(tmp_path: Path) ->
 
 
 def test_hybrid_parts_label_each_cpu_with_its_core_type_and_the_remote_view_reads_it() -> None:
-    from pmutop.sources.remote import parse
+    from pmutop.feeds.remote import parse
 
     port = free_port()
     proc = start_serve(port, "--sim-model", "adl", "--sim-cpus", "2", "--interval", "0.1")
@@ -171,7 +171,7 @@ class FakeFeed:
     """Two CPUs whose rings the test fills by hand."""
 
     def __init__(self) -> None:
-        from pmutop.engine.ring import SampleRing
+        from pmutop.core.ring import SampleRing
 
         self.cpus = [0, 1]
         self.rings = {0: SampleRing(), 1: SampleRing()}
@@ -186,8 +186,8 @@ class FakeFeed:
 def test_totals_add_every_sample_scale_counted_time_and_leave_suspect_samples_out() -> None:
     from prometheus_client import generate_latest
 
-    from pmutop.engine.sample import Sample
-    from pmutop.runinfo import RunInfo
+    from pmutop.core.run_description import RunInfo
+    from pmutop.core.sample import Sample
     from pmutop.sinks.exporter import Exporter
 
     feed = FakeFeed()

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable
 
-from pmutop.screenshots import scene
+from pmutop.app.screenshots import scene
 from pmutop.tui.fast_table import FastTable
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pmutop.errors import UsageError
-from pmutop.metrics import CoreMetrics
+from pmutop.core.errors import UsageError
+from pmutop.derive.metrics import CoreMetrics
 from pmutop.tui.filter import parse_filter
 from pmutop.tui.model import CoreState
 

@@ -21,8 +21,8 @@ from typing import Any, ClassVar
 import pytest
 from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
 
-from pmutop.cli import main
-from pmutop.errors import PmutopError, UsageError
+from pmutop.app.main import main
+from pmutop.core.errors import PmutopError, UsageError
 from pmutop.pmu.cpuid_decode import CpuIdentity
 from pmutop.pmu.perfmon import PerfmonTables, download, table_problem
 

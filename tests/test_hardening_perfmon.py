@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
 
-from pmutop.cli import main
-from pmutop.errors import PmutopError
+from pmutop.app.main import main
+from pmutop.core.errors import PmutopError
 from pmutop.pmu.perfmon import load_events
 
 MAPFILE_HEADER = "Family-model,Version,Filename,EventType,Core Type,Native Model ID,Core Role Name\n"

@@ -1,5 +1,5 @@
-"""After start-up, pmutop's long-lived heap is moved out of the cyclic collector's way (pmutop.heap): once the
-first interval is shown, not before (start-up garbage is collected first), in the live view and in batch."""
+"""After start-up, pmutop's long-lived heap is moved out of the cyclic collector's way (pmutop.core.heap_freeze):
+once the first interval is shown, not before (start-up garbage is collected first), in the live view and in batch."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from pmutop import heap
-from pmutop.cli import main
-from pmutop.screenshots import demo_app
+from pmutop.app.main import main
+from pmutop.app.screenshots import demo_app
+from pmutop.core import heap_freeze as heap
 from tests.test_tui import WIDE, tick
 
 

@@ -9,7 +9,7 @@ from itertools import pairwise
 import pytest
 from textual.widgets import Static
 
-from pmutop.screenshots import demo_app
+from pmutop.app.screenshots import demo_app
 from pmutop.tui.heatmap import (
     METRICS,
     MISSING_CHAR,

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from pmutop.backends.msr import MsrBackend
-from pmutop.clock import ManualClock
+from pmutop.backends.msr.backend import MsrBackend
+from pmutop.core.clock import ManualClock
+from pmutop.derive.metrics import combined, for_sample
+from pmutop.derive.records import record
 from pmutop.engine.engine import Engine
-from pmutop.metrics import combined, for_sample
 from pmutop.pmu.events import parse_events
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
-from pmutop.sinks.records import record
 from pmutop.tui.model import ViewModel, summed
 
 NS = 1_000_000_000

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from pmutop.engine.ring import SampleRing
-from pmutop.engine.sample import Sample
+from pmutop.core.ring import SampleRing
+from pmutop.core.sample import Sample
+from pmutop.derive.metrics import combined, compute, for_sample
 from pmutop.engine.sanity import impossible
-from pmutop.metrics import combined, compute, for_sample
 
 
 def sample(cpu: int = 0, seq: int = 1, **counts: int) -> Sample:

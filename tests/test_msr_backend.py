@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from pmutop.backends.msr import MsrBackend
-from pmutop.clock import ManualClock
+from pmutop.backends.msr.backend import MsrBackend
+from pmutop.core.clock import ManualClock
+from pmutop.core.errors import ForbiddenMsrWrite, HardwareError, PmuInUseError, UsageError
 from pmutop.engine.engine import Engine
-from pmutop.errors import ForbiddenMsrWrite, HardwareError, PmuInUseError, UsageError
 from pmutop.hw.platform import NMI_WATCHDOG, RDPMC_SYSFS
-from pmutop.pmu import registers as R
+from pmutop.pmu import registers
 from pmutop.pmu.events import parse_events
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
 
-CONTROL = [R.evtsel(i) for i in range(4)] + [R.IA32_FIXED_CTR_CTRL, R.IA32_PERF_GLOBAL_CTRL]
+CONTROL = [registers.evtsel(i) for i in range(4)] + [registers.IA32_FIXED_CTR_CTRL, registers.IA32_PERF_GLOBAL_CTRL]
 
 
 def make(clock: ManualClock, config: SimConfig | None = None, settings: dict[str, str] | None = None, **kw):
@@ -35,12 +35,12 @@ def test_programs_the_documented_register_values(clock: ManualClock) -> None:
     for cpu in (0, 1):
         r = regs(platform, cpu, CONTROL)
         # USR|OS|EN (0x43 << 16) with LLC references, LLC misses, branches, branch misses; never INT or AnyThread
-        assert r[R.evtsel(0)] == 0x434F2E
-        assert r[R.evtsel(1)] == 0x43412E
-        assert r[R.evtsel(2)] == 0x4300C4
-        assert r[R.evtsel(3)] == 0x4300C5
-        assert r[R.IA32_FIXED_CTR_CTRL] == 0x333
-        assert r[R.IA32_PERF_GLOBAL_CTRL] == 0x7_0000_000F
+        assert r[registers.evtsel(0)] == 0x434F2E
+        assert r[registers.evtsel(1)] == 0x43412E
+        assert r[registers.evtsel(2)] == 0x4300C4
+        assert r[registers.evtsel(3)] == 0x4300C5
+        assert r[registers.IA32_FIXED_CTR_CTRL] == 0x333
+        assert r[registers.IA32_PERF_GLOBAL_CTRL] == 0x7_0000_000F
     engine.stop()
 
 
@@ -52,8 +52,8 @@ def test_user_or_kernel_only(clock: ManualClock, flags: dict[str, bool], evtsel0
     platform, _, engine = make(clock, **flags)
     engine.start()
     r = regs(platform, 0, CONTROL)
-    assert r[R.evtsel(0)] == evtsel0
-    assert r[R.IA32_FIXED_CTR_CTRL] == fixed_ctrl
+    assert r[registers.evtsel(0)] == evtsel0
+    assert r[registers.IA32_FIXED_CTR_CTRL] == fixed_ctrl
     engine.stop()
 
 
@@ -62,11 +62,11 @@ def test_restores_every_register_it_wrote(clock: ManualClock) -> None:
     m = platform.machine
     # A PMU left as Linux leaves it when idle: GLOBAL_CTRL all enabled, counters holding old values.
     for cpu in (0, 1):
-        m.foreign_write(cpu, R.IA32_PERF_GLOBAL_CTRL, 0x7_0000_000F)
+        m.foreign_write(cpu, registers.IA32_PERF_GLOBAL_CTRL, 0x7_0000_000F)
         for i in range(4):
-            m.foreign_write(cpu, R.a_pmc(i), 0x1234_5678_9A + i)
+            m.foreign_write(cpu, registers.a_pmc(i), 0x1234_5678_9A + i)
     before = {cpu: regs(platform, cpu, CONTROL) for cpu in (0, 1)}
-    before_pmc = {cpu: regs(platform, cpu, [R.pmc(i) for i in range(4)]) for cpu in (0, 1)}
+    before_pmc = {cpu: regs(platform, cpu, [registers.pmc(i) for i in range(4)]) for cpu in (0, 1)}
     backend = MsrBackend(platform, clock)
     engine = Engine(backend, platform, clock, [0, 1], 1.0, threaded=False)
     engine.start()
@@ -77,13 +77,13 @@ def test_restores_every_register_it_wrote(clock: ManualClock) -> None:
     for cpu in (0, 1):
         assert regs(platform, cpu, CONTROL) == before[cpu]
         # Counter values need full-width writes (PERF_CAPABILITIES[13]) to come back above 2^31.
-        assert regs(platform, cpu, [R.pmc(i) for i in range(4)]) == before_pmc[cpu]
+        assert regs(platform, cpu, [registers.pmc(i) for i in range(4)]) == before_pmc[cpu]
 
 
 def test_refuses_a_pmu_in_use_and_writes_nothing(clock: ManualClock) -> None:
     platform = SimPlatform(SimConfig(cpus=2, seed=3), clock)
-    platform.machine.foreign_write(1, R.evtsel(2), 0x5300C4)  # perf counting branches with PMI
-    platform.machine.foreign_write(1, R.IA32_PERF_GLOBAL_CTRL, 0x4)
+    platform.machine.foreign_write(1, registers.evtsel(2), 0x5300C4)  # perf counting branches with PMI
+    platform.machine.foreign_write(1, registers.IA32_PERF_GLOBAL_CTRL, 0x4)
     snapshot = {cpu: platform.machine.msr(cpu).snapshot() for cpu in (0, 1)}
     engine = Engine(MsrBackend(platform, clock), platform, clock, [0, 1], 1.0, threaded=False)
     with pytest.raises(PmuInUseError) as info:
@@ -97,19 +97,19 @@ def test_refuses_a_pmu_in_use_and_writes_nothing(clock: ManualClock) -> None:
 
 def test_leftover_perf_config_counts_as_in_use_and_force_takes_over(clock: ManualClock) -> None:
     platform = SimPlatform(SimConfig(cpus=1, seed=3), clock)
-    platform.machine.foreign_write(0, R.evtsel(0), 0x13003C)  # disabled but programmed (perf leaves INT set)
+    platform.machine.foreign_write(0, registers.evtsel(0), 0x13003C)  # disabled but programmed (perf leaves INT set)
     backend = MsrBackend(platform, clock, force=True)
     engine = Engine(backend, platform, clock, [0], 1.0, threaded=False)
     engine.start()
     assert any("--force" in n and "IA32_PERFEVTSEL0" in n for n in backend.notices)
-    assert regs(platform, 0, [R.evtsel(0)])[R.evtsel(0)] == 0x434F2E
+    assert regs(platform, 0, [registers.evtsel(0)])[registers.evtsel(0)] == 0x434F2E
     engine.stop()
-    assert regs(platform, 0, [R.evtsel(0)])[R.evtsel(0)] == 0x13003C
+    assert regs(platform, 0, [registers.evtsel(0)])[registers.evtsel(0)] == 0x13003C
 
 
 def test_fixed_counter_pmi_without_watchdog_is_in_use(clock: ManualClock) -> None:
     platform = SimPlatform(SimConfig(cpus=1, seed=3), clock)
-    platform.machine.foreign_write(0, R.IA32_FIXED_CTR_CTRL, 0xB0)
+    platform.machine.foreign_write(0, registers.IA32_FIXED_CTR_CTRL, 0xB0)
     engine = Engine(MsrBackend(platform, clock), platform, clock, [0], 1.0, threaded=False)
     with pytest.raises(PmuInUseError, match="cpu 0: IA32_FIXED_CTR_CTRL is in use"):
         engine.start()
@@ -118,18 +118,20 @@ def test_fixed_counter_pmi_without_watchdog_is_in_use(clock: ManualClock) -> Non
 
 def test_pauses_the_nmi_watchdog_and_restores_it_after_the_registers(clock: ManualClock) -> None:
     platform, backend, engine = make(clock, settings={NMI_WATCHDOG: "1"})
-    assert regs(platform, 0, [R.IA32_FIXED_CTR_CTRL])[R.IA32_FIXED_CTR_CTRL] == 0xB0  # the watchdog's counter
+    assert (
+        regs(platform, 0, [registers.IA32_FIXED_CTR_CTRL])[registers.IA32_FIXED_CTR_CTRL] == 0xB0
+    )  # the watchdog's counter
     engine.start()
     assert platform.settings[NMI_WATCHDOG] == "0"
     assert any("NMI watchdog paused" in n for n in backend.notices)
-    assert regs(platform, 0, [R.IA32_FIXED_CTR_CTRL])[R.IA32_FIXED_CTR_CTRL] == 0x333
+    assert regs(platform, 0, [registers.IA32_FIXED_CTR_CTRL])[registers.IA32_FIXED_CTR_CTRL] == 0x333
     assert engine.stop().failures == []
     assert platform.settings[NMI_WATCHDOG] == "1"
     # The watchdog re-armed its counter after pmutop had put its own registers back.
-    r = regs(platform, 0, [R.IA32_FIXED_CTR_CTRL, R.IA32_PERF_GLOBAL_CTRL, R.evtsel(0)])
-    assert r[R.IA32_FIXED_CTR_CTRL] == 0xB0
-    assert r[R.IA32_PERF_GLOBAL_CTRL] & R.fixed_bit(1)
-    assert r[R.evtsel(0)] == 0
+    r = regs(platform, 0, [registers.IA32_FIXED_CTR_CTRL, registers.IA32_PERF_GLOBAL_CTRL, registers.evtsel(0)])
+    assert r[registers.IA32_FIXED_CTR_CTRL] == 0xB0
+    assert r[registers.IA32_PERF_GLOBAL_CTRL] & registers.fixed_bit(1)
+    assert r[registers.evtsel(0)] == 0
 
 
 def test_keep_nmi_watchdog_refuses(clock: ManualClock) -> None:
@@ -138,7 +140,7 @@ def test_keep_nmi_watchdog_refuses(clock: ManualClock) -> None:
         engine.start()
     engine.stop()
     assert platform.settings[NMI_WATCHDOG] == "1"
-    assert regs(platform, 0, [R.evtsel(0)])[R.evtsel(0)] == 0
+    assert regs(platform, 0, [registers.evtsel(0)])[registers.evtsel(0)] == 0
 
 
 def test_counts_match_an_unwrapped_run_across_narrow_counter_wraps(clock: ManualClock) -> None:
@@ -182,7 +184,7 @@ def test_overflow_bits_are_cleared_write_1_to_clear(clock: ManualClock) -> None:
     wraps = sum(s.counts["instructions"] for s in samples) >> 34
     assert wraps >= 1
     assert len(flagged) == wraps  # a bit left set (writing 0 to 0x390 clears nothing) would show every tick
-    assert platform.machine.msr(0).read(R.IA32_PERF_GLOBAL_STATUS) & R.fixed_bit(0) == 0
+    assert platform.machine.msr(0).read(registers.IA32_PERF_GLOBAL_STATUS) & registers.fixed_bit(0) == 0
     engine.stop()
 
 
@@ -203,12 +205,12 @@ def test_stale_frozen_bit_is_cleared_and_the_sample_marked(clock: ManualClock) -
     engine.start()
     clock.advance(1.0)
     engine.tick()
-    platform.machine.set_status_bits(0, R.STATUS_CTR_FRZ)
+    platform.machine.set_status_bits(0, registers.STATUS_CTR_FRZ)
     clock.advance(1.0)
     (frozen,) = engine.tick()
     assert frozen.suspect is not None and "frozen" in frozen.suspect
     assert frozen.counts["cycles"] == 0
-    assert platform.machine.msr(0).read(R.IA32_PERF_GLOBAL_STATUS) & R.STATUS_CTR_FRZ == 0
+    assert platform.machine.msr(0).read(registers.IA32_PERF_GLOBAL_STATUS) & registers.STATUS_CTR_FRZ == 0
     clock.advance(1.0)
     (after,) = engine.tick()
     assert after.suspect is None
@@ -221,7 +223,7 @@ def test_reprogramming_by_another_agent_marks_samples_and_is_left_alone(clock: M
     engine.start()
     clock.advance(1.0)
     assert all(s.suspect is None for s in engine.tick())
-    platform.machine.foreign_write(1, R.evtsel(1), 0x4300C0)
+    platform.machine.foreign_write(1, registers.evtsel(1), 0x4300C0)
     clock.advance(1.0)
     s0, s1 = engine.tick()
     assert s0.suspect is None
@@ -229,8 +231,10 @@ def test_reprogramming_by_another_agent_marks_samples_and_is_left_alone(clock: M
     result = engine.stop()
     assert result.failures == []
     assert any("cpu 1" in p and "IA32_PERFEVTSEL1" in p and "left as found" in p for p in result.notes)
-    assert regs(platform, 1, [R.evtsel(1)])[R.evtsel(1)] == 0x4300C0  # the other agent keeps its register
-    assert regs(platform, 0, [R.evtsel(1)])[R.evtsel(1)] == 0
+    assert (
+        regs(platform, 1, [registers.evtsel(1)])[registers.evtsel(1)] == 0x4300C0
+    )  # the other agent keeps its register
+    assert regs(platform, 0, [registers.evtsel(1)])[registers.evtsel(1)] == 0
 
 
 def test_counter_reset_without_overflow_is_suspect(clock: ManualClock) -> None:
@@ -238,7 +242,7 @@ def test_counter_reset_without_overflow_is_suspect(clock: ManualClock) -> None:
     engine.start()
     clock.advance(1.0)
     engine.tick()
-    platform.machine.foreign_write(0, R.pmc(1), 0)  # e.g. the kernel clearing a "dirty" counter
+    platform.machine.foreign_write(0, registers.pmc(1), 0)  # e.g. the kernel clearing a "dirty" counter
     clock.advance(0.01)
     (s,) = engine.tick()
     assert s.suspect is not None and "llc_misses" in s.suspect and "backwards" in s.suspect
@@ -250,7 +254,7 @@ def test_fewer_counters_shrink_the_default_events_llc_first(clock: ManualClock) 
     engine.start()
     assert backend.counters(0).keys == ["instructions", "cycles", "ref_cycles", "llc_references", "llc_misses"]
     assert any("not counting branches" in n for n in backend.notices)
-    assert regs(platform, 0, [R.IA32_PERF_GLOBAL_CTRL])[R.IA32_PERF_GLOBAL_CTRL] == 0x7_0000_0003
+    assert regs(platform, 0, [registers.IA32_PERF_GLOBAL_CTRL])[registers.IA32_PERF_GLOBAL_CTRL] == 0x7_0000_0003
     engine.stop()
 
 
@@ -278,7 +282,7 @@ def test_more_events_than_counters_rotate_groups_across_intervals(clock: ManualC
         truth_clock.advance(0.5)
         (s,) = engine.tick()
         (t,) = truth.tick()
-        evtsels.append(platform.machine.msr(0).read(R.evtsel(0)))
+        evtsels.append(platform.machine.msr(0).read(registers.evtsel(0)))
         counted = ["llc_misses", "branches"] if k % 2 == 0 else ["branch_misses"]
         resting = ["branch_misses"] if k % 2 == 0 else ["llc_misses", "branches"]
         for key in ["instructions", "cycles", *counted]:
@@ -297,7 +301,10 @@ def test_more_events_than_counters_rotate_groups_across_intervals(clock: ManualC
     # The next interval's group is programmed at the end of each read.
     assert evtsels[:3] == [0x4300C5, 0x43412E, 0x4300C5]
     assert engine.stop().failures == []
-    assert regs(platform, 0, [R.evtsel(0), R.evtsel(1)]) == {R.evtsel(0): 0, R.evtsel(1): 0}
+    assert regs(platform, 0, [registers.evtsel(0), registers.evtsel(1)]) == {
+        registers.evtsel(0): 0,
+        registers.evtsel(1): 0,
+    }
     truth.stop()
 
 
@@ -324,7 +331,7 @@ def test_counter_restricted_events_are_placed_on_allowed_counters(clock: ManualC
     placements = {p.event.key: p.index for p in backend.counters(0).setup.plan.gp}
     assert placements["branches"] == 2
     assert placements["branch_misses"] in (0, 1)
-    assert regs(platform, 0, [R.evtsel(2)])[R.evtsel(2)] == 0x4300C4
+    assert regs(platform, 0, [registers.evtsel(2)])[registers.evtsel(2)] == 0x4300C4
     engine.stop()
 
 
@@ -340,8 +347,17 @@ def test_raw_event_encoding_reaches_the_evtsel(clock: ManualClock) -> None:
     platform, backend, engine = make(clock, SimConfig(cpus=1, seed=3), events=events)
     engine.start()
     assert backend.counters(0).keys == ["instructions", "cycles", "ref_cycles", "r28401c4"]
-    expected = 0xC4 | 0x01 << 8 | R.EVTSEL_EDGE | R.EVTSEL_INV | 2 << 24 | R.EVTSEL_USR | R.EVTSEL_OS | R.EVTSEL_EN
-    assert regs(platform, 0, [R.evtsel(0)])[R.evtsel(0)] == expected
+    expected = (
+        0xC4
+        | 0x01 << 8
+        | registers.EVTSEL_EDGE
+        | registers.EVTSEL_INV
+        | 2 << 24
+        | registers.EVTSEL_USR
+        | registers.EVTSEL_OS
+        | registers.EVTSEL_EN
+    )
+    assert regs(platform, 0, [registers.evtsel(0)])[registers.evtsel(0)] == expected
     engine.stop()
 
 
@@ -351,7 +367,7 @@ def test_v5_pmu_with_four_fixed_counters_programs_without_reserved_bits(clock: M
     clock.advance(1.0)
     (s,) = engine.tick()
     assert s.suspect is None and s.counts["instructions"] > 0
-    assert regs(platform, 0, [R.IA32_PERF_GLOBAL_CTRL])[R.IA32_PERF_GLOBAL_CTRL] == 0x7_0000_000F
+    assert regs(platform, 0, [registers.IA32_PERF_GLOBAL_CTRL])[registers.IA32_PERF_GLOBAL_CTRL] == 0x7_0000_000F
     engine.stop()
 
 
@@ -374,10 +390,16 @@ def test_explicit_rdpmc_that_faults_is_an_error(clock: ManualClock) -> None:
 
 def test_every_msr_write_outside_the_pmu_allowlist_is_refused(sim: SimPlatform) -> None:
     dev = sim.machine.msr(0)
-    for address in (R.IA32_TIME_STAMP_COUNTER, R.IA32_PERF_GLOBAL_STATUS, 0x1A0, 0x199, R.IA32_PERF_GLOBAL_INUSE):
+    for address in (
+        registers.IA32_TIME_STAMP_COUNTER,
+        registers.IA32_PERF_GLOBAL_STATUS,
+        0x1A0,
+        0x199,
+        registers.IA32_PERF_GLOBAL_INUSE,
+    ):
         with pytest.raises(ForbiddenMsrWrite, match="not a PMU register"):
             dev.write(address, 0)
-    dev.write(R.IA32_PERF_GLOBAL_CTRL, 0)  # allowed
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, 0)  # allowed
 
 
 RDPMC = RDPMC_SYSFS[0]
@@ -415,7 +437,7 @@ def test_failed_probe_puts_rdpmc_sysfs_back_at_once(clock: ManualClock) -> None:
 def test_foreign_reprogramming_is_found_within_the_check_period_at_one_register_read_per_sample(
     clock: ManualClock,
 ) -> None:
-    from pmutop.backends.msr import FOREIGN_CHECK_NS
+    from pmutop.backends.msr.backend import FOREIGN_CHECK_NS
 
     platform, backend, engine = make(clock)
     engine.set_interval(0.1)
@@ -431,7 +453,7 @@ def test_foreign_reprogramming_is_found_within_the_check_period_at_one_register_
     # register is read once per check period.
     checks = 25 * 100_000_000 // FOREIGN_CHECK_NS
     assert len(reads) <= 25 + checks * len(CONTROL), reads
-    platform.machine.foreign_write(1, R.evtsel(1), 0x4300C0)
+    platform.machine.foreign_write(1, registers.evtsel(1), 0x4300C0)
     changed_at = clock.now_ns()
     found_at = None
     for _ in range(40):

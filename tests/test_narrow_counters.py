@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from pmutop.backends.msr import MsrBackend, shortest_wrap_s
-from pmutop.clock import ManualClock
+from pmutop.backends.msr.backend import MsrBackend, shortest_wrap_s
+from pmutop.core.clock import ManualClock
+from pmutop.core.sample import Sample
+from pmutop.derive.metrics import for_sample
+from pmutop.derive.records import record
 from pmutop.engine.engine import Engine
-from pmutop.engine.sample import Sample
-from pmutop.metrics import for_sample
 from pmutop.pmu.events import parse_events
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
-from pmutop.sinks.records import record
 
 NS = 1_000_000_000
 FIELDS = ("instructions", "cycles", "ref_cycles", "llc_references", "llc_misses", "branches", "branch_misses")

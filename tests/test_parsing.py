@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pmutop.cpulist import MAX_CPUS, format_cpu_list, parse_cpu_list, select_cpus
-from pmutop.errors import UsageError
+from pmutop.core.cpulist import MAX_CPUS, format_cpu_list, parse_cpu_list, select_cpus
+from pmutop.core.errors import UsageError
 from pmutop.pmu.events import parse_events
 from pmutop.pmu.registers import RawEvent
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from pmutop.backends.perf import PerfBackend, encode_for_perf, probe_software_events
+from pmutop.core.errors import HardwareError, UsageError
+from pmutop.core.sysroot import Sysroot
 from pmutop.engine.engine import Engine
-from pmutop.errors import HardwareError, UsageError
-from pmutop.hw import perf_event as P
+from pmutop.hw import perf_event
 from pmutop.hw.platform import HostPlatform
 from pmutop.pmu.events import ARCH_EVENTS, SOFTWARE_EVENTS, parse_events
-from pmutop.sysroot import Sysroot
 
 needs_perf_events = pytest.mark.skipif(
     probe_software_events(0) is not None, reason="CPU-wide software perf events cannot be opened here"
@@ -192,9 +192,9 @@ def test_perf_backend_refuses_a_sysroot(tmp_path: Path) -> None:
     engine.stop()
 
 
-def _pmu(name: str, type_: int) -> P.PmuInfo:
+def _pmu(name: str, type_: int) -> perf_event.PmuInfo:
     formats = {
-        k: P.parse_format(v)
+        k: perf_event.parse_format(v)
         for k, v in {
             "event": "config:0-7",
             "umask": "config:8-15",
@@ -203,16 +203,16 @@ def _pmu(name: str, type_: int) -> P.PmuInfo:
             "cmask": "config:24-31",
         }.items()
     }
-    return P.PmuInfo(name=name, type=type_, cpus=None, cpumask=None, formats=formats)
+    return perf_event.PmuInfo(name=name, type=type_, cpus=None, cpumask=None, formats=formats)
 
 
 def test_encodings_for_perf() -> None:
     cpu_pmu = _pmu("cpu", 4)
     atom = _pmu("cpu_atom", 10)
-    assert encode_for_perf(ARCH_EVENTS["llc-misses"], cpu_pmu, 0)[1:3] == (P.PERF_TYPE_HARDWARE, 3)
+    assert encode_for_perf(ARCH_EVENTS["llc-misses"], cpu_pmu, 0)[1:3] == (perf_event.PERF_TYPE_HARDWARE, 3)
     # hybrid: the generic event carries the PMU type in config[63:32]
-    assert encode_for_perf(ARCH_EVENTS["cycles"], atom, 16)[1:3] == (P.PERF_TYPE_HARDWARE, 10 << 32)
-    assert encode_for_perf(SOFTWARE_EVENTS["context-switches"], None, 0)[1:3] == (P.PERF_TYPE_SOFTWARE, 3)
+    assert encode_for_perf(ARCH_EVENTS["cycles"], atom, 16)[1:3] == (perf_event.PERF_TYPE_HARDWARE, 10 << 32)
+    assert encode_for_perf(SOFTWARE_EVENTS["context-switches"], None, 0)[1:3] == (perf_event.PERF_TYPE_SOFTWARE, 3)
     (raw,) = parse_events(["event=0xa3,umask=0x08,cmask=8,inv"])
     assert encode_for_perf(raw, atom, 16)[1:3] == (10, 0xA3 | 0x08 << 8 | 1 << 23 | 8 << 24)
     with pytest.raises(HardwareError, match="no core PMU"):

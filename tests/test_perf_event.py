@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from pmutop.errors import HardwareError
-from pmutop.hw import perf_event as pe
-from pmutop.sysroot import Sysroot
+from pmutop.core.errors import HardwareError
+from pmutop.core.sysroot import Sysroot
+from pmutop.hw import perf_event
 
 HEADER = Path("/usr/include/linux/perf_event.h")
 
@@ -85,7 +85,7 @@ def _c_program(omit: set[str]) -> str:
     lines = []
     for cname in ATTR_FIELDS:
         lines.append((cname, f'printf("off {cname} %zu\\n", offsetof(struct perf_event_attr, {cname}));'))
-    for flag in pe.ATTR_FLAG_BITS:
+    for flag in perf_event.ATTR_FLAG_BITS:
         # Set one bitfield in a zeroed struct and dump the 64-bit word at offset 40: shows the bit position.
         lines.append(
             (
@@ -147,32 +147,32 @@ def test_attr_offsets_match_the_kernel_header(header_layout: dict[str, dict[str,
     # Fields every supported header has (VER5, Linux 4.1+), so the comparison cannot pass vacuously.
     assert {"config", "config2", "sample_regs_intr", "aux_watermark", "sample_max_stack"} <= offsets.keys()
     for cname, offset in offsets.items():
-        assert getattr(pe.PerfEventAttr, ATTR_FIELDS[cname]).offset == offset, cname
-    assert pe.PerfEventAttr.config.offset == 8
-    assert pe.PerfEventAttr.config3.offset == 128
+        assert getattr(perf_event.PerfEventAttr, ATTR_FIELDS[cname]).offset == offset, cname
+    assert perf_event.PerfEventAttr.config.offset == 8
+    assert perf_event.PerfEventAttr.config3.offset == 128
 
 
 def test_attr_size_is_ver8_and_the_header_is_a_prefix_of_it(header_layout: dict[str, dict[str, int]]) -> None:
-    assert ctypes.sizeof(pe.PerfEventAttr) == pe.PERF_ATTR_SIZE_VER8 == 136
-    assert pe.PerfEventAttr().size == 136
+    assert ctypes.sizeof(perf_event.PerfEventAttr) == perf_event.PERF_ATTR_SIZE_VER8 == 136
+    assert perf_event.PerfEventAttr().size == 136
     header_size = header_layout["sizeof"]["attr"]
     if "config3" in header_layout["off"]:
         assert header_size == 136
         assert header_layout["val"]["PERF_ATTR_SIZE_VER8"] == 136
     else:
         # An older header (Debian's 6.1 stops at VER7): its struct ends where our first newer field starts.
-        assert header_size == pe.PerfEventAttr.config3.offset == pe.PERF_ATTR_SIZE_VER7
+        assert header_size == perf_event.PerfEventAttr.config3.offset == perf_event.PERF_ATTR_SIZE_VER7
     for ver in (0, 5, 6, 7, 8):
         name = f"PERF_ATTR_SIZE_VER{ver}"
         if name in header_layout["val"]:
-            assert getattr(pe, name) == header_layout["val"][name]
+            assert getattr(perf_event, name) == header_layout["val"][name]
 
 
 def test_flag_bits_match_the_kernel_bitfields(header_layout: dict[str, dict[str, int]]) -> None:
     flags = header_layout["flag"]
     assert {"disabled", "pinned", "exclude_user", "exclude_kernel", "exclude_hv", "precise_ip"} <= flags.keys()
     for name, word in flags.items():
-        assert word == 1 << pe.ATTR_FLAG_BITS[name], name
+        assert word == 1 << perf_event.ATTR_FLAG_BITS[name], name
 
 
 def test_constants_match_the_kernel_header(header_layout: dict[str, dict[str, int]]) -> None:
@@ -180,26 +180,32 @@ def test_constants_match_the_kernel_header(header_layout: dict[str, dict[str, in
     assert {"PERF_EVENT_IOC_ENABLE", "PERF_FORMAT_GROUP", "PERF_FLAG_FD_CLOEXEC"} <= values.keys()
     for name, value in values.items():
         if name == "SYS_perf_event_open":
-            assert pe.syscall_number() == value
+            assert perf_event.syscall_number() == value
         elif name.startswith("PERF_ATTR_SIZE_VER"):
             continue  # checked with the size
         else:
-            assert getattr(pe, HEADER_ALIASES.get(name, name)) == value, name
+            assert getattr(perf_event, HEADER_ALIASES.get(name, name)) == value, name
 
 
 def test_make_attr_sets_only_the_requested_flags() -> None:
-    attr = pe.make_attr(
-        pe.PERF_TYPE_RAW,
+    attr = perf_event.make_attr(
+        perf_event.PERF_TYPE_RAW,
         0x412E,
-        read_format=pe.PERF_FORMAT_GROUP,
+        read_format=perf_event.PERF_FORMAT_GROUP,
         disabled=True,
         exclude_kernel=True,
         pinned=True,
         config1=7,
     )
     assert (attr.type, attr.config, attr.config1, attr.size, attr.read_format) == (4, 0x412E, 7, 136, 8)
-    assert attr.flags == pe.ATTR_DISABLED | pe.ATTR_EXCLUDE_KERNEL | pe.ATTR_PINNED | pe.ATTR_EXCLUDE_HV
-    plain = pe.make_attr(pe.PERF_TYPE_SOFTWARE, 3, read_format=0, exclude_hv=False)
+    assert (
+        attr.flags
+        == perf_event.ATTR_DISABLED
+        | perf_event.ATTR_EXCLUDE_KERNEL
+        | perf_event.ATTR_PINNED
+        | perf_event.ATTR_EXCLUDE_HV
+    )
+    plain = perf_event.make_attr(perf_event.PERF_TYPE_SOFTWARE, 3, read_format=0, exclude_hv=False)
     assert plain.flags == 0
     assert not plain.flag("disabled")
     plain.set_flag("exclude_user")
@@ -207,8 +213,11 @@ def test_make_attr_sets_only_the_requested_flags() -> None:
 
 
 def test_extended_hw_config_puts_the_pmu_type_in_the_high_word() -> None:
-    assert pe.extended_hw_config(10, pe.PERF_COUNT_HW_INSTRUCTIONS) == 0x0000_000A_0000_0001
-    assert pe.extended_hw_config(4, pe.PERF_COUNT_HW_CPU_CYCLES) >> pe.PERF_TYPE_EXTENDED_SHIFT == 4
+    assert perf_event.extended_hw_config(10, perf_event.PERF_COUNT_HW_INSTRUCTIONS) == 0x0000_000A_0000_0001
+    assert (
+        perf_event.extended_hw_config(4, perf_event.PERF_COUNT_HW_CPU_CYCLES) >> perf_event.PERF_TYPE_EXTENDED_SHIFT
+        == 4
+    )
 
 
 @pytest.mark.parametrize(
@@ -226,20 +235,20 @@ def test_extended_hw_config_puts_the_pmu_type_in_the_high_word() -> None:
     ],
 )
 def test_syscall_number_per_architecture(machine: str, is32: bool, nr: int) -> None:
-    assert pe.syscall_number(machine, userland_32bit=is32) == nr
+    assert perf_event.syscall_number(machine, userland_32bit=is32) == nr
 
 
 def test_syscall_number_refuses_an_unknown_machine() -> None:
     with pytest.raises(HardwareError, match="'vax'"):
-        pe.syscall_number("vax", userland_32bit=False)
+        perf_event.syscall_number("vax", userland_32bit=False)
 
 
 # --- real syscalls ------------------------------------------------------------------------------------------
 
 SW_EVENTS = [
-    ("context-switches", pe.PERF_TYPE_SOFTWARE, pe.PERF_COUNT_SW_CONTEXT_SWITCHES),
-    ("cpu-clock", pe.PERF_TYPE_SOFTWARE, pe.PERF_COUNT_SW_CPU_CLOCK),
-    ("page-faults", pe.PERF_TYPE_SOFTWARE, pe.PERF_COUNT_SW_PAGE_FAULTS),
+    ("context-switches", perf_event.PERF_TYPE_SOFTWARE, perf_event.PERF_COUNT_SW_CONTEXT_SWITCHES),
+    ("cpu-clock", perf_event.PERF_TYPE_SOFTWARE, perf_event.PERF_COUNT_SW_CPU_CLOCK),
+    ("page-faults", perf_event.PERF_TYPE_SOFTWARE, perf_event.PERF_COUNT_SW_PAGE_FAULTS),
 ]
 
 
@@ -247,10 +256,10 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def _open_or_skip(events: list[tuple[str, int, int]], **kw: bool) -> pe.PerfGroup:
+def _open_or_skip(events: list[tuple[str, int, int]], **kw: bool) -> perf_event.PerfGroup:
     try:
-        return pe.PerfGroup(0, events, **kw)
-    except pe.PerfOpenError as e:
+        return perf_event.PerfGroup(0, events, **kw)
+    except perf_event.PerfOpenError as e:
         if e.errno in (errno.EACCES, errno.EPERM):
             pytest.skip(f"CPU-wide perf events are not allowed here: {e}")
         raise
@@ -296,7 +305,7 @@ def test_software_group_counts_context_switches_and_cpu_clock() -> None:
         assert group.names == ["context-switches", "cpu-clock", "page-faults"]
         assert len(group.fds) == 3
         # Disabled leader: nothing counts until enable().
-        assert group.read() == pe.GroupReading(0, 0, [0, 0, 0])
+        assert group.read() == perf_event.GroupReading(0, 0, [0, 0, 0])
         group.enable()
         t0 = time.monotonic_ns()
         first = group.read()
@@ -312,7 +321,7 @@ def test_software_group_counts_context_switches_and_cpu_clock() -> None:
     # A CPU-wide cpu-clock ticks for the whole interval, idle included: about the wall time.
     assert second.values[1] - first.values[1] == pytest.approx(wall, rel=0.2)
     assert second.time_enabled - first.time_enabled == pytest.approx(wall, rel=0.2)
-    values, fraction = pe.scaled_delta(first, second)
+    values, fraction = perf_event.scaled_delta(first, second)
     assert fraction == 1.0  # software events are never multiplexed
     assert values[0] == switches
 
@@ -335,9 +344,9 @@ def test_read_of_a_closed_group_is_an_error() -> None:
     group = _open_or_skip(SW_EVENTS[:1])
     group.close()
     group.close()  # idempotent
-    with pytest.raises(pe.PerfGroupError, match="closed"):
+    with pytest.raises(perf_event.PerfGroupError, match="closed"):
         group.read()
-    with pytest.raises(pe.PerfGroupError, match="closed"):
+    with pytest.raises(perf_event.PerfGroupError, match="closed"):
         group.enable()
 
 
@@ -349,9 +358,9 @@ def test_no_fd_leak_on_success_or_when_a_member_fails() -> None:
             group.read()
     assert _open_fds() == before
     # Member 2 fails (no such software event): the leader and member 1 must be closed again.
-    bogus = ("bogus-event", pe.PERF_TYPE_SOFTWARE, 9999)
-    with pytest.raises(pe.PerfOpenError) as info:
-        pe.PerfGroup(0, [*SW_EVENTS[:2], bogus])
+    bogus = ("bogus-event", perf_event.PERF_TYPE_SOFTWARE, 9999)
+    with pytest.raises(perf_event.PerfOpenError) as info:
+        perf_event.PerfGroup(0, [*SW_EVENTS[:2], bogus])
     assert _open_fds() == before
     assert info.value.errno == errno.ENOENT
     assert (info.value.event, info.value.cpu) == ("bogus-event", 0)
@@ -360,8 +369,10 @@ def test_no_fd_leak_on_success_or_when_a_member_fails() -> None:
 
 def test_hardware_cycles_is_refused_without_a_pmu() -> None:
     try:
-        group = pe.PerfGroup(0, [("cycles", pe.PERF_TYPE_HARDWARE, pe.PERF_COUNT_HW_CPU_CYCLES)])
-    except pe.PerfOpenError as e:
+        group = perf_event.PerfGroup(
+            0, [("cycles", perf_event.PERF_TYPE_HARDWARE, perf_event.PERF_COUNT_HW_CPU_CYCLES)]
+        )
+    except perf_event.PerfOpenError as e:
         if e.errno in (errno.EACCES, errno.EPERM):
             pytest.skip(f"CPU-wide perf events are not allowed here: {e}")
         # This KVM guest exposes no PMU: the kernel answers ENOENT (EOPNOTSUPP on some architectures).
@@ -376,7 +387,7 @@ def test_hardware_cycles_is_refused_without_a_pmu() -> None:
 def test_unprivileged_cpu_wide_open_gets_eacces_and_the_paranoid_advice() -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root to drop to an unprivileged user")
-    paranoid = pe.read_paranoid(Sysroot("/"))
+    paranoid = perf_event.read_paranoid(Sysroot("/"))
     if paranoid is None or paranoid < 1:
         pytest.skip(f"perf_event_paranoid={paranoid} lets unprivileged users open CPU-wide events")
     r, w = os.pipe()
@@ -389,9 +400,9 @@ def test_unprivileged_cpu_wide_open_gets_eacces_and_the_paranoid_advice() -> Non
             os.setgid(65534)
             os.setuid(65534)  # drops every capability, CAP_PERFMON included
             try:
-                pe.PerfGroup(0, SW_EVENTS[:1]).close()
+                perf_event.PerfGroup(0, SW_EVENTS[:1]).close()
                 report = {"errno": 0}
-            except pe.PerfOpenError as e:
+            except perf_event.PerfOpenError as e:
                 report = {"errno": e.errno, "line": str(e)}
         except BaseException as e:
             report = {"errno": -1, "line": repr(e)}
@@ -447,7 +458,7 @@ def test_unprivileged_cpu_wide_open_gets_eacces_and_the_paranoid_advice() -> Non
     ],
 )
 def test_explain_open_error_lines(err: int, kw: dict[str, Any], expected: str) -> None:
-    line = pe.explain_open_error(err, event="instructions", cpu=3, **kw)
+    line = perf_event.explain_open_error(err, event="instructions", cpu=3, **kw)
     assert line.startswith("instructions on cpu 3: ")
     assert expected in line
     assert "\n" not in line
@@ -458,72 +469,76 @@ def test_explain_open_error_lines(err: int, kw: dict[str, Any], expected: str) -
 
 def test_parse_group_read_layouts_and_failures() -> None:
     data = b"".join(v.to_bytes(8, "little") for v in (2, 1000, 900, 11, 22))
-    assert pe.parse_group_read(data, 2) == pe.GroupReading(1000, 900, [11, 22])
+    assert perf_event.parse_group_read(data, 2) == perf_event.GroupReading(1000, 900, [11, 22])
     with_ids = b"".join(v.to_bytes(8, "little") for v in (2, 1000, 900, 11, 501, 22, 502))
-    assert pe.parse_group_read(with_ids, 2, with_ids=True) == pe.GroupReading(1000, 900, [11, 22], [501, 502])
-    with pytest.raises(pe.PerfGroupError, match="cpu 5: the perf group is in error state"):
-        pe.parse_group_read(b"", 2, cpu=5)
-    with pytest.raises(pe.PerfGroupError, match="returned 32 bytes, expected 40"):
-        pe.parse_group_read(data[:32], 2)
-    with pytest.raises(pe.PerfGroupError, match="reports 2 events, expected 3"):
-        pe.parse_group_read(data + data[:8], 3)
+    assert perf_event.parse_group_read(with_ids, 2, with_ids=True) == perf_event.GroupReading(
+        1000, 900, [11, 22], [501, 502]
+    )
+    with pytest.raises(perf_event.PerfGroupError, match="cpu 5: the perf group is in error state"):
+        perf_event.parse_group_read(b"", 2, cpu=5)
+    with pytest.raises(perf_event.PerfGroupError, match="returned 32 bytes, expected 40"):
+        perf_event.parse_group_read(data[:32], 2)
+    with pytest.raises(perf_event.PerfGroupError, match="reports 2 events, expected 3"):
+        perf_event.parse_group_read(data + data[:8], 3)
 
 
 def test_scaled_delta_multiplexed_scales_by_enabled_over_running() -> None:
-    prev = pe.GroupReading(5000, 3000, [100, 10])
-    cur = pe.GroupReading(6000, 3250, [200, 17])
-    values, fraction = pe.scaled_delta(prev, cur)
+    prev = perf_event.GroupReading(5000, 3000, [100, 10])
+    cur = perf_event.GroupReading(6000, 3250, [200, 17])
+    values, fraction = perf_event.scaled_delta(prev, cur)
     assert values == [400.0, 28.0]
     assert fraction == 0.25
 
 
 def test_scaled_delta_unmultiplexed_is_the_plain_delta() -> None:
-    values, fraction = pe.scaled_delta(pe.GroupReading(0, 0, [0]), pe.GroupReading(1000, 1000, [123]))
+    values, fraction = perf_event.scaled_delta(
+        perf_event.GroupReading(0, 0, [0]), perf_event.GroupReading(1000, 1000, [123])
+    )
     assert (values, fraction) == ([123.0], 1.0)
 
 
 def test_scaled_delta_not_counted_gives_zero_fraction() -> None:
-    prev = pe.GroupReading(1000, 250, [100, 7])
-    values, fraction = pe.scaled_delta(prev, pe.GroupReading(1500, 250, [100, 7]))
+    prev = perf_event.GroupReading(1000, 250, [100, 7])
+    values, fraction = perf_event.scaled_delta(prev, perf_event.GroupReading(1500, 250, [100, 7]))
     assert (values, fraction) == ([0.0, 0.0], 0.0)
     # Nothing elapsed at all (two reads in a row of a disabled group): also "not counted".
-    assert pe.scaled_delta(prev, prev) == ([0.0, 0.0], 0.0)
+    assert perf_event.scaled_delta(prev, prev) == ([0.0, 0.0], 0.0)
 
 
 def test_scaled_delta_rejects_mismatched_or_backward_readings() -> None:
     with pytest.raises(ValueError, match="different groups"):
-        pe.scaled_delta(pe.GroupReading(0, 0, [1]), pe.GroupReading(1, 1, [1, 2]))
+        perf_event.scaled_delta(perf_event.GroupReading(0, 0, [1]), perf_event.GroupReading(1, 1, [1, 2]))
     with pytest.raises(ValueError, match="out of order"):
-        pe.scaled_delta(pe.GroupReading(10, 10, [5]), pe.GroupReading(20, 20, [4]))
+        perf_event.scaled_delta(perf_event.GroupReading(10, 10, [5]), perf_event.GroupReading(20, 20, [4]))
 
 
 # --- sysfs formats and PMUs ---------------------------------------------------------------------------------
 
 
 def test_parse_format_variants() -> None:
-    assert pe.parse_format("config:0-7") == pe.FormatField("config", ((0, 7),))
-    assert pe.parse_format("config:18\n") == pe.FormatField("config", ((18, 18),))
-    assert pe.parse_format("config1:0-63").width == 64
-    split = pe.parse_format("config:0-7,32-35")
+    assert perf_event.parse_format("config:0-7") == perf_event.FormatField("config", ((0, 7),))
+    assert perf_event.parse_format("config:18\n") == perf_event.FormatField("config", ((18, 18),))
+    assert perf_event.parse_format("config1:0-63").width == 64
+    split = perf_event.parse_format("config:0-7,32-35")
     assert split.ranges == ((0, 7), (32, 35))
     assert split.bits == [*range(8), *range(32, 36)]
     for bad in ("config:7-0", "config:0-64", "umask:0-7", "config", "config:a-b"):
         with pytest.raises(ValueError, match="bad PMU format"):
-            pe.parse_format(bad)
+            perf_event.parse_format(bad)
 
 
 FORMATS = {
-    "event": pe.parse_format("config:0-7,32-35"),
-    "umask": pe.parse_format("config:8-15"),
-    "edge": pe.parse_format("config:18"),
-    "offcore_rsp": pe.parse_format("config1:0-63"),
-    "ldlat": pe.parse_format("config2:0-15"),
-    "tail_first": pe.parse_format("config:40-41,20-21"),
+    "event": perf_event.parse_format("config:0-7,32-35"),
+    "umask": perf_event.parse_format("config:8-15"),
+    "edge": perf_event.parse_format("config:18"),
+    "offcore_rsp": perf_event.parse_format("config1:0-63"),
+    "ldlat": perf_event.parse_format("config2:0-15"),
+    "tail_first": perf_event.parse_format("config:40-41,20-21"),
 }
 
 
 def test_encode_with_format_places_split_fields() -> None:
-    config, config1, config2 = pe.encode_with_format(
+    config, config1, config2 = perf_event.encode_with_format(
         {"event": 0xABC, "umask": 0x41, "edge": 1, "offcore_rsp": 2**64 - 1, "ldlat": 3}, FORMATS
     )
     # event 0xABC: low 8 bits (0xBC) at 0-7, the next 4 bits (0xA) at 32-35.
@@ -531,7 +546,7 @@ def test_encode_with_format_places_split_fields() -> None:
     assert config1 == 2**64 - 1
     assert config2 == 3
     # The value's low bits go to the lowest format bits, whatever order the ranges are listed in.
-    assert pe.encode_with_format({"tail_first": 0b1101}, FORMATS) == (0b01 << 20 | 0b11 << 40, 0, 0)
+    assert perf_event.encode_with_format({"tail_first": 0b1101}, FORMATS) == (0b01 << 20 | 0b11 << 40, 0, 0)
 
 
 @pytest.mark.parametrize(
@@ -545,7 +560,7 @@ def test_encode_with_format_places_split_fields() -> None:
 )
 def test_encode_with_format_rejects_values_that_do_not_fit(fields: dict[str, int], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
-        pe.encode_with_format(fields, FORMATS)
+        perf_event.encode_with_format(fields, FORMATS)
 
 
 def _write(root: Path, rel: str, text: str) -> None:
@@ -574,44 +589,44 @@ def hybrid_sysroot(tmp_path: Path) -> Sysroot:
 
 
 def test_list_pmus_reads_types_cpus_and_formats(hybrid_sysroot: Sysroot) -> None:
-    pmus = pe.list_pmus(hybrid_sysroot)
+    pmus = perf_event.list_pmus(hybrid_sysroot)
     assert sorted(pmus) == ["cpu_atom", "cpu_core", "software", "uncore_imc_0"]
     core = pmus["cpu_core"]
     assert (core.type, core.cpus, core.cpumask) == (4, list(range(16)), None)
-    assert core.formats["umask"] == pe.FormatField("config", ((8, 15),))
+    assert core.formats["umask"] == perf_event.FormatField("config", ((8, 15),))
     assert core.formats["offcore_rsp"].register == "config1"
     atom = pmus["cpu_atom"]
     assert (atom.type, atom.cpus, sorted(atom.formats)) == (10, list(range(16, 24)), ["event"])
-    assert pmus["software"] == pe.PmuInfo("software", 1, None, None, {})
+    assert pmus["software"] == perf_event.PmuInfo("software", 1, None, None, {})
     assert pmus["uncore_imc_0"].cpumask == [0, 12]
-    assert pe.encode_with_format({"event": 0xC0, "umask": 1}, core.formats) == (0x01C0, 0, 0)
+    assert perf_event.encode_with_format({"event": 0xC0, "umask": 1}, core.formats) == (0x01C0, 0, 0)
 
 
 def test_core_pmu_for_cpu_picks_by_cpus(hybrid_sysroot: Sysroot) -> None:
-    pmus = pe.list_pmus(hybrid_sysroot)
-    assert pe.core_pmu_for_cpu(pmus, 0).name == "cpu_core"  # type: ignore[union-attr]
-    assert pe.core_pmu_for_cpu(pmus, 15).name == "cpu_core"  # type: ignore[union-attr]
-    assert pe.core_pmu_for_cpu(pmus, 16).name == "cpu_atom"  # type: ignore[union-attr]
-    assert pe.core_pmu_for_cpu(pmus, 24) is None
-    plain = {"cpu": pe.PmuInfo("cpu", 4, None, None, {}), **pmus}
-    assert pe.core_pmu_for_cpu(plain, 20).name == "cpu"  # type: ignore[union-attr]
-    assert pe.core_pmu_for_cpu({}, 0) is None
+    pmus = perf_event.list_pmus(hybrid_sysroot)
+    assert perf_event.core_pmu_for_cpu(pmus, 0).name == "cpu_core"  # type: ignore[union-attr]
+    assert perf_event.core_pmu_for_cpu(pmus, 15).name == "cpu_core"  # type: ignore[union-attr]
+    assert perf_event.core_pmu_for_cpu(pmus, 16).name == "cpu_atom"  # type: ignore[union-attr]
+    assert perf_event.core_pmu_for_cpu(pmus, 24) is None
+    plain = {"cpu": perf_event.PmuInfo("cpu", 4, None, None, {}), **pmus}
+    assert perf_event.core_pmu_for_cpu(plain, 20).name == "cpu"  # type: ignore[union-attr]
+    assert perf_event.core_pmu_for_cpu({}, 0) is None
 
 
 def test_list_pmus_of_a_missing_directory_is_empty(tmp_path: Path) -> None:
-    assert pe.list_pmus(Sysroot(tmp_path)) == {}
+    assert perf_event.list_pmus(Sysroot(tmp_path)) == {}
 
 
 def test_list_pmus_of_this_machine() -> None:
     root = Sysroot("/")
-    if not root.exists(pe.EVENT_SOURCE_DIR):
+    if not root.exists(perf_event.EVENT_SOURCE_DIR):
         pytest.skip("no /sys/bus/event_source here")
-    pmus = pe.list_pmus(root)
-    assert pmus["software"].type == pe.PERF_TYPE_SOFTWARE
+    pmus = perf_event.list_pmus(root)
+    assert pmus["software"].type == perf_event.PERF_TYPE_SOFTWARE
     if "tracepoint" in pmus:
-        assert pmus["tracepoint"].type == pe.PERF_TYPE_TRACEPOINT
+        assert pmus["tracepoint"].type == perf_event.PERF_TYPE_TRACEPOINT
     if "breakpoint" in pmus:
-        assert pmus["breakpoint"].type == pe.PERF_TYPE_BREAKPOINT
+        assert pmus["breakpoint"].type == perf_event.PERF_TYPE_BREAKPOINT
     for name, info in pmus.items():
         assert info.name == name
         assert isinstance(info.type, int)
@@ -621,11 +636,11 @@ def test_list_pmus_of_this_machine() -> None:
 
 
 def test_read_paranoid(tmp_path: Path) -> None:
-    assert pe.read_paranoid(Sysroot(tmp_path)) is None
+    assert perf_event.read_paranoid(Sysroot(tmp_path)) is None
     _write(tmp_path, "proc/sys/kernel/perf_event_paranoid", "-1")
-    assert pe.read_paranoid(Sysroot(tmp_path)) == -1
+    assert perf_event.read_paranoid(Sysroot(tmp_path)) == -1
     _write(tmp_path, "proc/sys/kernel/perf_event_paranoid", "lots")
-    assert pe.read_paranoid(Sysroot(tmp_path)) is None
+    assert perf_event.read_paranoid(Sysroot(tmp_path)) is None
     real = Sysroot("/").read_text("proc/sys/kernel/perf_event_paranoid")
     if real is not None:
-        assert pe.read_paranoid(Sysroot("/")) == int(real)
+        assert perf_event.read_paranoid(Sysroot("/")) == int(real)

@@ -1,4 +1,5 @@
-"""Intel event names from Intel's perfmon tables (pmutop.pmu.perfmon) and `pmutop events` (pmutop.events_cmd)."""
+"""Intel event names from Intel's perfmon tables (pmutop.pmu.perfmon) and `pmutop events`
+(pmutop.app.commands.events)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import pytest
 from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
 from test_hardening_download import Serve, certificate, serve_https, valid_site  # noqa: F401  (fixtures: serve)
 
-from pmutop.errors import PmutopError, UsageError
-from pmutop.events_cmd import events_main, events_parser, run_events
+from pmutop.app.commands.events import events_main, events_parser, run_events
+from pmutop.core.errors import PmutopError, UsageError
+from pmutop.core.sysroot import Sysroot
 from pmutop.hw.platform import HostPlatform
 from pmutop.pmu.cpuid_decode import CpuIdentity
 from pmutop.pmu.events import ARCH_EVENTS, EventSpec
@@ -34,7 +36,6 @@ from pmutop.pmu.perfmon import (
     to_spec,
 )
 from pmutop.pmu.registers import RawEvent
-from pmutop.sysroot import Sysroot
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "perfmon"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "perfmon"

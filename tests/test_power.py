@@ -11,14 +11,14 @@ import pytest
 from sysroot_builder import write_msrs
 
 from pmutop.backends.sim import SimBackend
-from pmutop.clock import ManualClock
+from pmutop.core.clock import ManualClock
+from pmutop.core.sysroot import Sysroot
 from pmutop.engine.engine import Engine
+from pmutop.probes.power import regs
+from pmutop.probes.power.monitor import PowerMonitor
+from pmutop.probes.power.sysfs import CpuIdle
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
-from pmutop.sources.power import regs
-from pmutop.sources.power.monitor import PowerMonitor
-from pmutop.sources.power.sysfs import CpuIdle
-from pmutop.sysroot import Sysroot
 
 
 def test_rapl_units_wrap_and_tjmax_decode() -> None:
@@ -255,7 +255,7 @@ def test_batch_json_carries_watts_on_the_packages_first_cpu_and_instructions_per
 ) -> None:
     import json
 
-    from pmutop.cli import main
+    from pmutop.app.main import main
 
     code = main(["--demo", "--batch", "--count", "2", "--interval", "0.1", "--cores", "0-3", "--format", "json"])
     out, err = capsys.readouterr()
@@ -301,7 +301,7 @@ def _pmu(root: Path, name: str, type_: int, events: dict[str, str], scales: dict
 
 
 def test_without_msr_access_the_kernels_perf_pmus_give_busy_cstates_and_energy(tmp_path: Path) -> None:
-    from pmutop.sources.power.perf_power import PerfPower
+    from pmutop.probes.power.perf_power import PerfPower
 
     _fake_sysroot(tmp_path)
     _pmu(tmp_path, "msr", 9, {"tsc": "event=0x00", "aperf": "event=0x01", "mperf": "event=0x02"})
@@ -337,8 +337,8 @@ def test_without_msr_access_the_kernels_perf_pmus_give_busy_cstates_and_energy(t
 
 
 def test_a_refused_perf_open_is_reported_and_the_sysfs_sources_take_over(tmp_path: Path) -> None:
-    from pmutop.errors import HardwareError
-    from pmutop.sources.power.perf_power import PerfPower
+    from pmutop.core.errors import HardwareError
+    from pmutop.probes.power.perf_power import PerfPower
 
     _fake_sysroot(tmp_path)
     _pmu(tmp_path, "cstate_core", 10, {"c6-residency": "event=0x02"})

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from test_tui import footer_text, text_of
 
-from pmutop.cli import main
-from pmutop.engine.sample import Sample
-from pmutop.record.diff import diff_rows, diff_table
-from pmutop.record.format import FORMAT_VERSION, Header, header_to_dict, sample_to_dict
-from pmutop.record.reader import RecordingError, read_recording
-from pmutop.record.replay import ReplayFeed, replay_batch
-from pmutop.tui.replay_keys import ReplayApp, parse_time
+from pmutop.app.main import main
+from pmutop.core.sample import Sample
+from pmutop.feeds.replay import ReplayFeed, replay_batch
+from pmutop.recording.diff import diff_rows, diff_table
+from pmutop.recording.format import FORMAT_VERSION, Header, header_to_dict, sample_to_dict
+from pmutop.recording.reader import RecordingError, read_recording
+from pmutop.tui.replay_controls import ReplayApp, parse_time
 
 DEMO = ("--demo", "--batch", "--interval", "0.05", "--sim-cpus", "3", "--format", "json")
 
@@ -304,7 +304,7 @@ def test_replay_feed_thread_runs_to_the_end_at_max_speed_and_pauses(
 
 def test_every_sample_field_survives_the_round_trip() -> None:
     """A field added to Sample but not to the recording would make replays differ from the live run."""
-    from pmutop.record.format import SAMPLE_FIELDS, sample_from_dict
+    from pmutop.recording.format import SAMPLE_FIELDS, sample_from_dict
 
     s = Sample(
         cpu=3, seq=7, time=1.25, interval=0.5, tsc=123, tsc_hz=2.1e9, counts={"cycles": 9},

@@ -15,9 +15,9 @@ from rich.console import Console
 from serve_helpers import ROOT, free_port, scrape, start_serve, stop
 from textual.widgets import DataTable, Static
 
-from pmutop.errors import PmutopError, UsageError
-from pmutop.metrics import for_sample
-from pmutop.sources.remote import HOST_STRIDE, RemoteFeed, normalise_url, remote_info
+from pmutop.core.errors import PmutopError, UsageError
+from pmutop.derive.metrics import for_sample
+from pmutop.feeds.remote import HOST_STRIDE, RemoteFeed, normalise_url, remote_info
 from pmutop.tui.app import PmutopApp
 
 LOCAL_KEYS = ("instructions", "cycles", "ref_cycles", "llc_references", "llc_misses", "branches", "branch_misses")

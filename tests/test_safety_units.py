@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from pmutop.backends.msr import MsrBackend
-from pmutop.clock import ManualClock
+from pmutop.backends.msr.backend import MsrBackend
+from pmutop.core.clock import ManualClock
+from pmutop.core.errors import HardwareError
 from pmutop.engine.engine import Engine
-from pmutop.errors import HardwareError
 from pmutop.hw.platform import NMI_WATCHDOG
-from pmutop.pmu import registers as R
+from pmutop.pmu import registers
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
 
@@ -39,28 +39,32 @@ def test_a_counter_another_agent_starts_during_the_run_keeps_its_global_ctrl_bit
     # Another agent programs fixed counter 3's neighbour... a GP counter pmutop does not use (3),
     # and enables it in GLOBAL_CTRL.
     m = platform.machine
-    m.foreign_write(0, R.evtsel(3), 0x4300C0)
-    m.foreign_write(0, R.IA32_PERF_GLOBAL_CTRL, reg(platform, 0, R.IA32_PERF_GLOBAL_CTRL) | R.gp_bit(3))
+    m.foreign_write(0, registers.evtsel(3), 0x4300C0)
+    m.foreign_write(
+        0, registers.IA32_PERF_GLOBAL_CTRL, reg(platform, 0, registers.IA32_PERF_GLOBAL_CTRL) | registers.gp_bit(3)
+    )
     clock.advance(1.0)
     engine.tick()
     result = engine.stop()
     assert result.failures == []
-    glob = reg(platform, 0, R.IA32_PERF_GLOBAL_CTRL)
-    assert glob & R.gp_bit(3), "pmutop switched the other agent's counter off"
-    assert glob & ~R.gp_bit(3) == 0  # our own bits are back to what they were (nothing enabled)
-    assert reg(platform, 0, R.evtsel(3)) == 0x4300C0
-    assert reg(platform, 1, R.IA32_PERF_GLOBAL_CTRL) == 0
+    glob = reg(platform, 0, registers.IA32_PERF_GLOBAL_CTRL)
+    assert glob & registers.gp_bit(3), "pmutop switched the other agent's counter off"
+    assert glob & ~registers.gp_bit(3) == 0  # our own bits are back to what they were (nothing enabled)
+    assert reg(platform, 0, registers.evtsel(3)) == 0x4300C0
+    assert reg(platform, 1, registers.IA32_PERF_GLOBAL_CTRL) == 0
 
 
 def test_a_counter_another_agent_takes_over_keeps_its_bit_and_ours_go_back(clock: ManualClock) -> None:
     platform, engine = make(clock)
     engine.start()
-    platform.machine.foreign_write(0, R.evtsel(1), 0x4300C0)  # took our GP counter 1
+    platform.machine.foreign_write(0, registers.evtsel(1), 0x4300C0)  # took our GP counter 1
     result = engine.stop()
     assert any("IA32_PERFEVTSEL1" in n and "left as found" in n for n in result.notes)
-    assert reg(platform, 0, R.evtsel(1)) == 0x4300C0
-    assert reg(platform, 0, R.IA32_PERF_GLOBAL_CTRL) == R.gp_bit(1)  # only the taken counter stays enabled
-    assert reg(platform, 0, R.evtsel(0)) == 0 and reg(platform, 0, R.IA32_FIXED_CTR_CTRL) == 0
+    assert reg(platform, 0, registers.evtsel(1)) == 0x4300C0
+    assert reg(platform, 0, registers.IA32_PERF_GLOBAL_CTRL) == registers.gp_bit(
+        1
+    )  # only the taken counter stays enabled
+    assert reg(platform, 0, registers.evtsel(0)) == 0 and reg(platform, 0, registers.IA32_FIXED_CTR_CTRL) == 0
 
 
 def test_a_sampler_thread_that_cannot_be_created_still_restores_the_cpus_already_programmed(
@@ -84,8 +88,8 @@ def test_a_sampler_thread_that_cannot_be_created_still_restores_the_cpus_already
     result = engine.stop()
     assert result.failures == []
     for cpu in range(4):
-        assert reg(platform, cpu, R.IA32_PERF_GLOBAL_CTRL) == 0, cpu
-        assert reg(platform, cpu, R.evtsel(0)) == 0, cpu
+        assert reg(platform, cpu, registers.IA32_PERF_GLOBAL_CTRL) == 0, cpu
+        assert reg(platform, cpu, registers.evtsel(0)) == 0, cpu
 
 
 class ReadOnlyWatchdog(SimPlatform):
@@ -103,7 +107,7 @@ def test_a_watchdog_that_cannot_be_paused_is_one_error_and_nothing_else(clock: M
     result = engine.stop()
     assert (result.failures, result.notes) == ([], [])  # no spurious "could not undo" warning
     assert platform.settings[NMI_WATCHDOG] == "1"
-    assert reg(platform, 0, R.evtsel(0)) == 0
+    assert reg(platform, 0, registers.evtsel(0)) == 0
 
 
 def test_the_guardian_restores_and_exits_when_the_main_thread_is_stuck(tmp_path: Path) -> None:
@@ -112,8 +116,8 @@ def test_the_guardian_restores_and_exits_when_the_main_thread_is_stuck(tmp_path:
     script = textwrap.dedent(
         f"""
         import threading, sys
-        from pmutop.backends.msr_restore import RestoreResult
-        from pmutop.exitguard import ExitGuard
+        from pmutop.core.undo import RestoreResult
+        from pmutop.safety.exit_guard import ExitGuard
         guard = ExitGuard(lambda m: print("pmutop: " + m, file=sys.stderr, flush=True))
         guard.install()
         def restore():
@@ -153,5 +157,5 @@ def test_a_cpu_gone_offline_is_reported_not_restored_and_the_others_are(clock: M
     assert result.failed_cpus == {1}
     assert result.failures and all(f.startswith("cpu 1: ") for f in result.failures)
     for cpu in (0, 2):  # the undo went on past cpu 1's failures
-        assert reg(platform, cpu, R.IA32_PERF_GLOBAL_CTRL) == 0
-        assert reg(platform, cpu, R.evtsel(0)) == 0
+        assert reg(platform, cpu, registers.IA32_PERF_GLOBAL_CTRL) == 0
+        assert reg(platform, cpu, registers.evtsel(0)) == 0

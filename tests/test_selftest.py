@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers, read_msr
 
-from pmutop import selftest
-from pmutop.cli import main
-from pmutop.clock import ManualClock
-from pmutop.errors import EXIT_NO_PMU
+from pmutop.app.commands import selftest
+from pmutop.app.main import main
+from pmutop.core.clock import ManualClock
+from pmutop.core.errors import EXIT_NO_PMU
+from pmutop.core.sysroot import Sysroot
 from pmutop.hw import shim, workloads
-from pmutop.pmu import registers as R
-from pmutop.sim import selftest_workloads as sw
+from pmutop.pmu import registers
+from pmutop.sim import selftest_workloads
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
-from pmutop.sysroot import Sysroot
 
 CHECKS = ("instructions", "ref-cycles", "cycles", "llc-misses", "branch-misses", "topdown-backend", "topdown-frontend")
 
@@ -59,8 +59,8 @@ def test_undercounting_model_fails_the_instruction_check(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # A broken PMU model: the loop's instructions counted at 1.8 per iteration instead of 2 (-10%).
-    broken = dataclasses.replace(sw.WORKLOADS["instructions"], instructions=1.8)
-    monkeypatch.setitem(sw.WORKLOADS, "instructions", broken)
+    broken = dataclasses.replace(selftest_workloads.WORKLOADS["instructions"], instructions=1.8)
+    monkeypatch.setitem(selftest_workloads.WORKLOADS, "instructions", broken)
     assert main(["selftest", "--demo", "--cores", "0"]) == 1
     out = capsys.readouterr().out
     statuses = lines_of(out, 0)
@@ -87,7 +87,11 @@ def test_each_broken_behaviour_fails_its_check(
     value: float,
     check: str,
 ) -> None:
-    monkeypatch.setitem(sw.WORKLOADS, workload, dataclasses.replace(sw.WORKLOADS[workload], **{field: value}))
+    monkeypatch.setitem(
+        selftest_workloads.WORKLOADS,
+        workload,
+        dataclasses.replace(selftest_workloads.WORKLOADS[workload], **{field: value}),
+    )
     assert main(["selftest", "--demo", "--cores", "1"]) == 1
     assert lines_of(capsys.readouterr().out, 1)[check] == "FAIL"
 
@@ -109,7 +113,7 @@ def test_sim_pmu_is_put_back_after_the_selftest(monkeypatch: pytest.MonkeyPatch)
     assert main(["selftest", "--demo"]) == 0
     after = [platform.machine.msr(cpu).snapshot() for cpu in (0, 1)]
     assert after == before
-    assert platform.machine.msr(0).read(R.IA32_PERF_GLOBAL_CTRL) == 0
+    assert platform.machine.msr(0).read(registers.IA32_PERF_GLOBAL_CTRL) == 0
 
 
 @pytest.mark.parametrize("backend", ["perf", "auto"])

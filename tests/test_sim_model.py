@@ -9,19 +9,19 @@ import threading
 
 import pytest
 
-from pmutop.clock import ManualClock
-from pmutop.errors import ForbiddenMsrWrite
+from pmutop.core.clock import ManualClock
+from pmutop.core.errors import ForbiddenMsrWrite
 from pmutop.hw.msr import MsrAccessError, MsrDevice
-from pmutop.pmu import registers as r
+from pmutop.pmu import registers
 from pmutop.pmu.cpuid_decode import decode_perfmon
 from pmutop.sim.model import SimConfig, SimMachine, SimRdpmcFault
 from pmutop.sim.workload import Amounts, Counts, PhaseKind, Workload
 
 SEC = 1_000_000_000
-CYCLES = r.RawEvent(0x3C)
-INSTRUCTIONS = r.RawEvent(0xC0)
-REF_BUS = r.RawEvent(0x3C, 0x01)
-LLC_MISSES = r.RawEvent(0x2E, 0x41)
+CYCLES = registers.RawEvent(0x3C)
+INSTRUCTIONS = registers.RawEvent(0xC0)
+REF_BUS = registers.RawEvent(0x3C, 0x01)
+LLC_MISSES = registers.RawEvent(0x2E, 0x41)
 
 
 def make(**kw: object) -> tuple[SimMachine, ManualClock]:
@@ -29,8 +29,8 @@ def make(**kw: object) -> tuple[SimMachine, ManualClock]:
     return SimMachine(SimConfig(**kw), clock), clock  # type: ignore[arg-type]
 
 
-def sel(ev: r.RawEvent, *, user: bool = True, kernel: bool = True, extra: int = 0) -> int:
-    return r.encode_evtsel(ev, user=user, kernel=kernel) | extra
+def sel(ev: registers.RawEvent, *, user: bool = True, kernel: bool = True, extra: int = 0) -> int:
+    return registers.encode_evtsel(ev, user=user, kernel=kernel) | extra
 
 
 def delta(m: SimMachine, cpu: int, t1: int, t2: int) -> tuple[Counts, Counts]:
@@ -51,68 +51,68 @@ def test_gp_counts_only_when_evtsel_and_global_ctrl_both_enable() -> None:
     m, clock = make()
     dev = m.msr(0)
     assert isinstance(dev, MsrDevice)
-    dev.write(r.evtsel(0), sel(CYCLES))
-    dev.write(r.evtsel(1), sel(CYCLES) & ~r.EVTSEL_EN)  # GLOBAL_CTRL will allow it, EN does not
+    dev.write(registers.evtsel(0), sel(CYCLES))
+    dev.write(registers.evtsel(1), sel(CYCLES) & ~registers.EVTSEL_EN)  # GLOBAL_CTRL will allow it, EN does not
     clock.set_ns(1 * SEC)
-    assert dev.read(r.pmc(0)) == 0  # EN set but GLOBAL_CTRL bit 0 clear
+    assert dev.read(registers.pmc(0)) == 0  # EN set but GLOBAL_CTRL bit 0 clear
 
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([0, 1], []))
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.global_ctrl_mask([0, 1], []))
     clock.set_ns(2 * SEC)
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, 0)
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, 0)
     clock.set_ns(3 * SEC)
 
     a, b = delta(m, 0, 1 * SEC, 2 * SEC)
     expected = b.total.cycles - a.total.cycles
     assert expected > 0
-    assert dev.read(r.pmc(0)) == expected
-    assert dev.read(r.a_pmc(0)) == expected
-    assert dev.read(r.pmc(1)) == 0
+    assert dev.read(registers.pmc(0)) == expected
+    assert dev.read(registers.a_pmc(0)) == expected
+    assert dev.read(registers.pmc(1)) == 0
 
 
 def test_fixed_counter_needs_enable_field_and_global_bit() -> None:
     m, clock = make()
     dev = m.msr(2)
-    dev.write(r.IA32_FIXED_CTR_CTRL, 0x300)  # only fixed 2 has an enable field
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([], [0, 1]))  # only fixed 0, 1 globally
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0x300)  # only fixed 2 has an enable field
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.global_ctrl_mask([], [0, 1]))  # only fixed 0, 1 globally
     clock.set_ns(SEC)
-    assert [dev.read(r.fixed_ctr(i)) for i in range(3)] == [0, 0, 0]
+    assert [dev.read(registers.fixed_ctr(i)) for i in range(3)] == [0, 0, 0]
 
 
 def test_usr_os_split() -> None:
     m, clock = make(fixed_counters=3)
     dev = m.msr(3)
-    dev.write(r.evtsel(0), sel(INSTRUCTIONS, user=True, kernel=False))
-    dev.write(r.evtsel(1), sel(INSTRUCTIONS, user=False, kernel=True))
-    dev.write(r.evtsel(2), sel(INSTRUCTIONS, user=True, kernel=True))
-    dev.write(r.evtsel(3), sel(INSTRUCTIONS, user=False, kernel=False))
+    dev.write(registers.evtsel(0), sel(INSTRUCTIONS, user=True, kernel=False))
+    dev.write(registers.evtsel(1), sel(INSTRUCTIONS, user=False, kernel=True))
+    dev.write(registers.evtsel(2), sel(INSTRUCTIONS, user=True, kernel=True))
+    dev.write(registers.evtsel(3), sel(INSTRUCTIONS, user=False, kernel=False))
     # fixed 0: user only (2), fixed 1: OS only (1), fixed 2: both (3)
-    dev.write(r.IA32_FIXED_CTR_CTRL, 0x312)
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask(range(4), range(3)))
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0x312)
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.global_ctrl_mask(range(4), range(3)))
     clock.set_ns(7 * SEC)
 
     _, c = delta(m, 3, 0, 7 * SEC)
     assert c.user.instructions > 0 and c.kernel.instructions > 0
-    assert [dev.read(r.pmc(i)) for i in range(4)] == [
+    assert [dev.read(registers.pmc(i)) for i in range(4)] == [
         c.user.instructions,
         c.kernel.instructions,
         c.total.instructions,
         0,
     ]
-    assert dev.read(r.fixed_ctr(0)) == c.user.instructions
-    assert dev.read(r.fixed_ctr(1)) == c.kernel.cycles
-    assert dev.read(r.fixed_ctr(2)) == c.total.ref_cycles
+    assert dev.read(registers.fixed_ctr(0)) == c.user.instructions
+    assert dev.read(registers.fixed_ctr(1)) == c.kernel.cycles
+    assert dev.read(registers.fixed_ctr(2)) == c.total.ref_cycles
 
 
 def test_fixed_counters_equal_workload_integrals() -> None:
     m, clock = make(version=5, fixed_counters=4, tsc_hz=3_000_000_000)
     dev = m.msr(5)
-    dev.write(r.IA32_FIXED_CTR_CTRL, 0x3333)
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([], range(4)))
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0x3333)
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.global_ctrl_mask([], range(4)))
     clock.set_ns(2_500_000_000)
     tsc, values = m.read_counters(5, 4, 0)
     c = m.workload(5).cumulative(2_500_000_000).total
     assert tsc == 7_500_000_000
-    assert dev.read(r.IA32_TIME_STAMP_COUNTER) == 7_500_000_000
+    assert dev.read(registers.IA32_TIME_STAMP_COUNTER) == 7_500_000_000
     assert values == [c.instructions, c.cycles, c.ref_cycles, c.slots]
     assert c.slots == 4 * c.cycles  # the default "skx" shape is 4 wide
     assert 0 < c.ref_cycles <= tsc
@@ -121,31 +121,31 @@ def test_fixed_counters_equal_workload_integrals() -> None:
 def test_gp_architectural_events() -> None:
     m, clock = make(tsc_hz=2_000_000_000)
     dev = m.msr(1)
-    dev.write(r.evtsel(0), sel(REF_BUS))
-    dev.write(r.evtsel(1), sel(LLC_MISSES))
-    dev.write(r.evtsel(2), sel(r.RawEvent(0xC5)))
-    dev.write(r.evtsel(3), sel(r.RawEvent(0xA4, 0x01)))
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, 0xF)
+    dev.write(registers.evtsel(0), sel(REF_BUS))
+    dev.write(registers.evtsel(1), sel(LLC_MISSES))
+    dev.write(registers.evtsel(2), sel(registers.RawEvent(0xC5)))
+    dev.write(registers.evtsel(3), sel(registers.RawEvent(0xA4, 0x01)))
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, 0xF)
     clock.set_ns(3 * SEC)
     w = m.workload(1).cumulative(3 * SEC)
     c = w.total
     # 100 MHz bus rate; user and kernel parts are scaled (and floored) separately
     bus = sum(part.ref_cycles * 100_000_000 // 2_000_000_000 for part in (w.user, w.kernel))
     assert abs(bus - c.ref_cycles // 20) <= 1
-    assert [dev.read(r.pmc(i)) for i in range(4)] == [bus, c.llc_misses, c.branch_misses, c.slots]
+    assert [dev.read(registers.pmc(i)) for i in range(4)] == [bus, c.llc_misses, c.branch_misses, c.slots]
 
 
 def test_raw_and_cmask_events_are_deterministic_and_bounded() -> None:
     def run() -> tuple[list[int], Amounts]:
         m, clock = make(seed=9)
         dev = m.msr(0)
-        dev.write(r.evtsel(0), sel(r.RawEvent(0xD1, 0x20)))  # a non-architectural event
-        dev.write(r.evtsel(1), sel(r.RawEvent(0xA3, 0x14, cmask=0x14)))
-        dev.write(r.evtsel(2), sel(r.RawEvent(0xA3, 0x14, cmask=0x14, edge=True)))
-        dev.write(r.evtsel(3), sel(r.RawEvent(0x00, 0x01)))
-        dev.write(r.IA32_PERF_GLOBAL_CTRL, 0xF)
+        dev.write(registers.evtsel(0), sel(registers.RawEvent(0xD1, 0x20)))  # a non-architectural event
+        dev.write(registers.evtsel(1), sel(registers.RawEvent(0xA3, 0x14, cmask=0x14)))
+        dev.write(registers.evtsel(2), sel(registers.RawEvent(0xA3, 0x14, cmask=0x14, edge=True)))
+        dev.write(registers.evtsel(3), sel(registers.RawEvent(0x00, 0x01)))
+        dev.write(registers.IA32_PERF_GLOBAL_CTRL, 0xF)
         clock.set_ns(4 * SEC)
-        return [dev.read(r.pmc(i)) for i in range(4)], m.workload(0).cumulative(4 * SEC).total
+        return [dev.read(registers.pmc(i)) for i in range(4)], m.workload(0).cumulative(4 * SEC).total
 
     (raw, cmask, edge, zero), c = run()
     assert 0 < raw <= c.instructions // 2
@@ -161,72 +161,75 @@ def test_raw_and_cmask_events_are_deterministic_and_bounded() -> None:
 def test_gp_wrap_at_narrow_width_sets_only_its_status_bit() -> None:
     m, clock = make(gp_width=24, fixed_width=24)
     dev = m.msr(0)
-    dev.write(r.evtsel(0), sel(CYCLES))
-    dev.write(r.evtsel(1), sel(CYCLES))
-    dev.write(r.a_pmc(0), (1 << 24) - 100)
-    dev.write(r.IA32_FIXED_CTR_CTRL, 0x030)
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([0, 1], [1]))
+    dev.write(registers.evtsel(0), sel(CYCLES))
+    dev.write(registers.evtsel(1), sel(CYCLES))
+    dev.write(registers.a_pmc(0), (1 << 24) - 100)
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0x030)
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.global_ctrl_mask([0, 1], [1]))
     clock.set_ns(1_000_000)  # 1 ms: far fewer than 2^24 cycles
     d = m.workload(0).cumulative(1_000_000).total.cycles
     assert 100 < d < 1 << 24
-    assert dev.read(r.pmc(0)) == d - 100
-    assert dev.read(r.pmc(1)) == d
-    assert dev.read(r.fixed_ctr(1)) == d
-    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == r.gp_bit(0)
+    assert dev.read(registers.pmc(0)) == d - 100
+    assert dev.read(registers.pmc(1)) == d
+    assert dev.read(registers.fixed_ctr(1)) == d
+    assert dev.read(registers.IA32_PERF_GLOBAL_STATUS) == registers.gp_bit(0)
 
 
 def test_fixed_wrap_sets_bit_32_plus_i_and_value_is_modulo_width() -> None:
     m, clock = make(fixed_width=16)
     dev = m.msr(4)
-    dev.write(r.fixed_ctr(2), 0xFFF0)
-    dev.write(r.IA32_FIXED_CTR_CTRL, 0x300)
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.fixed_bit(2))
+    dev.write(registers.fixed_ctr(2), 0xFFF0)
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0x300)
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.fixed_bit(2))
     clock.set_ns(SEC // 2)
     ref = m.workload(4).cumulative(SEC // 2).total.ref_cycles
     assert ref > 1 << 16  # wraps many times: still one status bit
-    assert dev.read(r.fixed_ctr(2)) == (0xFFF0 + ref) % (1 << 16)
-    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == r.fixed_bit(2)
+    assert dev.read(registers.fixed_ctr(2)) == (0xFFF0 + ref) % (1 << 16)
+    assert dev.read(registers.IA32_PERF_GLOBAL_STATUS) == registers.fixed_bit(2)
     assert m.rdpmc(4, 1 << 30 | 2) == (0xFFF0 + ref) % (1 << 16)
 
 
 def test_status_reset_is_write_one_to_clear() -> None:
     m, _ = make()
     dev = m.msr(0)
-    bits = r.gp_bit(1) | r.fixed_bit(0) | r.STATUS_COND_CHGD
+    bits = registers.gp_bit(1) | registers.fixed_bit(0) | registers.STATUS_COND_CHGD
     m.set_status_bits(0, bits)
-    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == bits
-    dev.write(r.IA32_PERF_GLOBAL_STATUS_RESET, 0)
-    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == bits
-    dev.write(r.IA32_PERF_GLOBAL_STATUS_RESET, r.gp_bit(1))
-    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == r.fixed_bit(0) | r.STATUS_COND_CHGD
-    dev.write(r.IA32_PERF_GLOBAL_STATUS_RESET, r.gp_bit(0) | r.fixed_bit(0) | r.STATUS_COND_CHGD)
-    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == 0
-    assert dev.read(r.IA32_PERF_GLOBAL_STATUS_RESET) == 0
+    assert dev.read(registers.IA32_PERF_GLOBAL_STATUS) == bits
+    dev.write(registers.IA32_PERF_GLOBAL_STATUS_RESET, 0)
+    assert dev.read(registers.IA32_PERF_GLOBAL_STATUS) == bits
+    dev.write(registers.IA32_PERF_GLOBAL_STATUS_RESET, registers.gp_bit(1))
+    assert dev.read(registers.IA32_PERF_GLOBAL_STATUS) == registers.fixed_bit(0) | registers.STATUS_COND_CHGD
+    dev.write(
+        registers.IA32_PERF_GLOBAL_STATUS_RESET,
+        registers.gp_bit(0) | registers.fixed_bit(0) | registers.STATUS_COND_CHGD,
+    )
+    assert dev.read(registers.IA32_PERF_GLOBAL_STATUS) == 0
+    assert dev.read(registers.IA32_PERF_GLOBAL_STATUS_RESET) == 0
 
 
 def test_status_set_register_on_v4() -> None:
     m, _ = make(version=4)
-    m.foreign_write(0, r.IA32_PERF_GLOBAL_STATUS_SET, r.STATUS_OVF_BUF | r.gp_bit(3))
-    assert m.msr(0).read(r.IA32_PERF_GLOBAL_STATUS) == r.STATUS_OVF_BUF | r.gp_bit(3)
-    assert m.msr(0).read(r.IA32_PERF_GLOBAL_STATUS_SET) == 0
-    assert m.msr(1).read(r.IA32_PERF_GLOBAL_STATUS) == 0
+    m.foreign_write(0, registers.IA32_PERF_GLOBAL_STATUS_SET, registers.STATUS_OVF_BUF | registers.gp_bit(3))
+    assert m.msr(0).read(registers.IA32_PERF_GLOBAL_STATUS) == registers.STATUS_OVF_BUF | registers.gp_bit(3)
+    assert m.msr(0).read(registers.IA32_PERF_GLOBAL_STATUS_SET) == 0
+    assert m.msr(1).read(registers.IA32_PERF_GLOBAL_STATUS) == 0
 
 
 def test_stale_ctr_frz_stops_all_counting_until_cleared() -> None:
     m, clock = make(version=4)
     dev = m.msr(6)
-    m.set_status_bits(6, r.STATUS_CTR_FRZ)
-    dev.write(r.evtsel(0), sel(INSTRUCTIONS))
-    dev.write(r.IA32_FIXED_CTR_CTRL, 0x333)
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([0], range(3)))
+    m.set_status_bits(6, registers.STATUS_CTR_FRZ)
+    dev.write(registers.evtsel(0), sel(INSTRUCTIONS))
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0x333)
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.global_ctrl_mask([0], range(3)))
     clock.set_ns(2 * SEC)
     assert m.read_counters(6, 3, 1)[1] == [0, 0, 0, 0]
-    dev.write(r.IA32_PERF_GLOBAL_STATUS_RESET, 0)  # the classic mistake: clears nothing
+    dev.write(registers.IA32_PERF_GLOBAL_STATUS_RESET, 0)  # the classic mistake: clears nothing
     clock.set_ns(3 * SEC)
     assert m.read_counters(6, 3, 1)[1] == [0, 0, 0, 0]
-    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == r.STATUS_CTR_FRZ
+    assert dev.read(registers.IA32_PERF_GLOBAL_STATUS) == registers.STATUS_CTR_FRZ
 
-    dev.write(r.IA32_PERF_GLOBAL_STATUS_RESET, r.STATUS_CTR_FRZ)
+    dev.write(registers.IA32_PERF_GLOBAL_STATUS_RESET, registers.STATUS_CTR_FRZ)
     clock.set_ns(5 * SEC)
     a, b = delta(m, 6, 3 * SEC, 5 * SEC)
     instr = b.total.instructions - a.total.instructions
@@ -242,31 +245,33 @@ def test_overflow_with_int_freezes_everything_at_the_overflow_instant() -> None:
     m, clock = make(version=4)
     dev = m.msr(0)
     n = 1_000_000
-    dev.write(r.a_pmc(0), (1 << 48) - n)
-    dev.write(r.evtsel(0), sel(CYCLES, extra=r.EVTSEL_INT))
-    dev.write(r.IA32_FIXED_CTR_CTRL, 0x030)  # fixed 1 counts the same cycles, no PMI
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.gp_bit(0) | r.fixed_bit(1))
+    dev.write(registers.a_pmc(0), (1 << 48) - n)
+    dev.write(registers.evtsel(0), sel(CYCLES, extra=registers.EVTSEL_INT))
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0x030)  # fixed 1 counts the same cycles, no PMI
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.gp_bit(0) | registers.fixed_bit(1))
     clock.set_ns(SEC)
-    fixed1 = dev.read(r.fixed_ctr(1))
-    pmc0 = dev.read(r.pmc(0))
+    fixed1 = dev.read(registers.fixed_ctr(1))
+    pmc0 = dev.read(registers.pmc(0))
     assert n <= fixed1 < n + 64  # stopped within one TSC tick of the overflow
     assert pmc0 == fixed1 - n
-    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == r.gp_bit(0) | r.STATUS_CTR_FRZ
-    assert dev.read(r.IA32_PERF_GLOBAL_INUSE) == r.gp_bit(0) | r.fixed_bit(1) | r.INUSE_PMI
+    assert dev.read(registers.IA32_PERF_GLOBAL_STATUS) == registers.gp_bit(0) | registers.STATUS_CTR_FRZ
+    assert (
+        dev.read(registers.IA32_PERF_GLOBAL_INUSE) == registers.gp_bit(0) | registers.fixed_bit(1) | registers.INUSE_PMI
+    )
     clock.set_ns(2 * SEC)
-    assert (dev.read(r.fixed_ctr(1)), dev.read(r.pmc(0))) == (fixed1, pmc0)
+    assert (dev.read(registers.fixed_ctr(1)), dev.read(registers.pmc(0))) == (fixed1, pmc0)
 
 
 def test_overflow_with_int_does_not_freeze_before_v4() -> None:
     m, clock = make(version=3)
     dev = m.msr(0)
-    dev.write(r.a_pmc(0), (1 << 48) - 1000)
-    dev.write(r.evtsel(0), sel(CYCLES, extra=r.EVTSEL_INT))
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.gp_bit(0))
+    dev.write(registers.a_pmc(0), (1 << 48) - 1000)
+    dev.write(registers.evtsel(0), sel(CYCLES, extra=registers.EVTSEL_INT))
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.gp_bit(0))
     clock.set_ns(SEC)
     cycles = m.workload(0).cumulative(SEC).total.cycles
-    assert dev.read(r.pmc(0)) == cycles - 1000
-    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == r.gp_bit(0)
+    assert dev.read(registers.pmc(0)) == cycles - 1000
+    assert dev.read(registers.IA32_PERF_GLOBAL_STATUS) == registers.gp_bit(0)
 
 
 # -- faults ----------------------------------------------------------------------------------------------
@@ -275,16 +280,16 @@ def test_overflow_with_int_does_not_freeze_before_v4() -> None:
 @pytest.mark.parametrize(
     ("cfg", "address", "value"),
     [
-        ({}, r.evtsel(0), sel(CYCLES) | 1 << 40),
-        ({"version": 5}, r.evtsel(0), sel(CYCLES) | r.EVTSEL_ANY),
-        ({"gp_counters": 4}, r.IA32_PERF_GLOBAL_CTRL, 0x1F),
-        ({"fixed_counters": 3}, r.IA32_PERF_GLOBAL_CTRL, r.fixed_bit(3)),
-        ({"fixed_counters": 3}, r.IA32_FIXED_CTR_CTRL, 0x3333),
-        ({"version": 5}, r.IA32_FIXED_CTR_CTRL, 0x337),
-        ({"full_width_writes": False}, r.a_pmc(0), 5),
-        ({"gp_width": 40}, r.a_pmc(0), 1 << 40),
-        ({"fixed_width": 40}, r.fixed_ctr(0), 1 << 40),
-        ({"gp_counters": 4}, r.IA32_PERF_GLOBAL_STATUS_RESET, r.gp_bit(4)),
+        ({}, registers.evtsel(0), sel(CYCLES) | 1 << 40),
+        ({"version": 5}, registers.evtsel(0), sel(CYCLES) | registers.EVTSEL_ANY),
+        ({"gp_counters": 4}, registers.IA32_PERF_GLOBAL_CTRL, 0x1F),
+        ({"fixed_counters": 3}, registers.IA32_PERF_GLOBAL_CTRL, registers.fixed_bit(3)),
+        ({"fixed_counters": 3}, registers.IA32_FIXED_CTR_CTRL, 0x3333),
+        ({"version": 5}, registers.IA32_FIXED_CTR_CTRL, 0x337),
+        ({"full_width_writes": False}, registers.a_pmc(0), 5),
+        ({"gp_width": 40}, registers.a_pmc(0), 1 << 40),
+        ({"fixed_width": 40}, registers.fixed_ctr(0), 1 << 40),
+        ({"gp_counters": 4}, registers.IA32_PERF_GLOBAL_STATUS_RESET, registers.gp_bit(4)),
     ],
 )
 def test_reserved_bit_writes_fault_with_eio_and_change_nothing(
@@ -292,57 +297,64 @@ def test_reserved_bit_writes_fault_with_eio_and_change_nothing(
 ) -> None:
     m, _ = make(**cfg)
     dev = m.msr(0)
-    dev.write(r.evtsel(0), sel(INSTRUCTIONS))
-    dev.write(r.pmc(0), 7)
-    dev.write(r.fixed_ctr(0), 9)
-    dev.write(r.IA32_FIXED_CTR_CTRL, 0x3)
-    m.set_status_bits(0, r.gp_bit(2))
+    dev.write(registers.evtsel(0), sel(INSTRUCTIONS))
+    dev.write(registers.pmc(0), 7)
+    dev.write(registers.fixed_ctr(0), 9)
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0x3)
+    m.set_status_bits(0, registers.gp_bit(2))
     before = dev.snapshot()
-    counters = [dev.read(r.pmc(0)), dev.read(r.fixed_ctr(0))]
-    assert before[r.evtsel(0)] == sel(INSTRUCTIONS)
+    counters = [dev.read(registers.pmc(0)), dev.read(registers.fixed_ctr(0))]
+    assert before[registers.evtsel(0)] == sel(INSTRUCTIONS)
     with pytest.raises(MsrAccessError) as exc:
         dev.write(address, value)
     eio(exc, "write", address)
     assert dev.snapshot() == before
-    assert [dev.read(r.pmc(0)), dev.read(r.fixed_ctr(0))] == counters == [7, 9]
+    assert [dev.read(registers.pmc(0)), dev.read(registers.fixed_ctr(0))] == counters == [7, 9]
 
 
 def test_anythread_is_accepted_before_v5() -> None:
     m, _ = make(version=4)
     dev = m.msr(0)
-    dev.write(r.evtsel(0), sel(CYCLES) | r.EVTSEL_ANY)
-    dev.write(r.IA32_FIXED_CTR_CTRL, 0x337)
-    assert dev.snapshot()[r.evtsel(0)] == sel(CYCLES) | r.EVTSEL_ANY
-    assert dev.read(r.IA32_FIXED_CTR_CTRL) == 0x337
+    dev.write(registers.evtsel(0), sel(CYCLES) | registers.EVTSEL_ANY)
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0x337)
+    assert dev.snapshot()[registers.evtsel(0)] == sel(CYCLES) | registers.EVTSEL_ANY
+    assert dev.read(registers.IA32_FIXED_CTR_CTRL) == 0x337
 
 
 @pytest.mark.parametrize(
-    "address", [r.IA32_PERF_GLOBAL_STATUS, r.IA32_PERF_GLOBAL_INUSE, r.IA32_PERF_CAPABILITIES, 0x10, 0x1A0]
+    "address",
+    [
+        registers.IA32_PERF_GLOBAL_STATUS,
+        registers.IA32_PERF_GLOBAL_INUSE,
+        registers.IA32_PERF_CAPABILITIES,
+        0x10,
+        0x1A0,
+    ],
 )
 def test_read_only_and_unknown_registers_fault_on_foreign_write(address: int) -> None:
     m, _ = make()
-    m.set_status_bits(0, r.gp_bit(0))
+    m.set_status_bits(0, registers.gp_bit(0))
     with pytest.raises(MsrAccessError) as exc:
         m.foreign_write(0, address, 0)
     eio(exc, "write", address)
-    assert m.msr(0).read(r.IA32_PERF_GLOBAL_STATUS) == r.gp_bit(0)
+    assert m.msr(0).read(registers.IA32_PERF_GLOBAL_STATUS) == registers.gp_bit(0)
 
 
 def test_pmutop_allowlist_blocks_status_write_before_the_simulator() -> None:
     m, _ = make()
     with pytest.raises(ForbiddenMsrWrite):
-        m.msr(0).write(r.IA32_PERF_GLOBAL_STATUS, 0)
+        m.msr(0).write(registers.IA32_PERF_GLOBAL_STATUS, 0)
 
 
 @pytest.mark.parametrize(
     ("cfg", "address"),
     [
-        ({"gp_counters": 4}, r.pmc(4)),
-        ({"gp_counters": 4}, r.a_pmc(4)),
-        ({"gp_counters": 2}, r.evtsel(2)),
-        ({"fixed_counters": 3}, r.fixed_ctr(3)),
-        ({"version": 3}, r.IA32_PERF_GLOBAL_INUSE),
-        ({"version": 3}, r.IA32_PERF_GLOBAL_STATUS_SET),
+        ({"gp_counters": 4}, registers.pmc(4)),
+        ({"gp_counters": 4}, registers.a_pmc(4)),
+        ({"gp_counters": 2}, registers.evtsel(2)),
+        ({"fixed_counters": 3}, registers.fixed_ctr(3)),
+        ({"version": 3}, registers.IA32_PERF_GLOBAL_INUSE),
+        ({"version": 3}, registers.IA32_PERF_GLOBAL_STATUS_SET),
         ({}, 0x329),
         ({}, 0x1A0),  # IA32_MISC_ENABLE: not modelled (APERF 0xE8 is, for the power columns)
     ],
@@ -357,30 +369,34 @@ def test_missing_registers_fault_on_read(cfg: dict[str, object], address: int) -
 def test_legacy_pmc_write_sign_extends_eax() -> None:
     m, _ = make(gp_width=48)
     dev = m.msr(0)
-    dev.write(r.pmc(0), 0x8000_0000)
-    assert dev.read(r.pmc(0)) == 0xFFFF_8000_0000
-    dev.write(r.pmc(1), 0x1_7FFF_FFFF)  # EDX is ignored
-    assert dev.read(r.pmc(1)) == 0x7FFF_FFFF
-    dev.write(r.pmc(2), 0xFFFF_FFF6)  # -10
-    assert dev.read(r.a_pmc(2)) == (1 << 48) - 10
+    dev.write(registers.pmc(0), 0x8000_0000)
+    assert dev.read(registers.pmc(0)) == 0xFFFF_8000_0000
+    dev.write(registers.pmc(1), 0x1_7FFF_FFFF)  # EDX is ignored
+    assert dev.read(registers.pmc(1)) == 0x7FFF_FFFF
+    dev.write(registers.pmc(2), 0xFFFF_FFF6)  # -10
+    assert dev.read(registers.a_pmc(2)) == (1 << 48) - 10
 
 
 def test_perf_capabilities_reports_full_width_writes() -> None:
-    assert make(full_width_writes=True)[0].msr(0).read(r.IA32_PERF_CAPABILITIES) == 1 << 13
-    assert make(full_width_writes=False)[0].msr(0).read(r.IA32_PERF_CAPABILITIES) == 0
+    assert make(full_width_writes=True)[0].msr(0).read(registers.IA32_PERF_CAPABILITIES) == 1 << 13
+    assert make(full_width_writes=False)[0].msr(0).read(registers.IA32_PERF_CAPABILITIES) == 0
 
 
 def test_global_inuse_bits() -> None:
     m, _ = make(version=4, gp_counters=4, fixed_counters=3)
     dev = m.msr(0)
-    assert dev.read(r.IA32_PERF_GLOBAL_INUSE) == 0
-    dev.write(r.evtsel(1), sel(LLC_MISSES) & ~r.EVTSEL_EN)  # programmed but disabled still counts as in use
-    dev.write(r.evtsel(2), r.EVTSEL_EN | 0x100)  # event select 0: not in use
-    dev.write(r.IA32_FIXED_CTR_CTRL, 0x0208)  # fixed 0: PMI only; fixed 2: user
-    assert dev.read(r.IA32_PERF_GLOBAL_INUSE) == r.gp_bit(1) | r.fixed_bit(2) | r.INUSE_PMI
-    dev.write(r.IA32_FIXED_CTR_CTRL, 0)
-    dev.write(r.evtsel(3), r.EVTSEL_INT | 0xC0)
-    assert dev.read(r.IA32_PERF_GLOBAL_INUSE) == r.gp_bit(1) | r.gp_bit(3) | r.INUSE_PMI
+    assert dev.read(registers.IA32_PERF_GLOBAL_INUSE) == 0
+    dev.write(
+        registers.evtsel(1), sel(LLC_MISSES) & ~registers.EVTSEL_EN
+    )  # programmed but disabled still counts as in use
+    dev.write(registers.evtsel(2), registers.EVTSEL_EN | 0x100)  # event select 0: not in use
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0x0208)  # fixed 0: PMI only; fixed 2: user
+    assert (
+        dev.read(registers.IA32_PERF_GLOBAL_INUSE) == registers.gp_bit(1) | registers.fixed_bit(2) | registers.INUSE_PMI
+    )
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0)
+    dev.write(registers.evtsel(3), registers.EVTSEL_INT | 0xC0)
+    assert dev.read(registers.IA32_PERF_GLOBAL_INUSE) == registers.gp_bit(1) | registers.gp_bit(3) | registers.INUSE_PMI
 
 
 # -- rdpmc -----------------------------------------------------------------------------------------------
@@ -389,13 +405,13 @@ def test_global_inuse_bits() -> None:
 def test_rdpmc_encodings() -> None:
     m, clock = make(gp_counters=2, fixed_counters=3, gp_width=24)
     dev = m.msr(1)
-    dev.write(r.evtsel(0), sel(INSTRUCTIONS))
-    dev.write(r.pmc(1), 0xFFFF_FFFF)  # sign-extends to all ones; only 24 bits exist
-    dev.write(r.IA32_FIXED_CTR_CTRL, 0x333)
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([0], range(3)))
+    dev.write(registers.evtsel(0), sel(INSTRUCTIONS))
+    dev.write(registers.pmc(1), 0xFFFF_FFFF)  # sign-extends to all ones; only 24 bits exist
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0x333)
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.global_ctrl_mask([0], range(3)))
     clock.set_ns(SEC // 10)
     c = m.workload(1).cumulative(SEC // 10).total
-    assert m.rdpmc(1, 0) == c.instructions % (1 << 24) == dev.read(r.pmc(0))
+    assert m.rdpmc(1, 0) == c.instructions % (1 << 24) == dev.read(registers.pmc(0))
     assert m.rdpmc(1, 1) == 0xFF_FFFF
     assert m.rdpmc(1, 1 << 30 | 0) == c.instructions
     assert m.rdpmc(1, 1 << 30 | 1) == c.cycles
@@ -418,7 +434,7 @@ def test_rdpmc_disabled_always_faults() -> None:
         m.rdpmc(0, 1 << 30)
     with pytest.raises(SimRdpmcFault):
         m.read_counters(0, 3, 4)
-    assert m.msr(0).read(r.pmc(0)) == 0  # MSR reads still work
+    assert m.msr(0).read(registers.pmc(0)) == 0  # MSR reads still work
 
 
 # -- CPUID ---------------------------------------------------------------------------------------------
@@ -494,8 +510,8 @@ def test_concurrent_readers_and_writers_agree_with_the_workload() -> None:
     m, clock = make(cpus=2)
     for cpu in m.cpus:
         dev = m.msr(cpu)
-        dev.write(r.IA32_FIXED_CTR_CTRL, 0x333)
-        dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([], range(3)))
+        dev.write(registers.IA32_FIXED_CTR_CTRL, 0x333)
+        dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.global_ctrl_mask([], range(3)))
     stop = threading.Event()
     errors: list[BaseException] = []
 
@@ -514,7 +530,7 @@ def test_concurrent_readers_and_writers_agree_with_the_workload() -> None:
         t.start()
     for _ in range(200):
         clock.advance(0.05)
-        m.msr(0).write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([], range(3)))  # a restore
+        m.msr(0).write(registers.IA32_PERF_GLOBAL_CTRL, registers.global_ctrl_mask([], range(3)))  # a restore
     stop.set()
     for t in threads:
         t.join()
@@ -614,7 +630,7 @@ def test_e_cores_are_slower() -> None:
 
 # -- PMU v6 ------------------------------------------------------------------------------------------------
 
-V6 = r.V6_REGISTERS
+V6 = registers.V6_REGISTERS
 
 
 def test_v6_cpuid_enumerates_leaf_23() -> None:
@@ -637,7 +653,7 @@ def test_v6_gp_counter_9_counts_through_the_v6_range_and_rdpmc() -> None:
     dev = m.msr(0)
     dev.write(V6.evtsel(9), sel(INSTRUCTIONS))
     dev.write(V6.evtsel(8), sel(CYCLES))
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([8, 9], []))
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.global_ctrl_mask([8, 9], []))
     clock.set_ns(SEC)
     c = m.workload(0).cumulative(SEC).total
     assert dev.read(V6.pmc(9)) == c.instructions == m.rdpmc(0, 9)
@@ -647,23 +663,23 @@ def test_v6_gp_counter_9_counts_through_the_v6_range_and_rdpmc() -> None:
     with pytest.raises(SimRdpmcFault):
         m.rdpmc(0, 10)
     assert dev.snapshot()[V6.evtsel(9)] == sel(INSTRUCTIONS)  # snapshot keys follow the kernel's map
-    assert dev.read(r.IA32_PERF_GLOBAL_INUSE) & 0x300 == 0x300
+    assert dev.read(registers.IA32_PERF_GLOBAL_INUSE) & 0x300 == 0x300
 
 
 def test_v6_legacy_addresses_alias_counters_0_to_7() -> None:
     m, clock = make(version=6, gp_counters=10, fixed_counters=3)
     dev = m.msr(1)
-    dev.write(r.evtsel(3), sel(INSTRUCTIONS))
+    dev.write(registers.evtsel(3), sel(INSTRUCTIONS))
     assert dev.read(V6.evtsel(3)) == sel(INSTRUCTIONS)
     dev.write(V6.evtsel(7), sel(CYCLES))
-    assert dev.read(r.evtsel(7)) == sel(CYCLES)
-    dev.write(r.pmc(0), 5)
+    assert dev.read(registers.evtsel(7)) == sel(CYCLES)
+    dev.write(registers.pmc(0), 5)
     assert dev.read(V6.pmc(0)) == 5
     dev.write(V6.fixed_ctr(2), 11)
-    assert dev.read(r.fixed_ctr(2)) == 11
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask([3], []))
+    assert dev.read(registers.fixed_ctr(2)) == 11
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.global_ctrl_mask([3], []))
     clock.set_ns(SEC)
-    assert dev.read(r.pmc(3)) == dev.read(V6.pmc(3)) == dev.read(r.a_pmc(3)) > 0
+    assert dev.read(registers.pmc(3)) == dev.read(V6.pmc(3)) == dev.read(registers.a_pmc(3)) > 0
 
 
 def test_v6_counter_writes_are_full_width_only_with_fw_write() -> None:
@@ -708,13 +724,13 @@ def test_v6_missing_registers_fault(address: int) -> None:
 def test_v6_reserved_bits_still_fault() -> None:
     m, _ = make(version=6, gp_counters=10)
     for address, value in [
-        (V6.evtsel(9), sel(CYCLES) | r.EVTSEL_ANY),  # AnyThread deprecated from v5
+        (V6.evtsel(9), sel(CYCLES) | registers.EVTSEL_ANY),  # AnyThread deprecated from v5
         (V6.evtsel(9), sel(CYCLES) | 1 << 40),
-        (r.IA32_PERF_GLOBAL_CTRL, r.gp_bit(10)),
+        (registers.IA32_PERF_GLOBAL_CTRL, registers.gp_bit(10)),
     ]:
         with pytest.raises(MsrAccessError):
             m.foreign_write(0, address, value)
-    m.foreign_write(0, r.IA32_PERF_GLOBAL_CTRL, r.gp_bit(9))
+    m.foreign_write(0, registers.IA32_PERF_GLOBAL_CTRL, registers.gp_bit(9))
 
 
 def test_v6_sixteen_counters() -> None:
@@ -722,7 +738,7 @@ def test_v6_sixteen_counters() -> None:
     dev = m.msr(2)
     for i in range(16):
         dev.write(V6.evtsel(i), sel(INSTRUCTIONS))
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask(range(16), []))
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.global_ctrl_mask(range(16), []))
     clock.set_ns(SEC)
     c = m.workload(2).cumulative(SEC).total
     assert m.read_counters(2, 0, 16)[1] == [c.instructions] * 16

@@ -16,12 +16,12 @@ import threading
 
 import pytest
 
-from pmutop.clock import ManualClock
-from pmutop.pmu import registers as r
-from pmutop.sim import workload as wl
+from pmutop.core.clock import ManualClock
+from pmutop.pmu import registers
+from pmutop.probes.power import regs
+from pmutop.sim import workload
 from pmutop.sim.model import SimConfig, SimMachine
 from pmutop.sim.workload import Counts, PhaseKind, Workload, hash64, hash_unit
-from pmutop.sources.power import regs
 
 SEC = 1_000_000_000
 _M64 = (1 << 64) - 1
@@ -59,13 +59,15 @@ class RefWorkload:
         self.prefix: list[list[int]] = [[0] * 34]  # prefix[s] = cumulative before segment s
 
     def _extend_phases(self, seg: int) -> None:
-        weights = wl._PHASE_WEIGHTS[self.mix]
+        weights = workload._PHASE_WEIGHTS[self.mix]
         while not self.phases or seg >= self.phases[-1][1] + self.phases[-1][2]:
             prev = self.phases[-1][0] if self.phases else None
             kinds = [k for k in weights if k != prev]
             kind = self.rng.choices(kinds, weights=[weights[k] for k in kinds])[0]
             length = self.rng.randint(20, 200)
-            base = () if kind is PhaseKind.MIXED else tuple(self.rng.uniform(lo, hi) for lo, hi in wl._RANGES[kind])
+            base = (
+                () if kind is PhaseKind.MIXED else tuple(self.rng.uniform(lo, hi) for lo, hi in workload._RANGES[kind])
+            )
             start = self.phases[-1][1] + self.phases[-1][2] if self.phases else 0
             self.phases.append((kind, start, length, base))
 
@@ -80,18 +82,18 @@ class RefWorkload:
             u = (_ref_hash64(self.seed, self.cpu, burst, 0x6D69786564) >> 11) / float(1 << 53)
             units = _ref_units8(self.seed, self.cpu, burst, 0x62617365)
             regime = PhaseKind.IDLE
-            for k, w in wl._MIXED_WEIGHTS[self.mix]:
+            for k, w in workload._MIXED_WEIGHTS[self.mix]:
                 if u < w:
                     regime = k
                     break
                 u -= w
-            base = tuple(lo + (hi - lo) * x for (lo, hi), x in zip(wl._RANGES[regime], units, strict=True))
+            base = tuple(lo + (hi - lo) * x for (lo, hi), x in zip(workload._RANGES[regime], units, strict=True))
         else:
             regime = kind
         jitter = _ref_units8(self.seed, self.cpu, seg)
         values = [
             min(hi, max(lo, b * (1.0 + 0.08 * (2.0 * x - 1.0))))
-            for (lo, hi), b, x in zip(wl._RANGES[regime], base, jitter, strict=True)
+            for (lo, hi), b, x in zip(workload._RANGES[regime], base, jitter, strict=True)
         ]
         if self.e_core:
             values[1] *= 0.65
@@ -101,7 +103,7 @@ class RefWorkload:
     def tma(self, seg: int) -> list[float]:
         kind, start, _, _ = self.phase(seg)
         _, regime, v = self.rates(seg)
-        p = wl._TMA[regime]
+        p = workload._TMA[regime]
         key = seg // 5 if kind is PhaseKind.MIXED else start
         per_phase = _ref_units8(self.seed, self.cpu, key, 0x746D61)
         per_seg = _ref_units8(self.seed, self.cpu, seg, 0x746D6173)
@@ -140,7 +142,7 @@ class RefWorkload:
         kernel = [int(x * kfrac) for x in total]
         user = [x - k for x, k in zip(total, kernel, strict=True)]
         t = self.tma(seg)
-        rec = wl._TMA[regime].recovery
+        rec = workload._TMA[regime].recovery
         return user + self._td(user[0], t, rec) + kernel + self._td(kernel[0], t, rec)
 
     def cumulative(self, t_ns: int) -> tuple[int, list[int]]:
@@ -218,7 +220,7 @@ def test_workload_matches_reference_implementation(case: tuple[int, int, int, bo
         both = [u + k for u, k in zip(user, kernel, strict=True)]
         for part, v in (("total", both), ("user", user), ("kernel", kernel)):
             td = w.topdown(t0, t1, part)
-            assert [td.slots, *(getattr(td, f) for f in wl.TOPDOWN_FIELDS)] == v[7:16], (t0, t1, part)
+            assert [td.slots, *(getattr(td, f) for f in workload.TOPDOWN_FIELDS)] == v[7:16], (t0, t1, part)
 
 
 def test_workload_read_from_many_threads_matches_reference() -> None:
@@ -249,10 +251,10 @@ def test_hash_functions_are_splitmix64() -> None:
             keys = [rng.choice([rng.randrange(-(1 << 70), 1 << 70), rng.randrange(1000)]) for _ in range(n)]
             assert hash64(*keys) == _ref_hash64(*keys)
             assert hash_unit(*keys) == (_ref_hash64(*keys) >> 11) / float(1 << 53)
-            assert wl._hash_units8(*keys) == _ref_units8(*keys)
+            assert workload._hash_units8(*keys) == _ref_units8(*keys)
             # The per-segment fast path: one more key chained onto a precomputed hash.
             k = rng.choice([rng.randrange(-(1 << 70), 1 << 70), rng.randrange(100_000)])
-            assert wl._mix64_after(hash64(*keys), k) == _ref_hash64(*keys, k)
+            assert workload._mix64_after(hash64(*keys), k) == _ref_hash64(*keys, k)
 
 
 # -- what the simulated machine answers -----------------------------------------------------------------
@@ -267,13 +269,20 @@ def _machine_digest(model: str, cpus: int, seed: int) -> str:
     for cpu in m.cpus:
         dev = m.msr(cpu)
         fixed = m._state(cpu).cfg.fixed_counters
-        dev.write(r.IA32_FIXED_CTR_CTRL, sum(0x3 << 4 * i for i in range(fixed)))
-        for i, ev in enumerate([r.RawEvent(0x3C), r.RawEvent(0xC0), r.RawEvent(0x2E, 0x41), r.RawEvent(0xC4)]):
-            dev.write(r.evtsel(i), r.encode_evtsel(ev, user=True, kernel=i != 2))
-        gctrl = r.global_ctrl_mask(range(4), range(fixed))
+        dev.write(registers.IA32_FIXED_CTR_CTRL, sum(0x3 << 4 * i for i in range(fixed)))
+        for i, ev in enumerate(
+            [
+                registers.RawEvent(0x3C),
+                registers.RawEvent(0xC0),
+                registers.RawEvent(0x2E, 0x41),
+                registers.RawEvent(0xC4),
+            ]
+        ):
+            dev.write(registers.evtsel(i), registers.encode_evtsel(ev, user=True, kernel=i != 2))
+        gctrl = registers.global_ctrl_mask(range(4), range(fixed))
         if m._state(cpu).metrics_fields:
-            gctrl |= r.GLOBAL_CTRL_EN_PERF_METRICS
-        dev.write(r.IA32_PERF_GLOBAL_CTRL, gctrl)
+            gctrl |= registers.GLOBAL_CTRL_EN_PERF_METRICS
+        dev.write(registers.IA32_PERF_GLOBAL_CTRL, gctrl)
     thermal = [regs.IA32_THERM_STATUS, regs.IA32_PACKAGE_THERM_STATUS]
     energy = [regs.MSR_PKG_ENERGY_STATUS, regs.MSR_PP0_ENERGY_STATUS, regs.MSR_DRAM_ENERGY_STATUS]
     idle = [regs.IA32_APERF, regs.IA32_MPERF, regs.MSR_CORE_C6_RESIDENCY]

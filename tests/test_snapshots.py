@@ -2,14 +2,14 @@
 software-only, 256 cores) at 80x24 (narrow) and 160x50 (pytest-textual-snapshot).
 
 After an intended change of the screen: `python -m pytest tests/test_snapshots.py --snapshot-update`,
-look at the report, and regenerate screenshots/ with `python -m pmutop.screenshots`.
+look at the report, and regenerate screenshots/ with `python -m pmutop.app.screenshots`.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from pmutop.screenshots import SCENES, scene
+from pmutop.app.screenshots import SCENES, scene
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 50)], ids=["80x24", "160x50"])

@@ -9,7 +9,7 @@ import pytest
 from cpuid_dumps import load_shared_dump
 from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers, read_msr
 
-from pmutop.cli import main
+from pmutop.app.main import main
 
 WATCHDOG = "proc/sys/kernel/nmi_watchdog"
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from conftest import FakeProcess, FakePsutil
 
+from pmutop.probes.tasks import PsutilTasks, SimTasks
 from pmutop.sim.platform import SimPlatform
-from pmutop.sources.tasks import PsutilTasks, SimTasks
 
 
 def test_top_task_is_the_largest_cpu_time_delta_per_core(fake_psutil: FakePsutil) -> None:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from pmutop import topdown
-from pmutop.backends.msr import MsrBackend
-from pmutop.clock import ManualClock
+from pmutop.backends.msr.backend import MsrBackend
+from pmutop.core.clock import ManualClock
+from pmutop.derive import topdown
 from pmutop.engine.engine import Engine
-from pmutop.pmu import registers as R
+from pmutop.pmu import registers
 from pmutop.pmu.perfmon import PerfmonTables
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
@@ -41,8 +41,8 @@ def run(clock: ManualClock, model: str, cpus: int, intervals: int, **kw):  # typ
     assert engine.stop().failures == []
     after = {cpu: platform.machine.msr(cpu).snapshot() for cpu in platform.online_cpus()}
     assert after == before or all(  # the PMU is back (GLOBAL_STATUS may hold overflow bits of its own)
-        {a: v for a, v in after[c].items() if a != R.IA32_PERF_GLOBAL_STATUS}
-        == {a: v for a, v in before[c].items() if a != R.IA32_PERF_GLOBAL_STATUS}
+        {a: v for a, v in after[c].items() if a != registers.IA32_PERF_GLOBAL_STATUS}
+        == {a: v for a, v in before[c].items() if a != registers.IA32_PERF_GLOBAL_STATUS}
         for c in after
     )
     return platform, samples, spans
@@ -157,8 +157,8 @@ def test_with_smt_the_skylake_formula_is_per_core_with_anythread_events(clock: M
         clock.advance(1.0)
         (s, _) = engine.tick()
         for i in range(4):
-            value = platform.machine.msr(0).read(R.evtsel(i))
-            if value & R.EVTSEL_ANY:
+            value = platform.machine.msr(0).read(registers.evtsel(i))
+            if value & registers.EVTSEL_ANY:
                 any_selects.add(value & 0xFFFF)
     engine.stop()
     assert s.topdown == "slots4_smt"
@@ -170,7 +170,7 @@ def test_with_smt_the_skylake_formula_is_per_core_with_anythread_events(clock: M
 def test_the_top_down_view_with_256_cores() -> None:
     import asyncio
 
-    from pmutop.screenshots import demo_app
+    from pmutop.app.screenshots import demo_app
     from pmutop.tui.topdown_view import TopdownScreen
 
     async def check() -> None:

@@ -1,4 +1,4 @@
-"""pmutop.topdown: hand-computed TMA fractions for every method, normalisation, combine, and a property test."""
+"""pmutop.derive.topdown: hand-computed TMA fractions for every method, normalisation, combine, and a property test."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from pmutop import topdown
-from pmutop.topdown import LEVEL1, TMA_FIELDS, combine, compute, dominant, required_keys, slots_of
+from pmutop.derive import topdown
+from pmutop.derive.topdown import LEVEL1, TMA_FIELDS, combine, compute, dominant, required_keys, slots_of
 
 L2_PAIRS = (
     ("tma_heavy_operations", "tma_light_operations", "tma_retiring"),

@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from pmutop.backends.msr import SLOTS_KEY, TOPDOWN_KEYS, MsrBackend, split_slots
-from pmutop.backends.msr_restore import CpuRecord, restore_cpu
-from pmutop.clock import ManualClock
+from pmutop.backends.msr.backend import SLOTS_KEY, TOPDOWN_KEYS, MsrBackend, split_slots
+from pmutop.backends.msr.restore import CpuRecord, restore_cpu
+from pmutop.core.clock import ManualClock
+from pmutop.core.sample import Sample
 from pmutop.engine.engine import Engine
-from pmutop.engine.sample import Sample
 from pmutop.hw import shim
 from pmutop.hw.platform import RDPMC_SYSFS
-from pmutop.pmu import registers as R
+from pmutop.pmu import registers
 from pmutop.pmu.events import EventSpec
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
@@ -66,20 +66,20 @@ def test_programs_fixed_counter_3_and_perf_metrics(clock: ManualClock) -> None:
     engine.start()
     for cpu in (0, 1):
         dev = platform.machine.msr(cpu)
-        assert dev.read(R.IA32_FIXED_CTR_CTRL) == 0x3333  # nibble 3: OS+USR, no AnyThread, no PMI
-        glob = dev.read(R.IA32_PERF_GLOBAL_CTRL)
+        assert dev.read(registers.IA32_FIXED_CTR_CTRL) == 0x3333  # nibble 3: OS+USR, no AnyThread, no PMI
+        glob = dev.read(registers.IA32_PERF_GLOBAL_CTRL)
         assert glob == 0xF_0000_000F | 1 << 48  # 4 GP (the default events), fixed 0-3, EN_PERF_METRICS
         assert glob >> 35 & 1 and glob >> 48 & 1
         log = logs[cpu]
         addresses = [a for a, _ in log]
         # Both zeroed while GLOBAL_CTRL is off, fixed counter 3 first, before counting is enabled.
-        ctr3, metrics = addresses.index(R.IA32_FIXED_CTR3), addresses.index(R.MSR_PERF_METRICS)
-        assert log[ctr3] == (R.IA32_FIXED_CTR3, 0) and log[metrics] == (R.MSR_PERF_METRICS, 0)
-        assert addresses.index(R.IA32_PERF_GLOBAL_CTRL) < ctr3 < metrics
-        enable = len(addresses) - 1 - addresses[::-1].index(R.IA32_PERF_GLOBAL_CTRL)
+        ctr3, metrics = addresses.index(registers.IA32_FIXED_CTR3), addresses.index(registers.MSR_PERF_METRICS)
+        assert log[ctr3] == (registers.IA32_FIXED_CTR3, 0) and log[metrics] == (registers.MSR_PERF_METRICS, 0)
+        assert addresses.index(registers.IA32_PERF_GLOBAL_CTRL) < ctr3 < metrics
+        enable = len(addresses) - 1 - addresses[::-1].index(registers.IA32_PERF_GLOBAL_CTRL)
         assert metrics < enable and log[enable][1] & 1 << 48
         # After the baseline read both are zeroed again (the first interval starts there), in the same order.
-        assert log[enable + 1 :] == [(R.IA32_FIXED_CTR3, 0), (R.MSR_PERF_METRICS, 0)]
+        assert log[enable + 1 :] == [(registers.IA32_FIXED_CTR3, 0), (registers.MSR_PERF_METRICS, 0)]
         assert backend.counters(cpu).topdown_method == "perf_metrics"
         assert backend.topdown_method(cpu) == "perf_metrics"
         assert backend.counters(cpu).keys[-9:] == [SLOTS_KEY, *TOPDOWN_KEYS]
@@ -89,8 +89,8 @@ def test_programs_fixed_counter_3_and_perf_metrics(clock: ManualClock) -> None:
     clock.advance(1.0)
     engine.tick()
     for log in logs.values():
-        zeroing = [(a, v) for a, v in log if a != R.IA32_PERF_GLOBAL_STATUS_RESET]
-        assert zeroing == [(R.IA32_FIXED_CTR3, 0), (R.MSR_PERF_METRICS, 0)]
+        zeroing = [(a, v) for a, v in log if a != registers.IA32_PERF_GLOBAL_STATUS_RESET]
+        assert zeroing == [(registers.IA32_FIXED_CTR3, 0), (registers.MSR_PERF_METRICS, 0)]
     assert engine.stop().failures == []
 
 
@@ -102,9 +102,9 @@ def test_no_top_down_where_there_is_no_perf_metrics_or_it_is_off(clock: ManualCl
     log = log_writes(platform, 0)
     engine.start()
     dev = platform.machine.msr(0)
-    assert dev.read(R.IA32_FIXED_CTR_CTRL) == 0x333
-    assert dev.read(R.IA32_PERF_GLOBAL_CTRL) == 0x7_0000_000F
-    assert not {R.IA32_FIXED_CTR3, R.MSR_PERF_METRICS} & {a for a, _ in log}
+    assert dev.read(registers.IA32_FIXED_CTR_CTRL) == 0x333
+    assert dev.read(registers.IA32_PERF_GLOBAL_CTRL) == 0x7_0000_000F
+    assert not {registers.IA32_FIXED_CTR3, registers.MSR_PERF_METRICS} & {a for a, _ in log}
     clock.advance(1.0)
     (s, _) = engine.tick()
     assert s.topdown is None and backend.counters(0).topdown_method is None
@@ -121,7 +121,7 @@ def test_hybrid_measures_on_p_cores_only(clock: ManualClock) -> None:
         assert samples[cpu].topdown == "perf_metrics" and set(TOPDOWN_KEYS) <= set(samples[cpu].counts)
     for cpu in (2, 3):  # Gracemont: no PERF_METRICS, fixed counters 0-2 only
         assert samples[cpu].topdown is None and SLOTS_KEY not in samples[cpu].counts
-        assert platform.machine.msr(cpu).read(R.IA32_PERF_GLOBAL_CTRL) == 0x7_0000_000F
+        assert platform.machine.msr(cpu).read(registers.IA32_PERF_GLOBAL_CTRL) == 0x7_0000_000F
     engine.stop()
 
 
@@ -193,13 +193,13 @@ def test_zeroing_every_interval_keeps_precision_where_a_running_total_drifts(clo
     platform, _, engine = make(clock, "spr", cpus=1)
     other = SimPlatform(SimConfig(model="spr", cpus=1, seed=4), clock)  # the same workload, read without zeroing
     dev = other.machine.msr(0)
-    dev.write(R.IA32_FIXED_CTR_CTRL, 0x3 << 12)
-    dev.write(R.IA32_PERF_GLOBAL_CTRL, R.fixed_bit(3) | R.GLOBAL_CTRL_EN_PERF_METRICS)
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0x3 << 12)
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.fixed_bit(3) | registers.GLOBAL_CTRL_EN_PERF_METRICS)
     engine.start()
 
     def cumulative_categories() -> list[float]:
-        slots = dev.read(R.IA32_FIXED_CTR3)
-        b = [R.perf_metrics_byte(dev.read(R.MSR_PERF_METRICS), k) for k in range(4)]
+        slots = dev.read(registers.IA32_FIXED_CTR3)
+        b = [registers.perf_metrics_byte(dev.read(registers.MSR_PERF_METRICS), k) for k in range(4)]
         return [slots * x / sum(b) for x in b] if sum(b) else [0.0] * 4
 
     prev = cumulative_categories()
@@ -250,7 +250,7 @@ def test_narrow_counters_fold_the_metrics_in_at_every_accumulate(clock: ManualCl
         assert sum(s.counts[k] for k in L1) == td.slots
         got, want = fractions(s, 8), td.fractions()
         assert max(abs(got[f] - want[f]) for f in got) < 0.005
-        assert [a for a, _ in log].count(R.MSR_PERF_METRICS) == steps + 1  # zeroed at every collect
+        assert [a for a, _ in log].count(registers.MSR_PERF_METRICS) == steps + 1  # zeroed at every collect
         assert SLOTS_KEY not in s.overflows
         t0 = t1
     assert backend.counters(0).accumulate_period_ns == period
@@ -269,7 +269,7 @@ def test_a_counter_3_wrap_and_the_metrics_overflow_bit_are_handled(clock: Manual
     td = w.topdown(t0, platform.machine.elapsed_ns())
     assert s.counts[SLOTS_KEY] == td.slots  # the wrap is added back
     assert s.overflows[SLOTS_KEY] == 1 and s.overflows["perf_metrics"] == 1
-    assert platform.machine.msr(0).read(R.IA32_PERF_GLOBAL_STATUS) == 0  # both bits cleared (W1C)
+    assert platform.machine.msr(0).read(registers.IA32_PERF_GLOBAL_STATUS) == 0  # both bits cleared (W1C)
     clock.advance(0.01)
     (s,) = engine.tick()
     assert SLOTS_KEY not in s.overflows and "perf_metrics" not in s.overflows
@@ -299,13 +299,13 @@ def test_rdpmc_path_reads_slots_and_metrics_with_the_counters_in_one_call(clock:
     clock.advance(1.0)
     (s, _) = engine.tick()
     assert [c for c in calls if c[0] == 0] == [(0, 4, 4, True)]  # fixed 0-3, GP 0-3, PERF_METRICS
-    assert R.IA32_FIXED_CTR3 not in msr_reads and R.MSR_PERF_METRICS not in msr_reads
+    assert registers.IA32_FIXED_CTR3 not in msr_reads and registers.MSR_PERF_METRICS not in msr_reads
     assert s.counts[SLOTS_KEY] > 0
     engine.stop()
 
 
 class FakeShimLib:
-    """pmutop._shim's lib over the simulator: what the C functions would store, and how often they ran."""
+    """pmutop.hw._shim's lib over the simulator: what the C functions would store, and how often they ran."""
 
     def __init__(self, platform: SimPlatform, cpu: int) -> None:
         self.platform, self.cpu = platform, cpu
@@ -354,18 +354,18 @@ def test_shim_reader_takes_everything_in_one_c_call(clock: ManualClock, monkeypa
 
 # -- restore --------------------------------------------------------------------------------------------------
 
-CONTROL = [R.evtsel(i) for i in range(8)] + [R.IA32_FIXED_CTR_CTRL, R.IA32_PERF_GLOBAL_CTRL]
-VALUES = [R.fixed_ctr(i) for i in range(4)] + [R.MSR_PERF_METRICS]
+CONTROL = [registers.evtsel(i) for i in range(8)] + [registers.IA32_FIXED_CTR_CTRL, registers.IA32_PERF_GLOBAL_CTRL]
+VALUES = [registers.fixed_ctr(i) for i in range(4)] + [registers.MSR_PERF_METRICS]
 
 
 def leave_linux_idle_state(platform: SimPlatform, cpu: int) -> None:
     """What an idle PMU under Linux looks like on a PERF_METRICS part: GLOBAL_CTRL all enabled (bit 48 too),
     stale counter values, PERF_METRICS holding the fractions of the last topdown group."""
     m = platform.machine
-    m.foreign_write(cpu, R.IA32_PERF_GLOBAL_CTRL, 0xF_0000_00FF | 1 << 48)
+    m.foreign_write(cpu, registers.IA32_PERF_GLOBAL_CTRL, 0xF_0000_00FF | 1 << 48)
     for i in range(4):
-        m.foreign_write(cpu, R.fixed_ctr(i), 0x1234_5678 + i)
-    m.foreign_write(cpu, R.MSR_PERF_METRICS, 0x0102_0304_4030_2A65)
+        m.foreign_write(cpu, registers.fixed_ctr(i), 0x1234_5678 + i)
+    m.foreign_write(cpu, registers.MSR_PERF_METRICS, 0x0102_0304_4030_2A65)
 
 
 def snapshot(platform: SimPlatform, cpu: int) -> dict[int, int]:
@@ -422,23 +422,23 @@ def test_counter_3_taken_over_leaves_perf_metrics_and_bit_48_alone(clock: Manual
     engine.tick()
     m = platform.machine
     # perf takes fixed counter 3 (with PMI) and writes its own PERF_METRICS context.
-    ctrl = m.msr(0).read(R.IA32_FIXED_CTR_CTRL) & ~0xF000 | 0xB000
-    m.foreign_write(0, R.IA32_FIXED_CTR_CTRL, ctrl)
-    m.foreign_write(0, R.IA32_PERF_GLOBAL_CTRL, 0x8_0000_0000 | 1 << 48)
-    m.foreign_write(0, R.IA32_FIXED_CTR3, 777)
-    m.foreign_write(0, R.MSR_PERF_METRICS, 0x20_20_20_BF)
+    ctrl = m.msr(0).read(registers.IA32_FIXED_CTR_CTRL) & ~0xF000 | 0xB000
+    m.foreign_write(0, registers.IA32_FIXED_CTR_CTRL, ctrl)
+    m.foreign_write(0, registers.IA32_PERF_GLOBAL_CTRL, 0x8_0000_0000 | 1 << 48)
+    m.foreign_write(0, registers.IA32_FIXED_CTR3, 777)
+    m.foreign_write(0, registers.MSR_PERF_METRICS, 0x20_20_20_BF)
     result = engine.stop()
     assert result.failures == [] and any("IA32_FIXED_CTR3" in n for n in result.notes)
     dev = m.msr(0)
-    assert dev.read(R.IA32_PERF_GLOBAL_CTRL) & (1 << 48 | 1 << 35) == 1 << 48 | 1 << 35
-    assert R.fixed_ctrl_nibble(dev.read(R.IA32_FIXED_CTR_CTRL), 3) == 0xB
+    assert dev.read(registers.IA32_PERF_GLOBAL_CTRL) & (1 << 48 | 1 << 35) == 1 << 48 | 1 << 35
+    assert registers.fixed_ctrl_nibble(dev.read(registers.IA32_FIXED_CTR_CTRL), 3) == 0xB
 
 
 # -- other methods through plain events ----------------------------------------------------------------------
 
 
 def spec(name: str, event: int, umask: int, **kw: int) -> EventSpec:
-    return EventSpec(name, R.RawEvent(event, umask, **kw))
+    return EventSpec(name, registers.RawEvent(event, umask, **kw))
 
 
 def test_formula_events_on_simulated_skx_give_the_truth(clock: ManualClock) -> None:

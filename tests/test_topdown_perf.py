@@ -17,16 +17,16 @@ from pathlib import Path
 import pytest
 from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
 
-from pmutop import topdown as tma_formulas
 from pmutop.backends.base import Backend
 from pmutop.backends.perf import PerfBackend, encode_for_perf
-from pmutop.clock import ManualClock
-from pmutop.hw import perf_event as P
+from pmutop.core.clock import ManualClock
+from pmutop.core.sysroot import Sysroot
+from pmutop.core.undo import UndoLog
+from pmutop.derive import topdown as tma_formulas
+from pmutop.hw import perf_event
 from pmutop.hw.platform import HostPlatform
 from pmutop.pmu.events import EventSpec
 from pmutop.pmu.perfmon import PerfmonTables, Resolver
-from pmutop.restore import UndoLog
-from pmutop.sysroot import Sysroot
 
 FIXTURE_TABLES = Path(__file__).resolve().parent / "fixtures" / "topdown"
 Regs = tuple[int, int, int, int]
@@ -145,10 +145,12 @@ class FakeKernel:
         self.opened: list[Opened] = []
         self.refuse: dict[tuple[int, int], int] = {}  # (type, config) -> errno
 
-    def perf_event_open(self, attr: P.PerfEventAttr, pid: int, cpu: int, group_fd: int = -1, flags: int = 0) -> int:
+    def perf_event_open(
+        self, attr: perf_event.PerfEventAttr, pid: int, cpu: int, group_fd: int = -1, flags: int = 0
+    ) -> int:
         err = self.refuse.get((attr.type, attr.config))
         if err is not None:
-            raise P.PerfOpenError(f"perf_event_open(cpu {cpu}): {os.strerror(err)}", err, cpu=cpu)
+            raise perf_event.PerfOpenError(f"perf_event_open(cpu {cpu}): {os.strerror(err)}", err, cpu=cpu)
         r, w = os.pipe()
         self.opened.append(
             Opened(cpu, attr.type, attr.config, attr.config1, group_fd, attr.flag("disabled"), attr.read_format, r, w)
@@ -180,7 +182,7 @@ class FakeKernel:
 @pytest.fixture
 def kernel(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeKernel]:
     fake = FakeKernel()
-    monkeypatch.setattr(P, "perf_event_open", fake.perf_event_open)
+    monkeypatch.setattr(perf_event, "perf_event_open", fake.perf_event_open)
     monkeypatch.setattr(fcntl, "ioctl", fake.ioctl)
     yield fake
     fake.close()
@@ -211,21 +213,21 @@ def test_table_events_on_fixed_counter_0_encode_as_instructions() -> None:
     """INST_RETIRED.ANY from a table is fixed counter 0 without a GP encoding: perf counts it as the generic
     instructions event (fixed_index 0 used to be mistaken for "no fixed counter")."""
     spec = EventSpec("INST_RETIRED.ANY", None, fixed_index=0, from_tables=True)
-    assert encode_for_perf(spec, None, 0)[1:3] == (P.PERF_TYPE_HARDWARE, P.PERF_COUNT_HW_INSTRUCTIONS)
+    assert encode_for_perf(spec, None, 0)[1:3] == (perf_event.PERF_TYPE_HARDWARE, perf_event.PERF_COUNT_HW_INSTRUCTIONS)
     cycles = EventSpec("CPU_CLK_UNHALTED.THREAD", None, fixed_index=1, from_tables=True)
-    assert encode_for_perf(cycles, None, 0)[1:3] == (P.PERF_TYPE_HARDWARE, P.PERF_COUNT_HW_CPU_CYCLES)
+    assert encode_for_perf(cycles, None, 0)[1:3] == (perf_event.PERF_TYPE_HARDWARE, perf_event.PERF_COUNT_HW_CPU_CYCLES)
 
 
 def test_parse_event_terms_and_pmu_events(tmp_path: Path) -> None:
-    assert P.parse_event_terms("event=0x00,umask=0x80") == {"event": 0, "umask": 0x80}
-    assert P.parse_event_terms("event=0x3c,any=1\n") == {"event": 0x3C, "any": 1}
-    assert P.parse_event_terms("event=0xc0,edge") == {"event": 0xC0, "edge": 1}
+    assert perf_event.parse_event_terms("event=0x00,umask=0x80") == {"event": 0, "umask": 0x80}
+    assert perf_event.parse_event_terms("event=0x3c,any=1\n") == {"event": 0x3C, "any": 1}
+    assert perf_event.parse_event_terms("event=0xc0,edge") == {"event": 0xC0, "edge": 1}
     with pytest.raises(ValueError, match="bad PMU event term"):
-        P.parse_event_terms("event=0x3c,period=?")
+        perf_event.parse_event_terms("event=0x3c,period=?")
     add_pmu(tmp_path, "cpu", 4, INTEL_FORMATS, {**TOPDOWN_EVENTS, **OTHER_EVENTS})
-    listed = P.pmu_events(Sysroot(tmp_path), "cpu")
+    listed = perf_event.pmu_events(Sysroot(tmp_path), "cpu")
     assert "topdown-retiring.scale" not in listed and listed["topdown-mem-bound"] == "event=0x00,umask=0x87"
-    assert P.pmu_events(Sysroot(tmp_path), "cpu_atom") == {}
+    assert perf_event.pmu_events(Sysroot(tmp_path), "cpu_atom") == {}
 
 
 def test_backend_base_has_no_topdown() -> None:
@@ -252,7 +254,9 @@ def test_sapphire_rapids_opens_one_topdown_group_led_by_slots_and_publishes_slot
     assert [(o.type, o.config) for o in topdown] == [(4, 0x0400), *((4, 0x8000 + (i << 8)) for i in range(8))]
     assert topdown[0].disabled and not any(o.disabled for o in topdown[1:])
     assert all(o.group_fd == topdown[0].fd for o in topdown[1:])
-    assert all(o.read_format & P.PERF_FORMAT_GROUP for o in topdown)  # the metric events need PERF_FORMAT_GROUP
+    assert all(
+        o.read_format & perf_event.PERF_FORMAT_GROUP for o in topdown
+    )  # the metric events need PERF_FORMAT_GROUP
     counters = backend.counters(0)
     keys = [
         "slots",
@@ -275,7 +279,7 @@ def test_sapphire_rapids_opens_one_topdown_group_led_by_slots_and_publishes_slot
     reading = counters.read()
     values = [reading.counts[k] for k in keys]
     assert values == [8_000, 3_600, 800, 1_400, 2_200, 850, 440, 880, 1_220]
-    # What pmutop.topdown makes of them: the published keys are exactly what its perf_metrics formula reads.
+    # What pmutop.derive.topdown makes of them: the published keys are exactly what its perf_metrics formula reads.
     tma = tma_formulas.compute(counters.topdown_method, reading.counts)
     assert tma["tma_retiring"] == pytest.approx(3_600 / 8_000) and tma["tma_memory_bound"] == pytest.approx(
         1_220 / 8_000

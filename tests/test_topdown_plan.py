@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from cpuid_dumps import cpuid_fn, load_shared_dump
 
-from pmutop.pmu import topdown_plan as T
+from pmutop.core.sysroot import Sysroot
+from pmutop.pmu import topdown_plan
 from pmutop.pmu.cpuid_decode import (
     CoreType,
     CpuIdentity,
@@ -22,7 +23,6 @@ from pmutop.pmu.cpuid_decode import (
 from pmutop.pmu.perfmon import AnyThreadSpec, PerfmonTables, Resolver
 from pmutop.pmu.registers import RawEvent
 from pmutop.pmu.uarch import core_uarch
-from pmutop.sysroot import Sysroot
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "topdown"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "perfmon"
@@ -79,7 +79,7 @@ def dump_cpu(fragment: str, cpu: int) -> tuple[CpuIdentity, CoreType | None, Per
     return decode_identity(fn), decode_core_type(fn), decode_perfmon(fn), fn
 
 
-def raws(plan: T.TopdownPlan) -> dict[str, tuple[RawEvent | None, int | None]]:
+def raws(plan: topdown_plan.TopdownPlan) -> dict[str, tuple[RawEvent | None, int | None]]:
     return {e.key: (e.raw, e.fixed_index) for e in plan.events}
 
 
@@ -87,7 +87,7 @@ def raws(plan: T.TopdownPlan) -> dict[str, tuple[RawEvent | None, int | None]]:
 
 
 def test_skylake_x_without_smt_is_the_four_event_formula(fixture_tables: PerfmonTables) -> None:
-    plan = T.plan_topdown(
+    plan = topdown_plan.plan_topdown(
         ident(6, 0x55, 4), None, pmu(4, 4), perf_capabilities=0x33C5, smt=False, tables=fixture_tables, backend="msr"
     )
     assert (plan.method, plan.detail, plan.gp_counters, plan.width, plan.approximate) == (
@@ -116,7 +116,7 @@ def test_skylake_x_without_smt_is_the_four_event_formula(fixture_tables: Perfmon
 
 
 def test_skylake_x_with_smt_counts_per_core_with_anythread(fixture_tables: PerfmonTables) -> None:
-    plan = T.plan_topdown(
+    plan = topdown_plan.plan_topdown(
         ident(6, 0x55, 4), None, pmu(4, 4), perf_capabilities=None, smt=True, tables=fixture_tables, backend="perf"
     )
     assert (plan.method, plan.detail, plan.approximate) == (
@@ -156,7 +156,7 @@ def test_skylake_x_with_smt_counts_per_core_with_anythread(fixture_tables: Perfm
 def test_anythread_only_on_pmu_v3_v4_else_an_approximation(
     fixture_tables: PerfmonTables, perfmon: PerfmonInfo, backend: str, fmt: bool, why: str
 ) -> None:
-    plan = T.plan_topdown(
+    plan = topdown_plan.plan_topdown(
         ident(6, 0x55, 4),
         None,
         perfmon,
@@ -172,14 +172,14 @@ def test_anythread_only_on_pmu_v3_v4_else_an_approximation(
 
 
 def test_v3_with_smt_uses_anythread(fixture_tables: PerfmonTables) -> None:
-    plan = T.plan_topdown(
+    plan = topdown_plan.plan_topdown(
         ident(6, 0x55, 4), None, pmu(3, 4), perf_capabilities=None, smt=True, tables=fixture_tables, backend="msr"
     )
     assert plan.method == "slots4_smt"
 
 
 def test_gracemont_from_the_transcribed_table(fixture_tables: PerfmonTables) -> None:
-    plan = T.plan_topdown(
+    plan = topdown_plan.plan_topdown(
         ident(6, 0x97, 2, hybrid=True), E_CORE, pmu(5, 6), perf_capabilities=None, smt=False,
         tables=Resolver(fixture_tables), backend="msr",
     )  # fmt: skip
@@ -200,7 +200,7 @@ def test_gracemont_from_the_transcribed_table(fixture_tables: PerfmonTables) -> 
 
 def test_no_tables_says_why_and_how_to_get_them() -> None:
     for core_type, model in ((None, 0x55), (E_CORE, 0x97)):
-        plan = T.plan_topdown(
+        plan = topdown_plan.plan_topdown(
             ident(6, model, 4, hybrid=core_type is not None), core_type, pmu(4, 4), perf_capabilities=None,
             smt=False, tables=None, backend="msr",
         )  # fmt: skip
@@ -211,7 +211,7 @@ def test_no_tables_says_why_and_how_to_get_them() -> None:
 
 
 def test_perf_metrics_needs_no_tables_and_costs_no_counters() -> None:
-    spr = T.plan_topdown(
+    spr = topdown_plan.plan_topdown(
         ident(6, 0x8F, 8), None, pmu(5, 8, 0xF), perf_capabilities=1 << 15, smt=True, tables=None, backend="msr"
     )
     assert (spr.method, spr.level2, spr.detail, spr.gp_counters) == (
@@ -233,45 +233,51 @@ def test_perf_metrics_needs_no_tables_and_costs_no_counters() -> None:
     )
     assert [(e.key, e.fixed_index, e.raw) for e in spr.events] == [("slots", 3, None)]
     assert spr.enabled(None) and not spr.enabled(False)
-    icx = T.plan_topdown(
+    icx = topdown_plan.plan_topdown(
         ident(6, 0x6A, 6), None, pmu(5, 8, 0xF), perf_capabilities=1 << 15, smt=True, tables=None, backend="msr"
     )
     assert (icx.method, icx.level2, icx.detail, len(icx.keys)) == ("perf_metrics", False, "PERF_METRICS, level 1", 5)
 
 
 def test_perf_metrics_needs_the_capability_bit_and_fixed_counter_3() -> None:
-    clear = T.plan_topdown(
+    clear = topdown_plan.plan_topdown(
         ident(6, 0x8F, 8), None, pmu(5, 8, 0xF), perf_capabilities=0x33C5 & ~(1 << 15), smt=False, tables=None,
         backend="msr",
     )  # fmt: skip
     assert clear.detail == "unavailable: IA32_PERF_CAPABILITIES bit 15 (PERF_METRICS) is clear"
-    no_fixed3 = T.plan_topdown(
+    no_fixed3 = topdown_plan.plan_topdown(
         ident(6, 0x8F, 8), None, pmu(5, 8, 0x7), perf_capabilities=1 << 15, smt=False, tables=None, backend="msr"
     )
     assert no_fixed3.detail == "unavailable: no fixed counter 3 (TOPDOWN.SLOTS) in CPUID"
-    unread = T.plan_topdown(
+    unread = topdown_plan.plan_topdown(
         ident(6, 0x8F, 8), None, pmu(5, 8, 0xF), perf_capabilities=None, smt=False, tables=None, backend="msr"
     )
     assert unread.detail == "PERF_METRICS, level 1 and 2 (assumed from the model: PERF_CAPABILITIES not read)"
 
 
 def test_perf_backend_follows_the_kernels_topdown_events() -> None:
-    l1 = ("slots", *T.PERF_TOPDOWN_L1)
+    l1 = ("slots", *topdown_plan.PERF_TOPDOWN_L1)
     args = {"perf_capabilities": None, "smt": False, "tables": None, "backend": "perf"}
-    spr = T.plan_topdown(ident(6, 0x8F, 8), None, pmu(5, 8, 0xF), perf_events=(*l1, *T.PERF_TOPDOWN_L2), **args)
+    spr = topdown_plan.plan_topdown(
+        ident(6, 0x8F, 8), None, pmu(5, 8, 0xF), perf_events=(*l1, *topdown_plan.PERF_TOPDOWN_L2), **args
+    )
     assert (spr.method, spr.level2, spr.detail) == ("perf_metrics", True, "perf topdown events, level 1 and 2")
-    older_kernel = T.plan_topdown(ident(6, 0x8F, 8), None, pmu(5, 8, 0xF), perf_events=l1, **args)
+    older_kernel = topdown_plan.plan_topdown(ident(6, 0x8F, 8), None, pmu(5, 8, 0xF), perf_events=l1, **args)
     assert (older_kernel.level2, older_kernel.detail) == (False, "perf topdown events, level 1")
-    none = T.plan_topdown(ident(6, 0x8F, 8), None, pmu(5, 8, 0xF), perf_events=("cycles-ct",), **args)
+    none = topdown_plan.plan_topdown(ident(6, 0x8F, 8), None, pmu(5, 8, 0xF), perf_events=("cycles-ct",), **args)
     assert none.method is None and none.detail.startswith("unavailable: the kernel lists no topdown events")
     # An E-core PMU lists topdown-* (general-counter events) but no slots: never the PERF_METRICS group.
-    grt = T.plan_topdown(ident(6, 0x97, 2, hybrid=True), E_CORE, pmu(5, 6), perf_events=T.PERF_TOPDOWN_L1, **args)
+    grt = topdown_plan.plan_topdown(
+        ident(6, 0x97, 2, hybrid=True), E_CORE, pmu(5, 6), perf_events=topdown_plan.PERF_TOPDOWN_L1, **args
+    )
     assert grt.method != "perf_metrics"
 
 
 def test_amd_through_perf_only() -> None:
     zen4_args = {"perf_capabilities": None, "smt": True, "tables": None}
-    zen4 = T.plan_topdown(ident(0x19, 0x61, 2, vendor="AuthenticAMD"), None, pmu(0, 0, 0), backend="perf", **zen4_args)
+    zen4 = topdown_plan.plan_topdown(
+        ident(0x19, 0x61, 2, vendor="AuthenticAMD"), None, pmu(0, 0, 0), backend="perf", **zen4_args
+    )
     assert (zen4.method, zen4.width, zen4.gp_counters, zen4.detail) == (
         "zen4",
         6,
@@ -286,24 +292,34 @@ def test_amd_through_perf_only() -> None:
         "de_src_op_disp_all": (RawEvent(0xAA, 0x07), None),
         "ex_ret_ops": (RawEvent(0xC1, 0x00), None),
     }
-    zen5 = T.plan_topdown(ident(0x1A, 0x44, 0, vendor="AuthenticAMD"), None, pmu(0, 0, 0), backend="perf", **zen4_args)
+    zen5 = topdown_plan.plan_topdown(
+        ident(0x1A, 0x44, 0, vendor="AuthenticAMD"), None, pmu(0, 0, 0), backend="perf", **zen4_args
+    )
     assert (zen5.method, zen5.width, zen5.keys) == ("zen5", 8, zen4.keys)
-    msr = T.plan_topdown(ident(0x19, 0x61, 2, vendor="AuthenticAMD"), None, pmu(0, 0, 0), backend="msr", **zen4_args)
+    msr = topdown_plan.plan_topdown(
+        ident(0x19, 0x61, 2, vendor="AuthenticAMD"), None, pmu(0, 0, 0), backend="msr", **zen4_args
+    )
     assert msr.detail == "unavailable: AMD top-down is counted through perf only (--backend perf)"
-    zen3 = T.plan_topdown(ident(0x19, 0x21, 0, vendor="AuthenticAMD"), None, pmu(0, 0, 0), backend="perf", **zen4_args)
+    zen3 = topdown_plan.plan_topdown(
+        ident(0x19, 0x21, 0, vendor="AuthenticAMD"), None, pmu(0, 0, 0), backend="perf", **zen4_args
+    )
     assert zen3.method is None and "Zen 3 has no pipeline-utilisation events" in zen3.detail
 
 
 def test_cores_without_a_method_say_why() -> None:
     args = {"perf_capabilities": None, "smt": False, "tables": None, "backend": "msr"}
-    tremont = T.plan_topdown(ident(6, 0x86, 7), None, pmu(4, 4), **args)
+    tremont = topdown_plan.plan_topdown(ident(6, 0x86, 7), None, pmu(4, 4), **args)
     assert tremont.method is None and tremont.core == "Tremont" and "Tremont" in tremont.detail
-    hidden = T.plan_topdown(ident(6, 0x97, 2, hybrid=True), None, pmu(5, 6), **args)
+    hidden = topdown_plan.plan_topdown(ident(6, 0x97, 2, hybrid=True), None, pmu(5, 6), **args)
     assert hidden.detail == "unavailable: hybrid CPU without a core type (CPUID 0x1A): the core cannot be told"
-    nehalem = T.plan_topdown(dataclasses.replace(ident(6, 0x1A, 5), uarch="Nehalem"), None, pmu(3, 4), **args)
+    nehalem = topdown_plan.plan_topdown(
+        dataclasses.replace(ident(6, 0x1A, 5), uarch="Nehalem"), None, pmu(3, 4), **args
+    )
     assert nehalem.detail == "unavailable: no top-down method known for Nehalem"
     with pytest.raises(ValueError, match="backend"):
-        T.plan_topdown(ident(6, 0x55, 4), None, pmu(4, 4), perf_capabilities=None, smt=False, tables=None, backend="x")
+        topdown_plan.plan_topdown(
+            ident(6, 0x55, 4), None, pmu(4, 4), perf_capabilities=None, smt=False, tables=None, backend="x"
+        )
 
 
 def test_core_uarch_table() -> None:
@@ -322,15 +338,15 @@ def test_smt_from_sysfs_per_core(tmp_path: Path) -> None:
         (topo / f"cpu{cpu}/topology").mkdir(parents=True)
         (topo / f"cpu{cpu}/topology/thread_siblings_list").write_text(siblings + "\n")
     read = Sysroot(tmp_path).read_text
-    assert [T.smt_from_sysfs(read, c) for c in range(4)] == [True, False, True, None]
+    assert [topdown_plan.smt_from_sysfs(read, c) for c in range(4)] == [True, False, True, None]
 
 
 def test_smt_from_cpuid_dumps() -> None:
     *_, skx = dump_cpu("SkylakeX", 0)
     *_, adl_e = dump_cpu("AlderLake", 16)
-    assert T.smt_from_cpuid(skx) is True  # type: ignore[arg-type]
-    assert T.smt_from_cpuid(adl_e) is False  # type: ignore[arg-type]
-    assert T.smt_from_cpuid(lambda leaf, sub: (0xA, 0, 0, 0)) is None
+    assert topdown_plan.smt_from_cpuid(skx) is True  # type: ignore[arg-type]
+    assert topdown_plan.smt_from_cpuid(adl_e) is False  # type: ignore[arg-type]
+    assert topdown_plan.smt_from_cpuid(lambda leaf, sub: (0xA, 0, 0, 0)) is None
 
 
 # --- Intel's real tables (../shared/perfmon) and real CPUID dumps ---------------------------------------------
@@ -338,16 +354,20 @@ def test_smt_from_cpuid_dumps() -> None:
 
 def test_real_skylake_x_dump_and_table(real: PerfmonTables) -> None:
     identity, core_type, perfmon, _ = dump_cpu("SkylakeX", 0)
-    plan = T.plan_topdown(identity, core_type, perfmon, perf_capabilities=None, smt=False, tables=real, backend="msr")
+    plan = topdown_plan.plan_topdown(
+        identity, core_type, perfmon, perf_capabilities=None, smt=False, tables=real, backend="msr"
+    )
     assert plan.method == "slots4" and plan.core == "Skylake"
     assert raws(plan)["int_misc_recovery_cycles"] == (RawEvent(0x0D, 0x01), None)
-    smt = T.plan_topdown(identity, core_type, perfmon, perf_capabilities=None, smt=True, tables=real, backend="msr")
+    smt = topdown_plan.plan_topdown(
+        identity, core_type, perfmon, perf_capabilities=None, smt=True, tables=real, backend="msr"
+    )
     assert smt.method == "slots4_smt"
     assert raws(smt)["cpu_clk_unhalted_thread_any"] == (RawEvent(0x3C, 0x00), None)
 
 
 def test_real_sandy_bridge_encoding_differs(real: PerfmonTables) -> None:
-    plan = T.plan_topdown(
+    plan = topdown_plan.plan_topdown(
         ident(6, 0x2A, 7), None, pmu(3, 4), perf_capabilities=None, smt=False, tables=real, backend="msr"
     )
     assert raws(plan)["int_misc_recovery_cycles"] == (RawEvent(0x0D, 0x03, cmask=1), None)
@@ -355,14 +375,14 @@ def test_real_sandy_bridge_encoding_differs(real: PerfmonTables) -> None:
 
 def test_real_sapphire_rapids_dump_is_level_2(real: PerfmonTables) -> None:
     identity, core_type, perfmon, _ = dump_cpu("SapphireRapids", 0)
-    plan = T.plan_topdown(
+    plan = topdown_plan.plan_topdown(
         identity, core_type, perfmon, perf_capabilities=0x1_F3C5 | 1 << 15, smt=True, tables=real, backend="msr"
     )
     assert (plan.method, plan.level2, plan.detail) == ("perf_metrics", True, "PERF_METRICS, level 1 and 2")
 
 
 def test_real_ice_lake_server_is_level_1(real: PerfmonTables) -> None:
-    plan = T.plan_topdown(
+    plan = topdown_plan.plan_topdown(
         ident(6, 0x6A, 6), None, pmu(5, 8, 0xF), perf_capabilities=1 << 15, smt=True, tables=real, backend="msr"
     )
     assert (plan.method, plan.level2) == ("perf_metrics", False)
@@ -371,11 +391,15 @@ def test_real_ice_lake_server_is_level_1(real: PerfmonTables) -> None:
 def test_real_alder_lake_p_and_e_cores(real: PerfmonTables) -> None:
     identity, p_type, p_pmu, _ = dump_cpu("AlderLake", 0)
     _, e_type, e_pmu, _ = dump_cpu("AlderLake", 16)
-    p = T.plan_topdown(identity, p_type, p_pmu, perf_capabilities=1 << 15, smt=True, tables=real, backend="msr")
+    p = topdown_plan.plan_topdown(
+        identity, p_type, p_pmu, perf_capabilities=1 << 15, smt=True, tables=real, backend="msr"
+    )
     # CPUID 0xA shows the common subset (3 fixed counters); the P-core has fixed counter 3 (as Linux assumes).
     assert p_pmu.fixed_mask == 0x7
     assert (p.method, p.level2, p.core) == ("perf_metrics", True, "Golden Cove")
-    e = T.plan_topdown(identity, e_type, e_pmu, perf_capabilities=None, smt=False, tables=real, backend="msr")
+    e = topdown_plan.plan_topdown(
+        identity, e_type, e_pmu, perf_capabilities=None, smt=False, tables=real, backend="msr"
+    )
     assert (e.method, e.width, e.core) == ("gracemont", 5, "Gracemont")
     assert raws(e)["topdown_retiring_all"] == (RawEvent(0xC2, 0x00), None)
     assert raws(e)["topdown_fe_bound_all"] == (RawEvent(0x71, 0x00), None)
@@ -387,7 +411,7 @@ def test_real_alder_lake_p_and_e_cores(real: PerfmonTables) -> None:
     ids=["meteor-lake-e", "sierra-forest", "arrow-lake-h-lp-e"],
 )
 def test_real_crestmont_retires_at_0x72(real: PerfmonTables, identity: CpuIdentity, core_type: CoreType | None) -> None:
-    plan = T.plan_topdown(
+    plan = topdown_plan.plan_topdown(
         identity, core_type, pmu(5, 8), perf_capabilities=None, smt=False, tables=real, backend="perf"
     )
     assert (plan.method, plan.width, plan.detail) == ("crestmont", 6, "E-core events (Crestmont, 6 wide)")
@@ -403,7 +427,7 @@ def test_real_crestmont_retires_at_0x72(real: PerfmonTables, identity: CpuIdenti
 def test_real_lunar_lake_skymont_uses_fixed_counters_4_to_6(real: PerfmonTables) -> None:
     args = {"perf_capabilities": None, "smt": False, "tables": real, "backend": "msr"}
     lnl = ident(6, 0xBD, 1, hybrid=True)
-    plan = T.plan_topdown(lnl, atom(3), pmu(6, 8, 0x77, leaf23=True), **args)
+    plan = topdown_plan.plan_topdown(lnl, atom(3), pmu(6, 8, 0x77, leaf23=True), **args)
     assert (plan.method, plan.width, plan.core) == ("skymont", 8, "Skymont")
     # Fixed counters 4-6 from Intel's table; the *.ALL_P encodings are what perf opens (and Linux schedules them
     # on those fixed counters itself).
@@ -415,9 +439,9 @@ def test_real_lunar_lake_skymont_uses_fixed_counters_4_to_6(real: PerfmonTables)
         "cycles": (RawEvent(0x3C, 0x00), 1),
     }
     assert plan.gp_counters == 1  # only backend bound takes a general counter
-    without_fixed = T.plan_topdown(lnl, atom(3), pmu(6, 8, 0x7, leaf23=True), **args)
+    without_fixed = topdown_plan.plan_topdown(lnl, atom(3), pmu(6, 8, 0x7, leaf23=True), **args)
     assert without_fixed.gp_counters == 4
-    lion_cove = T.plan_topdown(
+    lion_cove = topdown_plan.plan_topdown(
         lnl, CoreType(0x40, 3, "P", "P-core"), pmu(6, 10, 0xF, leaf23=True), **{**args, "perf_capabilities": 1 << 15}
     )
     assert (lion_cove.method, lion_cove.level2) == ("perf_metrics", True)
@@ -436,7 +460,7 @@ def test_real_table_missing_an_event_names_it(real: PerfmonTables, tmp_path: Pat
     )
     (tmp_path / "ICL/events").mkdir(parents=True)
     (tmp_path / "ICL/events/icelake_core.json").write_bytes((SHARED / "ICL/events/icelake_core.json").read_bytes())
-    plan = T.plan_topdown(
+    plan = topdown_plan.plan_topdown(
         ident(6, 0x55, 4), None, pmu(4, 4), perf_capabilities=None, smt=False, tables=PerfmonTables(tmp_path),
         backend="msr",
     )  # fmt: skip
@@ -445,7 +469,9 @@ def test_real_table_missing_an_event_names_it(real: PerfmonTables, tmp_path: Pat
 
 def test_real_zen4_dump(real: PerfmonTables) -> None:
     identity, core_type, perfmon, _ = dump_cpu("Raphael", 0)
-    plan = T.plan_topdown(identity, core_type, perfmon, perf_capabilities=None, smt=True, tables=real, backend="perf")
+    plan = topdown_plan.plan_topdown(
+        identity, core_type, perfmon, perf_capabilities=None, smt=True, tables=real, backend="perf"
+    )
     assert (plan.method, plan.core) == ("zen4", "Zen 4")
 
 
@@ -453,8 +479,8 @@ def test_real_zen4_dump(real: PerfmonTables) -> None:
 
 
 def _info(root: Path) -> tuple[dict[str, object], str]:
+    from pmutop.app.commands.info import gather, render_text
     from pmutop.hw.platform import HostPlatform
-    from pmutop.info import gather, render_text
 
     facts = gather(HostPlatform(Sysroot(root)), probe=False)
     return facts, render_text(facts)

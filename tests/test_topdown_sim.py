@@ -7,9 +7,9 @@ import errno
 
 import pytest
 
-from pmutop.clock import ManualClock
+from pmutop.core.clock import ManualClock
 from pmutop.hw.msr import MsrAccessError
-from pmutop.pmu import registers as r
+from pmutop.pmu import registers
 from pmutop.pmu.cpuid_decode import CORE_TYPE_ATOM, CORE_TYPE_CORE, decode_core_type, decode_identity, decode_perfmon
 from pmutop.sim.model import SimConfig, SimMachine, SimRdpmcFault
 from pmutop.sim.workload import TOPDOWN_FIELDS, PhaseKind, Workload
@@ -17,7 +17,7 @@ from pmutop.sim.workload import TOPDOWN_FIELDS, PhaseKind, Workload
 SEC = 1_000_000_000
 METRICS_ECX = 1 << 29
 SLOTS_ECX = 1 << 30 | 3
-EN_3 = r.global_ctrl_mask([], [3]) | r.GLOBAL_CTRL_EN_PERF_METRICS
+EN_3 = registers.global_ctrl_mask([], [3]) | registers.GLOBAL_CTRL_EN_PERF_METRICS
 
 
 def make(**kw: object) -> tuple[SimMachine, ManualClock]:
@@ -26,7 +26,7 @@ def make(**kw: object) -> tuple[SimMachine, ManualClock]:
 
 
 def sel(event: int, umask: int = 0, *, cmask: int = 0, extra: int = 0) -> int:
-    return r.encode_evtsel(r.RawEvent(event, umask, cmask=cmask), user=True, kernel=True) | extra
+    return registers.encode_evtsel(registers.RawEvent(event, umask, cmask=cmask), user=True, kernel=True) | extra
 
 
 def cpuid_fn(m: SimMachine, cpu: int):  # type: ignore[no-untyped-def]
@@ -34,7 +34,7 @@ def cpuid_fn(m: SimMachine, cpu: int):  # type: ignore[no-untyped-def]
 
 
 def bytes_of(value: int, n: int) -> list[int]:
-    return [r.perf_metrics_byte(value, i) for i in range(n)]
+    return [registers.perf_metrics_byte(value, i) for i in range(n)]
 
 
 def expected_bytes(td: dict[str, float], n: int) -> list[float]:
@@ -61,16 +61,16 @@ def test_shapes_answer_cpuid_and_perf_capabilities(
     assert (ident.family, ident.model, ident.pdcm) == (6, cpuid_model, True)
     assert (pm.version, pm.gp_counters, pm.fixed_counters) == (version, gp, fixed)
     assert ("topdown-slots" in pm.available_events) == metrics
-    caps = m.msr(0).read(r.IA32_PERF_CAPABILITIES)
-    assert bool(caps & r.PERF_CAP_PERF_METRICS) == metrics
-    assert caps & r.PERF_CAP_FW_WRITE
+    caps = m.msr(0).read(registers.IA32_PERF_CAPABILITIES)
+    assert bool(caps & registers.PERF_CAP_PERF_METRICS) == metrics
+    assert caps & registers.PERF_CAP_FW_WRITE
     assert decode_core_type(cpuid_fn(m, 0)) is None
     if not metrics:
         with pytest.raises(MsrAccessError) as e:
-            m.msr(0).read(r.MSR_PERF_METRICS)
+            m.msr(0).read(registers.MSR_PERF_METRICS)
         assert e.value.errno == errno.EIO
         with pytest.raises(MsrAccessError):
-            m.msr(0).write(r.IA32_PERF_GLOBAL_CTRL, r.GLOBAL_CTRL_EN_PERF_METRICS)
+            m.msr(0).write(registers.IA32_PERF_GLOBAL_CTRL, registers.GLOBAL_CTRL_EN_PERF_METRICS)
         with pytest.raises(SimRdpmcFault):
             m.rdpmc(0, METRICS_ECX)
 
@@ -87,7 +87,7 @@ def test_default_shape_is_the_old_simulator() -> None:
     )
     # Explicit values override the model's (and the skx shape never has PERF_METRICS, even with fixed counter 3).
     m, _ = make(version=5, fixed_counters=4)
-    assert not m.msr(0).read(r.IA32_PERF_CAPABILITIES) & r.PERF_CAP_PERF_METRICS
+    assert not m.msr(0).read(registers.IA32_PERF_CAPABILITIES) & registers.PERF_CAP_PERF_METRICS
     assert m.workload(0).slots_per_cycle == 4
     with pytest.raises(ValueError, match="model"):
         SimConfig(model="k7")
@@ -105,8 +105,8 @@ def test_adl_is_hybrid_with_perf_metrics_on_p_cores_only() -> None:
         assert (ident.family, ident.model, ident.hybrid) == (6, 0x97, True)
         assert core is not None and core.code == (CORE_TYPE_ATOM if e_core else CORE_TYPE_CORE)
         assert (pm.version, pm.gp_counters, pm.fixed_counters) == ((5, 6, 3) if e_core else (5, 8, 4))
-        caps = m.msr(cpu).read(r.IA32_PERF_CAPABILITIES)
-        assert bool(caps & r.PERF_CAP_PERF_METRICS) != e_core
+        caps = m.msr(cpu).read(registers.IA32_PERF_CAPABILITIES)
+        assert bool(caps & registers.PERF_CAP_PERF_METRICS) != e_core
         assert m.workload(cpu).slots_per_cycle == (5 if e_core else 6)
 
 
@@ -181,8 +181,8 @@ def test_the_classic_mix_keeps_its_three_regimes() -> None:
 
 def program_slots(m: SimMachine, cpu: int, *, metrics: bool = True, nibble: int = 0x3) -> None:
     dev = m.msr(cpu)
-    dev.write(r.IA32_FIXED_CTR_CTRL, nibble << 12)
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, EN_3 if metrics else r.global_ctrl_mask([], [3]))
+    dev.write(registers.IA32_FIXED_CTR_CTRL, nibble << 12)
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, EN_3 if metrics else registers.global_ctrl_mask([], [3]))
 
 
 @pytest.mark.parametrize(("model", "n"), [("icx", 4), ("spr", 8)])
@@ -191,10 +191,10 @@ def test_perf_metrics_holds_the_rounded_fractions_since_zeroed(model: str, n: in
     dev = m.msr(1)
     program_slots(m, 1)
     clock.set_ns(3 * SEC)
-    value = dev.read(r.MSR_PERF_METRICS)
+    value = dev.read(registers.MSR_PERF_METRICS)
     assert value >> 8 * n == 0  # level 2 bytes are zero (reserved) on icx
     td = m.workload(1).topdown(0, 3 * SEC)
-    assert dev.read(r.fixed_ctr(3)) == td.slots
+    assert dev.read(registers.fixed_ctr(3)) == td.slots
     for got, want in zip(bytes_of(value, n), expected_bytes(td.fractions(), n), strict=True):
         assert abs(got - want) <= 0.5 + 1e-9
     assert m.rdpmc(1, METRICS_ECX) == value  # rdpmc type 0x2000
@@ -202,13 +202,15 @@ def test_perf_metrics_holds_the_rounded_fractions_since_zeroed(model: str, n: in
     assert m.read_counters(1, 4, 0, metrics=True)[1] == [0, 0, 0, td.slots, value]
 
     # Zeroing both starts a new span: the fractions are then those of the slots counted since.
-    dev.write(r.fixed_ctr(3), 0)
-    dev.write(r.MSR_PERF_METRICS, 0)
-    assert dev.read(r.MSR_PERF_METRICS) == 0
+    dev.write(registers.fixed_ctr(3), 0)
+    dev.write(registers.MSR_PERF_METRICS, 0)
+    assert dev.read(registers.MSR_PERF_METRICS) == 0
     clock.set_ns(5 * SEC)
     td2 = m.workload(1).topdown(3 * SEC, 5 * SEC)
-    assert dev.read(r.fixed_ctr(3)) == td2.slots
-    for got, want in zip(bytes_of(dev.read(r.MSR_PERF_METRICS), n), expected_bytes(td2.fractions(), n), strict=True):
+    assert dev.read(registers.fixed_ctr(3)) == td2.slots
+    for got, want in zip(
+        bytes_of(dev.read(registers.MSR_PERF_METRICS), n), expected_bytes(td2.fractions(), n), strict=True
+    ):
         assert abs(got - want) <= 0.5 + 1e-9
 
 
@@ -217,15 +219,15 @@ def test_perf_metrics_counts_only_with_bit_48_and_fixed_counter_3() -> None:
     dev = m.msr(0)
     program_slots(m, 0, metrics=False)  # fixed counter 3 counts, bit 48 clear
     clock.set_ns(SEC)
-    assert dev.read(r.fixed_ctr(3)) > 0 and dev.read(r.MSR_PERF_METRICS) == 0
-    dev.write(r.IA32_FIXED_CTR_CTRL, 0)  # bit 48 set, fixed counter 3 off
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, EN_3)
+    assert dev.read(registers.fixed_ctr(3)) > 0 and dev.read(registers.MSR_PERF_METRICS) == 0
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0)  # bit 48 set, fixed counter 3 off
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, EN_3)
     clock.set_ns(2 * SEC)
-    assert dev.read(r.MSR_PERF_METRICS) == 0
-    dev.write(r.IA32_FIXED_CTR_CTRL, r.FIXED_EN_USR << 12)  # user mode only: the user slots' fractions
+    assert dev.read(registers.MSR_PERF_METRICS) == 0
+    dev.write(registers.IA32_FIXED_CTR_CTRL, registers.FIXED_EN_USR << 12)  # user mode only: the user slots' fractions
     clock.set_ns(4 * SEC)
     td = m.workload(0).topdown(2 * SEC, 4 * SEC, part="user")
-    got = bytes_of(dev.read(r.MSR_PERF_METRICS), 8)
+    got = bytes_of(dev.read(registers.MSR_PERF_METRICS), 8)
     assert all(abs(g - e) <= 0.5 + 1e-9 for g, e in zip(got, expected_bytes(td.fractions(), 8), strict=True))
 
 
@@ -233,10 +235,10 @@ def test_perf_metrics_writes_load_and_reserved_bits_fault() -> None:
     m, clock = make(model="icx", cpus=1)
     dev = m.msr(0)
     with pytest.raises(MsrAccessError):
-        dev.write(r.MSR_PERF_METRICS, 1 << 32)  # level 2 bytes are reserved on Ice Lake
-    dev.write(r.fixed_ctr(3), 1000)
-    dev.write(r.MSR_PERF_METRICS, 0x40_30_20_6F)  # as Linux restores a context: fixed counter 3 first
-    assert dev.read(r.MSR_PERF_METRICS) == 0x40_30_20_6F  # reads back until new slots are counted
+        dev.write(registers.MSR_PERF_METRICS, 1 << 32)  # level 2 bytes are reserved on Ice Lake
+    dev.write(registers.fixed_ctr(3), 1000)
+    dev.write(registers.MSR_PERF_METRICS, 0x40_30_20_6F)  # as Linux restores a context: fixed counter 3 first
+    assert dev.read(registers.MSR_PERF_METRICS) == 0x40_30_20_6F  # reads back until new slots are counted
     # Counting on, the loaded fractions weigh as the 1000 slots they describe.
     program_slots(m, 0)
     clock.set_ns(SEC)
@@ -245,7 +247,7 @@ def test_perf_metrics_writes_load_and_reserved_bits_fault() -> None:
     total = sum(loaded) * 1000 / 255 + td.slots
     for k, f in enumerate(TOPDOWN_FIELDS[:4]):
         want = 255 * (loaded[k] * 1000 / 255 + getattr(td, f)) / total
-        assert abs(r.perf_metrics_byte(dev.read(r.MSR_PERF_METRICS), k) - want) <= 0.5 + 1e-9
+        assert abs(registers.perf_metrics_byte(dev.read(registers.MSR_PERF_METRICS), k) - want) <= 0.5 + 1e-9
 
 
 def test_status_bit_48_when_fixed_counter_3_wraps_under_metrics() -> None:
@@ -255,11 +257,11 @@ def test_status_bit_48_when_fixed_counter_3_wraps_under_metrics() -> None:
     clock.set_ns(2 * SEC)
     slots = m.workload(0).topdown(0, 2 * SEC).slots
     assert slots > 1 << 32  # wrapped
-    status = dev.read(r.IA32_PERF_GLOBAL_STATUS)
-    assert status & r.fixed_bit(3) and status & r.STATUS_PERF_METRICS_OVF
-    assert dev.read(r.fixed_ctr(3)) == slots & 0xFFFF_FFFF
-    dev.write(r.IA32_PERF_GLOBAL_STATUS_RESET, r.fixed_bit(3) | r.STATUS_PERF_METRICS_OVF)
-    assert dev.read(r.IA32_PERF_GLOBAL_STATUS) == 0
+    status = dev.read(registers.IA32_PERF_GLOBAL_STATUS)
+    assert status & registers.fixed_bit(3) and status & registers.STATUS_PERF_METRICS_OVF
+    assert dev.read(registers.fixed_ctr(3)) == slots & 0xFFFF_FFFF
+    dev.write(registers.IA32_PERF_GLOBAL_STATUS_RESET, registers.fixed_bit(3) | registers.STATUS_PERF_METRICS_OVF)
+    assert dev.read(registers.IA32_PERF_GLOBAL_STATUS) == 0
 
 
 # -- the other methods' events --------------------------------------------------------------------------------
@@ -280,12 +282,12 @@ def count(m: SimMachine, clock: ManualClock, cpu: int, evtsels: list[int], t0: i
     """Program the event selects plus the fixed trio, count over [t0, t1]: [cycles, events...]."""
     dev = m.msr(cpu)
     for i, v in enumerate(evtsels):
-        dev.write(r.evtsel(i), v)
-    dev.write(r.IA32_FIXED_CTR_CTRL, 0x333)
+        dev.write(registers.evtsel(i), v)
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0x333)
     clock.set_ns(t0)
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, r.global_ctrl_mask(range(len(evtsels)), range(3)))
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.global_ctrl_mask(range(len(evtsels)), range(3)))
     clock.set_ns(t1)
-    dev.write(r.IA32_PERF_GLOBAL_CTRL, 0)
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, 0)
     _, values = m.read_counters(cpu, 3, len(evtsels))
     return [values[1], *values[3:]]
 
@@ -296,7 +298,7 @@ def level1_error(got: tuple[float, float, float, float], td: dict[str, float]) -
 
 @pytest.mark.parametrize("any_thread", [False, True])
 def test_skx_four_event_formula_gives_the_truth(any_thread: bool) -> None:
-    extra = r.EVTSEL_ANY if any_thread else 0  # the _ANY events: AnyThread, one thread per core here
+    extra = registers.EVTSEL_ANY if any_thread else 0  # the _ANY events: AnyThread, one thread per core here
     recovery = sel(*INT_MISC_RECOVERY_CYCLES, extra=extra, cmask=1 if any_thread else 0)  # Linux: cmask=1
     evtsels = [sel(*e) for e in (UOPS_ISSUED_ANY, UOPS_RETIRED_RETIRE_SLOTS, IDQ_UOPS_NOT_DELIVERED_CORE)]
     for cpu in range(2):

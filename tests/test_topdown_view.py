@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pmutop.engine.ring import SampleRing
-from pmutop.engine.sample import Sample
-from pmutop.sinks.records import METRIC_ORDER, record
+from pmutop.core.ring import SampleRing
+from pmutop.core.sample import Sample
+from pmutop.derive.records import METRIC_ORDER, record
 from pmutop.tui.model import ViewModel
 from pmutop.tui.topdown_view import COLOURS, row_cells, stacked_bar
 

@@ -8,12 +8,12 @@ import pytest
 from rich.console import Console
 from textual.widgets import DataTable, Static
 
-from pmutop.errors import HardwareError
-from pmutop.metrics import for_sample
-from pmutop.pmu import registers as R
+from pmutop.app.screenshots import demo_app
+from pmutop.core.errors import HardwareError
+from pmutop.derive.metrics import for_sample
+from pmutop.pmu import registers
 from pmutop.pmu.events import parse_events
-from pmutop.screenshots import demo_app
-from pmutop.tui import format as F
+from pmutop.tui import format as fmt
 from pmutop.tui.app import DetailScreen, HelpScreen, PmutopApp
 from pmutop.tui.columns import columns_for, layout
 
@@ -67,7 +67,7 @@ async def test_table_shows_the_metrics_module_values_for_the_latest_samples() ->
             assert cell(app, row, "util").strip() == f"{m.util * 100:.1f}"  # type: ignore[operator]
             assert cell(app, row, "ghz").strip() == f"{m.ghz:.2f}"
             assert cell(app, row, "ipc").strip() == f"{m.ipc:.2f}"
-            assert cell(app, row, "llc_per_s") == F.si(m.llc_misses_per_s, 11)
+            assert cell(app, row, "llc_per_s") == fmt.si(m.llc_misses_per_s, 11)
             assert cell(app, row, "mpki").strip() == f"{m.llc_mpki:.2f}"
             assert cell(app, row, "llc_ratio").strip() == f"{m.llc_miss_ratio * 100:.1f}"  # type: ignore[operator]
             assert cell(app, row, "br_ratio").strip() == f"{m.branch_miss_ratio * 100:.2f}"  # type: ignore[operator]
@@ -103,16 +103,16 @@ async def test_each_interval_updates_only_changed_cells() -> None:
 async def test_quit_key_ends_the_app_and_the_pmu_is_restored() -> None:
     app, engine, platform, _ = demo_app(intervals=2)
     async with app.run_test(size=WIDE) as pilot:
-        assert platform.machine.msr(0).read(R.IA32_PERF_GLOBAL_CTRL) == 0x7_0000_000F
+        assert platform.machine.msr(0).read(registers.IA32_PERF_GLOBAL_CTRL) == 0x7_0000_000F
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0
     assert engine.stop().failures == []
     for cpu in engine.cpus:
         dev = platform.machine.msr(cpu)
-        assert dev.read(R.IA32_PERF_GLOBAL_CTRL) == 0
-        assert dev.read(R.IA32_FIXED_CTR_CTRL) == 0
-        assert [dev.read(R.evtsel(i)) for i in range(4)] == [0, 0, 0, 0]
+        assert dev.read(registers.IA32_PERF_GLOBAL_CTRL) == 0
+        assert dev.read(registers.IA32_FIXED_CTR_CTRL) == 0
+        assert [dev.read(registers.evtsel(i)) for i in range(4)] == [0, 0, 0, 0]
 
 
 async def test_ctrl_c_quits_too() -> None:
@@ -297,7 +297,7 @@ async def test_a_failing_core_is_marked_and_announced() -> None:
 async def test_a_suspect_sample_shows_a_question_mark_not_numbers() -> None:
     app, engine, platform, clock = demo_app(intervals=2)
     async with app.run_test(size=WIDE) as pilot:
-        platform.machine.set_status_bits(5, R.STATUS_CTR_FRZ)
+        platform.machine.set_status_bits(5, registers.STATUS_CTR_FRZ)
         await tick(app, pilot, engine, clock)
         assert cell(app, "5", "ipc").strip() == "?"
         assert "1 suspect samples" in text_of(app.query_one("#banner", Static))
@@ -353,8 +353,8 @@ async def test_the_all_row_sums_event_rates_over_cores() -> None:
     async with app.run_test(size=WIDE) as pilot:
         await tick(app, pilot, engine, clock)
         rates = [engine.rings[c].latest().counts["r01d1"] for c in engine.cpus]  # type: ignore[union-attr]
-        assert cell(app, "total", "ev:r01d1") == F.si(sum(rates) / 1.0, len(cell(app, "total", "ev:r01d1")))
-        assert cell(app, "1", "ev:r01d1") == F.si(rates[1] / 1.0, len(cell(app, "1", "ev:r01d1")))
+        assert cell(app, "total", "ev:r01d1") == fmt.si(sum(rates) / 1.0, len(cell(app, "total", "ev:r01d1")))
+        assert cell(app, "1", "ev:r01d1") == fmt.si(rates[1] / 1.0, len(cell(app, "1", "ev:r01d1")))
     engine.stop()
 
 

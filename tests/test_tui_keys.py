@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Input, OptionList, SelectionList, Static
 
-from pmutop.screenshots import demo_app, software_app
+from pmutop.app.screenshots import demo_app, software_app
 from pmutop.tui.app import DetailScreen, TooSmallScreen
 from pmutop.tui.config import Settings, config_path, load
 from pmutop.tui.heatmap import HeatmapScreen
@@ -344,7 +344,7 @@ async def test_only_rows_on_screen_are_rendered_each_interval_and_the_rest_on_sc
         await pilot.pause()
         await pilot.pause(0.1)
         latest = engine.rings[120].latest()
-        from pmutop.metrics import for_sample
+        from pmutop.derive.metrics import for_sample
 
         assert table.get_cell("120", "ipc").plain.strip() == f"{for_sample(latest).ipc:.2f}"  # type: ignore[arg-type]
     engine.stop()
@@ -380,7 +380,7 @@ async def test_quitting_wakes_the_sample_watcher_at_once() -> None:
     # end the wait, not let it run out (what made q take up to its timeout).
     import threading
 
-    from pmutop.screenshots import ScriptedFeed
+    from pmutop.app.screenshots import ScriptedFeed
 
     class BlockingFeed(ScriptedFeed):
         def __init__(self, *a, **kw) -> None:  # type: ignore[no-untyped-def]

@@ -7,16 +7,16 @@ import json
 
 import pytest
 
-from pmutop.backends.msr import MsrBackend
-from pmutop.cli import main
-from pmutop.clock import ManualClock
+from pmutop.app.main import main
+from pmutop.backends.msr.backend import MsrBackend
+from pmutop.core.clock import ManualClock
 from pmutop.engine.engine import Engine
-from pmutop.pmu import registers as R
+from pmutop.pmu import registers
 from pmutop.pmu.events import parse_events
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
 
-V6 = R.V6_REGISTERS
+V6 = registers.V6_REGISTERS
 TEN = ",".join(f"event=0xc4,umask={u:#x}" for u in range(10))
 
 
@@ -24,7 +24,7 @@ def v6_registers(platform: SimPlatform, cpu: int, n_gp: int = 10) -> dict[int, i
     dev = platform.machine.msr(cpu)
     addresses = [V6.evtsel(i) for i in range(n_gp)] + [V6.pmc(i) for i in range(n_gp)]
     addresses += [V6.fixed_ctr(i) for i in range(3)]
-    addresses += [R.IA32_FIXED_CTR_CTRL, R.IA32_PERF_GLOBAL_CTRL, R.IA32_PERF_GLOBAL_STATUS]
+    addresses += [registers.IA32_FIXED_CTR_CTRL, registers.IA32_PERF_GLOBAL_CTRL, registers.IA32_PERF_GLOBAL_STATUS]
     return {a: dev.read(a) for a in addresses}
 
 
@@ -33,7 +33,7 @@ def test_ten_events_at_once_and_everything_restored(clock: ManualClock, read: st
     platform = SimPlatform(SimConfig(cpus=2, version=6, gp_counters=10, seed=3), clock)
     m = platform.machine
     for cpu in (0, 1):  # counters holding old values above 2^31 (full-width writes bring them back)
-        m.foreign_write(cpu, R.IA32_PERF_GLOBAL_CTRL, R.global_ctrl_mask(range(10), range(3)))
+        m.foreign_write(cpu, registers.IA32_PERF_GLOBAL_CTRL, registers.global_ctrl_mask(range(10), range(3)))
         for i in range(10):
             m.foreign_write(cpu, V6.pmc(i), 0x1234_5678_9A + i)
     before = {cpu: v6_registers(platform, cpu) for cpu in (0, 1)}
@@ -44,7 +44,7 @@ def test_ten_events_at_once_and_everything_restored(clock: ManualClock, read: st
     assert not plan.rotating and sorted(p.index for p in plan.gp) == list(range(10))
     programmed = v6_registers(platform, 0)
     assert [programmed[V6.evtsel(i)] for i in range(10)] == [0x4300C4 | u << 8 for u in range(10)]
-    assert programmed[R.IA32_PERF_GLOBAL_CTRL] == R.global_ctrl_mask(range(10), range(3))
+    assert programmed[registers.IA32_PERF_GLOBAL_CTRL] == registers.global_ctrl_mask(range(10), range(3))
     clock.advance(1.0)
     samples = engine.tick()
     assert len(samples) == 2
@@ -78,7 +78,7 @@ def test_another_agent_on_an_e_core_fixed_counter_5_is_seen() -> None:
     from pmutop.pmu.usage import find_foreign_use
 
     pm = _cpuid(6, 8, 0x77, True)
-    regs = {pm.registers.evtsel(i): 0 for i in pm.gp_indexes} | {R.IA32_FIXED_CTR_CTRL: 0x3 << (4 * 5)}
+    regs = {pm.registers.evtsel(i): 0 for i in pm.gp_indexes} | {registers.IA32_FIXED_CTR_CTRL: 0x3 << (4 * 5)}
     assert find_foreign_use(pm, regs, tolerate_watchdog=False) == [
-        (R.IA32_FIXED_CTR_CTRL, "0x300000: fixed counter 5 enabled")
+        (registers.IA32_FIXED_CTR_CTRL, "0x300000: fixed counter 5 enabled")
     ]

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from pmutop.errors import UsageError
-from pmutop.pmu import registers as R
+from pmutop.core.errors import UsageError
+from pmutop.pmu import registers
 from pmutop.pmu.cpuid_decode import PerfmonInfo
 from pmutop.pmu.events import EventSpec
 from pmutop.pmu.plan import assign, plan_counters
@@ -33,7 +33,7 @@ def pmu(version: int, gp_mask: int, fixed_mask: int = 0xF) -> PerfmonInfo:
 
 
 def raw(i: int, counters: int | None = None) -> EventSpec:
-    return EventSpec(f"r{i:02x}d1", R.RawEvent(0xD1, i), counters=counters)
+    return EventSpec(f"r{i:02x}d1", registers.RawEvent(0xD1, i), counters=counters)
 
 
 def test_assign_is_polynomial_when_a_counter_mask_is_oversubscribed() -> None:

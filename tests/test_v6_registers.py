@@ -11,9 +11,9 @@ import itertools
 import pytest
 from cpuid_dumps import cpuid_fn
 
-from pmutop.errors import ForbiddenMsrWrite, HardwareError
+from pmutop.core.errors import ForbiddenMsrWrite, HardwareError
 from pmutop.hw.msr import MsrDevice
-from pmutop.pmu import registers as R
+from pmutop.pmu import registers
 from pmutop.pmu.cpuid_decode import PerfmonInfo, decode_perfmon
 from pmutop.pmu.events import ARCH_EVENTS, EventSpec
 from pmutop.pmu.plan import plan_counters
@@ -22,8 +22,8 @@ INTEL = (0x756E6547, 0x6C65746E, 0x49656E69)
 
 
 def test_legacy_map_keeps_the_old_addresses() -> None:
-    m = R.register_map(5)
-    assert m is R.LEGACY_REGISTERS and m.kind == "legacy"
+    m = registers.register_map(5)
+    assert m is registers.LEGACY_REGISTERS and m.kind == "legacy"
     assert [m.evtsel(i) for i in (0, 7)] == [0x186, 0x18D]
     assert [m.pmc(i) for i in (0, 7)] == [0xC1, 0xC8]
     assert [m.counter(i, full_width=True) for i in (0, 7)] == [0x4C1, 0x4C8]
@@ -34,64 +34,64 @@ def test_legacy_map_keeps_the_old_addresses() -> None:
 
 def test_module_helpers_delegate_to_the_legacy_map() -> None:
     for i in range(8):
-        assert (R.evtsel(i), R.pmc(i), R.a_pmc(i)) == (0x186 + i, 0xC1 + i, 0x4C1 + i)
+        assert (registers.evtsel(i), registers.pmc(i), registers.a_pmc(i)) == (0x186 + i, 0xC1 + i, 0x4C1 + i)
     for i in range(4):
-        assert R.fixed_ctr(i) == 0x309 + i
+        assert registers.fixed_ctr(i) == 0x309 + i
 
 
-@pytest.mark.parametrize("fn", [R.evtsel, R.pmc, R.a_pmc])
+@pytest.mark.parametrize("fn", [registers.evtsel, registers.pmc, registers.a_pmc])
 def test_no_legacy_register_for_gp_counter_8(fn) -> None:
     # 0x186 + 8 = 0x18E is not an event select: the bug that made 9+ events fail.
-    with pytest.raises(R.CounterIndexError, match="GP counter 8") as exc:
+    with pytest.raises(registers.CounterIndexError, match="GP counter 8") as exc:
         fn(8)
     assert isinstance(exc.value, HardwareError) and isinstance(exc.value, IndexError)
-    with pytest.raises(R.CounterIndexError):
+    with pytest.raises(registers.CounterIndexError):
         fn(-1)
 
 
 def test_v6_map_is_the_0x1900_range_with_step_4_for_every_counter() -> None:
-    m = R.register_map(6)
-    assert m is R.V6_REGISTERS and m.kind == "v6"
-    assert R.register_map(7) is m  # the kernel tests version >= 6
+    m = registers.register_map(6)
+    assert m is registers.V6_REGISTERS and m.kind == "v6"
+    assert registers.register_map(7) is m  # the kernel tests version >= 6
     # The kernel moves ALL counters (not only >= 8) to the new range on v6.
     assert [m.pmc(i) for i in (0, 1, 8, 9, 31)] == [0x1900, 0x1904, 0x1920, 0x1924, 0x197C]
     assert [m.evtsel(i) for i in (0, 1, 8, 9, 31)] == [0x1901, 0x1905, 0x1921, 0x1925, 0x197D]
     assert m.counter(9, full_width=True) == m.counter(9, full_width=False) == 0x1924
     assert [m.fixed_ctr(i) for i in (0, 3, 15)] == [0x1980, 0x198C, 0x19BC]
     assert (m.max_gp, m.max_fixed) == (32, 16)
-    with pytest.raises(R.CounterIndexError):
+    with pytest.raises(registers.CounterIndexError):
         m.evtsel(32)
-    with pytest.raises(R.CounterIndexError):
+    with pytest.raises(registers.CounterIndexError):
         m.fixed_ctr(16)
 
 
 def test_v6_names() -> None:
-    assert R.msr_name(0x1925) == "IA32_PMC_GP9_CFG_A"
-    assert R.msr_name(0x1924) == "IA32_PMC_GP9_CTR"
-    assert R.msr_name(0x1984) == "IA32_PMC_FX1_CTR"
-    assert R.msr_name(0x18E) == "MSR 0x18e"
-    assert R.msr_name(0x1922) == "MSR 0x1922"  # CFG_B: not pmutop's
+    assert registers.msr_name(0x1925) == "IA32_PMC_GP9_CFG_A"
+    assert registers.msr_name(0x1924) == "IA32_PMC_GP9_CTR"
+    assert registers.msr_name(0x1984) == "IA32_PMC_FX1_CTR"
+    assert registers.msr_name(0x18E) == "MSR 0x18e"
+    assert registers.msr_name(0x1922) == "MSR 0x1922"  # CFG_B: not pmutop's
 
 
 def test_the_allowlist_is_exactly_both_maps_plus_the_control_registers() -> None:
-    expected = set(R.CONTROL_WRITABLE_MSRS) | set(R.TOPDOWN_WRITABLE_MSRS)
-    for m in (R.LEGACY_REGISTERS, R.V6_REGISTERS):
-        expected |= set(m.writable(n_fixed=R.MAX_FIXED_COUNTERS))
-    assert expected == R.PMU_WRITABLE_MSRS
-    assert sorted(R.CONTROL_WRITABLE_MSRS) == [0x38D, 0x38F, 0x390]
-    assert sorted(R.TOPDOWN_WRITABLE_MSRS) == [0x329]  # PERF_METRICS: zeroed with fixed counter 3
+    expected = set(registers.CONTROL_WRITABLE_MSRS) | set(registers.TOPDOWN_WRITABLE_MSRS)
+    for m in (registers.LEGACY_REGISTERS, registers.V6_REGISTERS):
+        expected |= set(m.writable(n_fixed=registers.MAX_FIXED_COUNTERS))
+    assert expected == registers.PMU_WRITABLE_MSRS
+    assert sorted(registers.CONTROL_WRITABLE_MSRS) == [0x38D, 0x38F, 0x390]
+    assert sorted(registers.TOPDOWN_WRITABLE_MSRS) == [0x329]  # PERF_METRICS: zeroed with fixed counter 3
     # CFG_B/CFG_C (reload / PEBS configuration) and the fixed CFG registers are never ours.
     for cfg in (0x1902, 0x1903, 0x1926, 0x1927, 0x1982, 0x1983):
-        assert cfg not in R.PMU_WRITABLE_MSRS
-    assert 0x18E not in R.PMU_WRITABLE_MSRS
+        assert cfg not in registers.PMU_WRITABLE_MSRS
+    assert 0x18E not in registers.PMU_WRITABLE_MSRS
 
 
 def test_maps_do_not_overlap_each_other_or_the_control_registers() -> None:
-    legacy = list(R.LEGACY_REGISTERS.writable())
-    v6 = list(R.V6_REGISTERS.writable())
+    legacy = list(registers.LEGACY_REGISTERS.writable())
+    v6 = list(registers.V6_REGISTERS.writable())
     assert len(set(legacy)) == len(legacy) and len(set(v6)) == len(v6)
     assert not set(legacy) & set(v6)
-    assert not (set(legacy) | set(v6)) & set(R.CONTROL_WRITABLE_MSRS)
+    assert not (set(legacy) | set(v6)) & set(registers.CONTROL_WRITABLE_MSRS)
 
 
 class _Dev(MsrDevice):
@@ -109,8 +109,8 @@ class _Dev(MsrDevice):
 
 def test_the_msr_gate_accepts_v6_counter_9_and_refuses_0x18e() -> None:
     dev = _Dev()
-    dev.write(R.V6_REGISTERS.evtsel(9), 0x4300C0)
-    dev.write(R.V6_REGISTERS.pmc(9), 0)
+    dev.write(registers.V6_REGISTERS.evtsel(9), 0x4300C0)
+    dev.write(registers.V6_REGISTERS.pmc(9), 0)
     assert dev.written == {0x1925: 0x4300C0, 0x1924: 0}
     with pytest.raises(ForbiddenMsrWrite, match="MSR 0x18e"):
         dev.write(0x18E, 0)
@@ -141,7 +141,7 @@ def _cpuid(version: int, gp: int, fixed_mask: int, leaf23: bool) -> PerfmonInfo:
 
 
 def _events(n: int) -> list[EventSpec]:
-    return [EventSpec(f"r{i:02x}c4", R.RawEvent(0xC4, i)) for i in range(n)]
+    return [EventSpec(f"r{i:02x}c4", registers.RawEvent(0xC4, i)) for i in range(n)]
 
 
 PERFMONS = [
@@ -155,7 +155,7 @@ PERFMONS = [
     "pm", PERFMONS, ids=lambda p: f"v{p.version}-gp{p.gp_mask:#x}-fx{p.fixed_mask:#x}-{'0x23' if p.leaf23 else '0xA'}"
 )
 def test_every_address_the_planner_can_reach_is_allowlisted(pm: PerfmonInfo) -> None:
-    regs = R.register_map(pm.version)
+    regs = registers.register_map(pm.version)
     plan = plan_counters(pm, _events(pm.gp_counters + 1), cpu=0)
     gp = {p.index for g in plan.gp_groups for p in g}
     fixed = {p.index for p in plan.fixed}
@@ -164,7 +164,7 @@ def test_every_address_the_planner_can_reach_is_allowlisted(pm: PerfmonInfo) -> 
     for i in gp:
         addresses |= {regs.evtsel(i), regs.pmc(i), regs.counter(i, full_width=True), regs.counter(i, full_width=False)}
     addresses |= {regs.fixed_ctr(i) for i in fixed}
-    assert addresses <= R.PMU_WRITABLE_MSRS
+    assert addresses <= registers.PMU_WRITABLE_MSRS
     assert addresses <= set(regs.writable())
 
 

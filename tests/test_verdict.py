@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pmutop.info import verdict
+from pmutop.app.commands.info import verdict
 
 INTEL_OK: dict[str, Any] = {
     "sysroot": "/",

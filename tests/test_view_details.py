@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from pmutop.runinfo import RunInfo
-from pmutop.sources.tasks import TopTask
+from pmutop.core.run_description import RunInfo
+from pmutop.probes.tasks import TopTask
 from pmutop.tui.app import banner_text
 from pmutop.tui.columns import render_cell
 from pmutop.tui.model import CoreState, ViewModel

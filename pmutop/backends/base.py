@@ -6,12 +6,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pmutop.clock import Clock
-from pmutop.errors import UsageError
+from pmutop.core.clock import Clock
+from pmutop.core.errors import UsageError
+from pmutop.core.undo import UndoLog
 from pmutop.hw.platform import Platform
 from pmutop.pmu.cpuid_decode import CpuIdentity, decode_core_type, decode_identity
 from pmutop.pmu.events import EventSpec
-from pmutop.restore import UndoLog
 
 # Intel event names -> encodings, per CPU model, core type and hybrid native model ID
 # (pmutop.pmu.perfmon.Resolver.resolve).

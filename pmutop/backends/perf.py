@@ -16,18 +16,17 @@ from __future__ import annotations
 import errno
 
 from pmutop.backends.base import Backend, CpuCounters, EventResolver, Reading, resolve_for_cpu
-from pmutop.clock import Clock
-from pmutop.cpulist import format_cpu_list
-from pmutop.errors import HardwareError, PmutopError, UsageError
-from pmutop.hw import perf_event as P
-from pmutop.hw import shim
+from pmutop.core.clock import Clock
+from pmutop.core.cpulist import format_cpu_list
+from pmutop.core.errors import HardwareError, PmutopError, UsageError
+from pmutop.core.undo import UndoLog
+from pmutop.hw import perf_event, shim
 from pmutop.hw.platform import NMI_WATCHDOG, HostPlatform
-from pmutop.pmu import topdown_plan as TD
+from pmutop.pmu import topdown_plan
 from pmutop.pmu.cpuid_decode import decode_core_type, decode_identity, decode_perfmon
 from pmutop.pmu.events import ARCH_EVENTS, DEFAULT_EVENTS, DEFAULT_SOFTWARE_EVENTS, SOFTWARE_EVENTS, EventSpec
 from pmutop.pmu.perfmon import PerfmonTables, Resolver
-from pmutop.restore import UndoLog
-from pmutop.sources.cputimes import CpuBusy
+from pmutop.probes.cputimes import CpuBusy
 
 U64 = (1 << 64) - 1
 FIXED_HW = {0: 1, 1: 0, 2: 9}  # fixed counter -> generic hardware event (instructions, cycles, ref-cycles)
@@ -50,7 +49,7 @@ def gp_budget(platform: HostPlatform, cpu: int) -> int:
     return max(n, 1)
 
 
-def encode_for_perf(spec: EventSpec, pmu: P.PmuInfo | None, cpu: int) -> P.EventSpec:
+def encode_for_perf(spec: EventSpec, pmu: perf_event.PmuInfo | None, cpu: int) -> perf_event.EventSpec:
     """(name, type, config, config1) the kernel needs for one of our events on this CPU."""
     hybrid = pmu is not None and pmu.name != "cpu"
     hw = (
@@ -59,10 +58,10 @@ def encode_for_perf(spec: EventSpec, pmu: P.PmuInfo | None, cpu: int) -> P.Event
         else FIXED_HW.get(-1 if spec.fixed_index is None else spec.fixed_index)
     )
     if spec.software is not None:
-        return P.EventSpec(spec.key, P.PERF_TYPE_SOFTWARE, spec.software)
+        return perf_event.EventSpec(spec.key, perf_event.PERF_TYPE_SOFTWARE, spec.software)
     if hw is not None and (spec.raw is None or spec.hardware is not None):
-        config = P.extended_hw_config(pmu.type, hw) if hybrid and pmu is not None else hw
-        return P.EventSpec(spec.key, P.PERF_TYPE_HARDWARE, config)
+        config = perf_event.extended_hw_config(pmu.type, hw) if hybrid and pmu is not None else hw
+        return perf_event.EventSpec(spec.key, perf_event.PERF_TYPE_HARDWARE, config)
     if spec.raw is None:
         raise UsageError(f"cpu {cpu}: {spec.name} has no encoding perf can use")
     if pmu is None:
@@ -75,24 +74,26 @@ def encode_for_perf(spec: EventSpec, pmu: P.PmuInfo | None, cpu: int) -> P.Event
         if value:
             fields[name] = value
     try:
-        config, config1, config2 = P.encode_with_format(fields, pmu.formats)
+        config, config1, config2 = perf_event.encode_with_format(fields, pmu.formats)
     except ValueError as e:
         raise UsageError(f"cpu {cpu}: {spec.name} cannot be encoded for PMU {pmu.name}: {e}") from None
-    return P.EventSpec(spec.key, pmu.type, config, config1, config2)
+    return perf_event.EventSpec(spec.key, pmu.type, config, config1, config2)
 
 
 class PerfCpuCounters(CpuCounters):
-    # The top-down method this CPU measures (pmutop.topdown names); the engine copies it into each Sample.
+    # The top-down method this CPU measures (pmutop.derive.topdown names); the engine copies it into each Sample.
     topdown_method: str | None = None
 
-    def __init__(self, cpu: int, groups: list[P.PerfGroup], clock: Clock, busy: CpuBusy | None, use_tsc: bool) -> None:
+    def __init__(
+        self, cpu: int, groups: list[perf_event.PerfGroup], clock: Clock, busy: CpuBusy | None, use_tsc: bool
+    ) -> None:
         self.cpu = cpu
         self._groups = groups
         self._clock = clock
         self._busy = busy
         self._use_tsc = use_tsc
         self._rdtsc = shim.rdtsc_fn() if use_tsc else shim.rdtsc
-        self._prev: list[P.GroupReading] = []
+        self._prev: list[perf_event.GroupReading] = []
         self._prev_tsc = 0
         self._names = [g.names for g in groups]  # read() runs every interval: not rebuilt there
 
@@ -121,7 +122,7 @@ class PerfCpuCounters(CpuCounters):
         estimated: dict[str, float] = {}
         current = [g.read() for g in self._groups]
         for names, prev, cur in zip(self._names, self._prev, current, strict=True):
-            values, fraction = P.scaled_delta(prev, cur)
+            values, fraction = perf_event.scaled_delta(prev, cur)
             for name, value in zip(names, values, strict=True):
                 if fraction > 0:
                     counts[name] = round(value)
@@ -168,8 +169,8 @@ class PerfBackend(Backend):
         self._tables = tables
         self._tables_looked_up = tables is not None
         self._counters: dict[int, PerfCpuCounters] = {}
-        self._topdown_plans: dict[int, TD.TopdownPlan] = {}  # cpu -> the plan (also when not measured)
-        self._topdown_groups: dict[int, list[P.EventSpec]] = {}  # cpu -> its top-down group, before opening
+        self._topdown_plans: dict[int, topdown_plan.TopdownPlan] = {}  # cpu -> the plan (also when not measured)
+        self._topdown_groups: dict[int, list[perf_event.EventSpec]] = {}  # cpu -> its top-down group, before opening
         self._topdown_methods: dict[int, str] = {}  # cpu -> method whose group is open
         self._topdown_notes: dict[str, list[int]] = {}  # message -> cpus, told once after prepare
         self._pmu_events: dict[str, dict[str, str]] = {}  # PMU name -> its sysfs events/, read once
@@ -177,10 +178,10 @@ class PerfBackend(Backend):
     # --- top-down ------------------------------------------------------------------------------------
 
     def topdown_method(self, cpu: int) -> str | None:
-        """The top-down method measured on `cpu` (pmutop.topdown's names), or None."""
+        """The top-down method measured on `cpu` (pmutop.derive.topdown's names), or None."""
         return self._topdown_methods.get(cpu)
 
-    def topdown_plan(self, cpu: int) -> TD.TopdownPlan | None:
+    def topdown_plan(self, cpu: int) -> topdown_plan.TopdownPlan | None:
         """What top-down on `cpu` would take, or why not (None before prepare, or with topdown=False)."""
         return self._topdown_plans.get(cpu)
 
@@ -197,14 +198,14 @@ class PerfBackend(Backend):
                     self._tables = None
         return self._tables
 
-    def _plan_topdown(self, cpu: int, pmu: P.PmuInfo | None) -> TD.TopdownPlan:
+    def _plan_topdown(self, cpu: int, pmu: perf_event.PmuInfo | None) -> topdown_plan.TopdownPlan:
         cpuid = self.platform.cpuid_fn(cpu)
-        smt = TD.smt_from_sysfs(self.platform.read_setting, cpu)
+        smt = topdown_plan.smt_from_sysfs(self.platform.read_setting, cpu)
         if smt is None:
-            smt = TD.smt_from_cpuid(cpuid)
+            smt = topdown_plan.smt_from_cpuid(cpuid)
         if pmu is None:
-            return TD.unavailable("no core PMU in /sys/bus/event_source/devices for this CPU")
-        return TD.plan_topdown(
+            return topdown_plan.unavailable("no core PMU in /sys/bus/event_source/devices for this CPU")
+        return topdown_plan.plan_topdown(
             decode_identity(cpuid),
             decode_core_type(cpuid),
             decode_perfmon(cpuid),
@@ -216,9 +217,9 @@ class PerfBackend(Backend):
             any_thread_format="any" in pmu.formats,
         )
 
-    def _listed_events(self, pmu: P.PmuInfo) -> dict[str, str]:
+    def _listed_events(self, pmu: perf_event.PmuInfo) -> dict[str, str]:
         if pmu.name not in self._pmu_events:
-            self._pmu_events[pmu.name] = P.pmu_events(self.platform.sysroot, pmu.name)
+            self._pmu_events[pmu.name] = perf_event.pmu_events(self.platform.sysroot, pmu.name)
         return self._pmu_events[pmu.name]
 
     def _topdown_note(self, message: str, cpu: int) -> None:
@@ -226,7 +227,7 @@ class PerfBackend(Backend):
         if cpu not in cpus:
             cpus.append(cpu)
 
-    def _topdown_specs(self, cpu: int, pmu: P.PmuInfo | None, counted: set[str]) -> list[P.EventSpec]:
+    def _topdown_specs(self, cpu: int, pmu: perf_event.PmuInfo | None, counted: set[str]) -> list[perf_event.EventSpec]:
         """The top-down group of this CPU (empty when it is not measured); `counted`: keys already counted."""
         if self.topdown is False or self.software_only:
             return []
@@ -238,14 +239,20 @@ class PerfBackend(Backend):
             return []
         assert pmu is not None  # an available plan has a PMU
         try:
-            if plan.method == TD.PERF_METRICS:
+            if plan.method == topdown_plan.PERF_METRICS:
                 # The kernel's own encodings from sysfs, slots first: it must lead the group (perf topdown.txt).
-                names = (TD.PERF_SLOTS_EVENT, *TD.PERF_TOPDOWN_L1, *(TD.PERF_TOPDOWN_L2 if plan.level2 else ()))
+                names = (
+                    topdown_plan.PERF_SLOTS_EVENT,
+                    *topdown_plan.PERF_TOPDOWN_L1,
+                    *(topdown_plan.PERF_TOPDOWN_L2 if plan.level2 else ()),
+                )
                 listed = self._listed_events(pmu)
                 specs = []
                 for name in names:
-                    config, config1, config2 = P.encode_with_format(P.parse_event_terms(listed[name]), pmu.formats)
-                    specs.append(P.EventSpec(name.replace("-", "_"), pmu.type, config, config1, config2))
+                    config, config1, config2 = perf_event.encode_with_format(
+                        perf_event.parse_event_terms(listed[name]), pmu.formats
+                    )
+                    specs.append(perf_event.EventSpec(name.replace("-", "_"), pmu.type, config, config1, config2))
             else:
                 specs = [encode_for_perf(e, pmu, cpu) for e in plan.events if e.key not in counted]
         except (KeyError, ValueError, PmutopError) as e:
@@ -279,15 +286,17 @@ class PerfBackend(Backend):
         fixed = [ARCH_EVENTS[n] for n in ("instructions", "cycles", "ref-cycles") if ARCH_EVENTS[n].key not in keys]
         return fixed + events
 
-    def _group_specs(self, cpu: int, pmus: dict[str, P.PmuInfo]) -> list[list[P.EventSpec]]:
-        pmu = P.core_pmu_for_cpu(pmus, cpu)
+    def _group_specs(self, cpu: int, pmus: dict[str, perf_event.PmuInfo]) -> list[list[perf_event.EventSpec]]:
+        pmu = perf_event.core_pmu_for_cpu(pmus, cpu)
         encoded = [(e, encode_for_perf(e, pmu, cpu)) for e in self._events_for(cpu)]
         software = [pe for e, pe in encoded if e.software is not None]
         hardware = [(e, pe) for e, pe in encoded if e.software is None]
-        fixed_like = [pe for e, pe in hardware if pe.type == P.PERF_TYPE_HARDWARE and pe.config & 0xFF in FIXED_LIKE]
+        fixed_like = [
+            pe for e, pe in hardware if pe.type == perf_event.PERF_TYPE_HARDWARE and pe.config & 0xFF in FIXED_LIKE
+        ]
         general = [pe for e, pe in hardware if pe not in fixed_like]
         budget = gp_budget(self.platform, cpu)
-        groups: list[list[P.EventSpec]] = []
+        groups: list[list[perf_event.EventSpec]] = []
         if len(general) <= budget:
             if hardware:
                 groups.append(fixed_like + general)
@@ -308,10 +317,10 @@ class PerfBackend(Backend):
     def prepare(self, cpus: list[int], undo: UndoLog) -> None:
         if not self.platform.sysroot.is_host:
             raise UsageError("--backend perf counts this host's CPUs; it cannot be combined with --sysroot")
-        pmus = P.list_pmus(self.platform.sysroot)
+        pmus = perf_event.list_pmus(self.platform.sysroot)
         use_tsc = shim.available()
         busy = CpuBusy(self.platform.online_cpus()) if self.software_only else None
-        opened: list[P.PerfGroup] = []
+        opened: list[perf_event.PerfGroup] = []
 
         def close_all() -> list[str]:
             for g in opened:
@@ -344,31 +353,33 @@ class PerfBackend(Backend):
                 "counting kernel software events, utilisation from the kernel's per-CPU times"
             )
 
-    def _open_group(self, cpu: int, specs: list[P.EventSpec], explicit: set[str]) -> P.PerfGroup | None:
+    def _open_group(
+        self, cpu: int, specs: list[perf_event.EventSpec], explicit: set[str]
+    ) -> perf_event.PerfGroup | None:
         """Open one group; default events this kernel or CPU lacks (e.g. ref-cycles on AMD) are left out
         with a notice, an explicitly requested one is an error (its one-line explanation)."""
         kw = {"exclude_user": not self.user, "exclude_kernel": not self.kernel}
         try:
-            return P.PerfGroup(cpu, specs, **kw)
-        except P.PerfOpenError as e:
+            return perf_event.PerfGroup(cpu, specs, **kw)
+        except perf_event.PerfOpenError as e:
             if e.errno not in MISSING_EVENT:
                 raise
         keep = []
         for spec in specs:  # find the members this CPU cannot count
             try:
-                P.PerfGroup(cpu, [spec], **kw).close()
+                perf_event.PerfGroup(cpu, [spec], **kw).close()
                 keep.append(spec)
-            except P.PerfOpenError as e:
+            except perf_event.PerfOpenError as e:
                 if spec.name in explicit or e.errno not in MISSING_EVENT:
                     raise
                 self._dropped(cpu, spec.name, str(e))
-        return P.PerfGroup(cpu, keep, **kw) if keep else None
+        return perf_event.PerfGroup(cpu, keep, **kw) if keep else None
 
-    def _open_topdown_group(self, cpu: int, specs: list[P.EventSpec]) -> P.PerfGroup | None:
+    def _open_topdown_group(self, cpu: int, specs: list[perf_event.EventSpec]) -> perf_event.PerfGroup | None:
         """All or nothing: a partial top-down group means nothing. A failure is a notice, not an error."""
         try:
-            group = P.PerfGroup(cpu, specs, exclude_user=not self.user, exclude_kernel=not self.kernel)
-        except P.PerfOpenError as e:
+            group = perf_event.PerfGroup(cpu, specs, exclude_user=not self.user, exclude_kernel=not self.kernel)
+        except perf_event.PerfOpenError as e:
             self._topdown_note(f"top-down not measured: {e}", cpu)
             return None
         plan = self._topdown_plans[cpu]
@@ -392,7 +403,9 @@ class PerfBackend(Backend):
 def probe_hardware_events(cpu: int) -> str | None:
     """None when a CPU-wide hardware cycles event opens on `cpu`; else the one-line reason it does not."""
     try:
-        group = P.PerfGroup(cpu, [P.EventSpec("cycles", P.PERF_TYPE_HARDWARE, P.PERF_COUNT_HW_CPU_CYCLES)])
+        group = perf_event.PerfGroup(
+            cpu, [perf_event.EventSpec("cycles", perf_event.PERF_TYPE_HARDWARE, perf_event.PERF_COUNT_HW_CPU_CYCLES)]
+        )
     except HardwareError as e:
         return str(e)
     group.close()
@@ -401,8 +414,13 @@ def probe_hardware_events(cpu: int) -> str | None:
 
 def probe_software_events(cpu: int) -> str | None:
     try:
-        group = P.PerfGroup(
-            cpu, [P.EventSpec("context-switches", P.PERF_TYPE_SOFTWARE, P.PERF_COUNT_SW_CONTEXT_SWITCHES)]
+        group = perf_event.PerfGroup(
+            cpu,
+            [
+                perf_event.EventSpec(
+                    "context-switches", perf_event.PERF_TYPE_SOFTWARE, perf_event.PERF_COUNT_SW_CONTEXT_SWITCHES
+                )
+            ],
         )
     except HardwareError as e:
         return str(e)

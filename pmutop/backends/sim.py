@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pmutop.backends.msr import MsrBackend
+from pmutop.backends.msr.backend import MsrBackend
 
 
 class SimBackend(MsrBackend):

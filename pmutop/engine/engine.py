@@ -18,15 +18,14 @@ import time
 from collections.abc import Callable
 
 from pmutop.backends.base import Backend, CpuCounters
-from pmutop.backends.msr_restore import RestoreResult
-from pmutop.clock import Clock
-from pmutop.engine.ring import SampleRing
-from pmutop.engine.sample import Sample
+from pmutop.core.clock import Clock
+from pmutop.core.errors import HardwareError, PmutopError
+from pmutop.core.ring import SampleRing
+from pmutop.core.sample import Sample
+from pmutop.core.undo import RestoreResult, UndoLog
 from pmutop.engine.sanity import impossible
-from pmutop.errors import HardwareError, PmutopError
 from pmutop.hw.platform import Platform
-from pmutop.restore import UndoLog
-from pmutop.sources.power.monitor import PowerMonitor
+from pmutop.probes.power.monitor import PowerMonitor
 
 NS = 1_000_000_000
 START_TIMEOUT_S = 20.0
@@ -390,7 +389,7 @@ class Engine:
     def failures(self) -> dict[int, str]:
         return {cpu: s.error for cpu, s in self.samplers.items() if s.error}
 
-    # -- the read-only face sinks use (pmutop.engine.feed.SampleFeed)
+    # -- the read-only face sinks use (pmutop.core.feed.SampleFeed)
 
     def keys(self, cpu: int) -> list[str]:
         return self.backend.counters(cpu).keys

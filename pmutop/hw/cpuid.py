@@ -6,9 +6,9 @@ import os
 import stat
 import struct
 
-from pmutop.errors import HardwareError
+from pmutop.core.errors import HardwareError
+from pmutop.core.sysroot import Sysroot
 from pmutop.hw import shim
-from pmutop.sysroot import Sysroot
 
 _REGS = struct.Struct("<4I")
 

@@ -12,7 +12,7 @@ import stat
 import struct
 from abc import ABC, abstractmethod
 
-from pmutop.errors import ForbiddenMsrWrite, HardwareError
+from pmutop.core.errors import ForbiddenMsrWrite, HardwareError
 from pmutop.pmu.registers import PMU_WRITABLE_MSRS, msr_name
 
 _U64 = struct.Struct("<Q")

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from pmutop.cpulist import parse_cpu_list
-from pmutop.errors import HardwareError, PmutopError
-from pmutop.sysroot import Sysroot
+from pmutop.core.cpulist import parse_cpu_list
+from pmutop.core.errors import HardwareError, PmutopError
+from pmutop.core.sysroot import Sysroot
 
 # attr.type
 PERF_TYPE_HARDWARE = 0

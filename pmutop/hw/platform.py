@@ -12,15 +12,15 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Protocol
 
-from pmutop.clock import Clock, MonotonicClock
-from pmutop.cpulist import parse_cpu_list
-from pmutop.errors import HardwareError, PmutopError
+from pmutop.core.clock import Clock, MonotonicClock
+from pmutop.core.cpulist import parse_cpu_list
+from pmutop.core.errors import HardwareError, PmutopError
+from pmutop.core.sysroot import CHAR_DEVICE, REGULAR, Sysroot, UnsafePathError
 from pmutop.hw import shim
 from pmutop.hw.cpuid import CpuidSource
 from pmutop.hw.msr import MsrDevice, MsrFile
 from pmutop.pmu.cpuid_decode import decode_identity
 from pmutop.pmu.registers import IA32_TIME_STAMP_COUNTER, LEGACY_REGISTERS, MSR_PERF_METRICS, CounterRegisters
-from pmutop.sysroot import CHAR_DEVICE, REGULAR, Sysroot, UnsafePathError
 
 NMI_WATCHDOG = "proc/sys/kernel/nmi_watchdog"
 PERF_EVENT_PARANOID = "proc/sys/kernel/perf_event_paranoid"

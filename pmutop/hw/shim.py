@@ -1,4 +1,4 @@
-"""The compiled cffi shim (pmutop._shim): rdtsc, cpuid and rdpmc on the calling CPU.
+"""The compiled cffi shim (pmutop.hw._shim): rdtsc, cpuid and rdpmc on the calling CPU.
 
 rdpmc faults (SIGSEGV) when CR4.PCE is clear, so nothing here executes it in this process until
 `probe_rdpmc` has shown, in a forked child pinned to the same CPU, that the exact reads work.
@@ -14,10 +14,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pmutop.errors import HardwareError
+from pmutop.core.errors import HardwareError
 
 try:
-    from pmutop._shim import ffi, lib  # type: ignore[import-not-found]
+    from pmutop.hw._shim import ffi, lib  # type: ignore[import-not-found]
 except ImportError:  # running from a source tree that was never built
     ffi = lib = None
 

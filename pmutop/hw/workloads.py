@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import os
 
-from pmutop.errors import HardwareError
+from pmutop.core.errors import HardwareError
+from pmutop.core.sysroot import Sysroot
 from pmutop.hw import shim
-from pmutop.sysroot import Sysroot
 
 MIB = 1 << 20
 CHASE_LLC_FACTOR = 8  # the buffer is this many times the LLC ...

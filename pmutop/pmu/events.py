@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pmutop.errors import UsageError
+from pmutop.core.errors import UsageError
 from pmutop.pmu.registers import (
     EVTSEL_ANY,
     EVTSEL_CMASK_SHIFT,

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pmutop.errors import PmutopError, UsageError
+from pmutop.core.errors import PmutopError, UsageError
 from pmutop.pmu.cpuid_decode import CORE_TYPE_ATOM, CORE_TYPE_CORE, CpuIdentity
 from pmutop.pmu.events import EventSpec
 from pmutop.pmu.registers import MAX_FIXED_COUNTERS, RawEvent

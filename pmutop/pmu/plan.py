@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pmutop.errors import UsageError
+from pmutop.core.errors import UsageError
 from pmutop.pmu.cpuid_decode import PerfmonInfo
 from pmutop.pmu.events import ARCH_EVENTS, DEFAULT_EVENTS, FIXED_TRIO, EventSpec
 from pmutop.pmu.registers import register_map

@@ -9,7 +9,7 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from pmutop.errors import HardwareError
+from pmutop.core.errors import HardwareError
 
 IA32_TIME_STAMP_COUNTER = 0x10
 IA32_PMC0 = 0xC1  # legacy GP counters: writes are sign-extended from bit 31

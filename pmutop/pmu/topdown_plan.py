@@ -1,7 +1,7 @@
 """How top-down analysis (TMA level 1, and level 2 where the hardware has it) is measured on one CPU.
 
 plan_topdown() looks at what one CPU (one hybrid core type) offers and picks a method; the formulas that
-turn the counts into fractions live in pmutop.topdown, keyed by the same method names and count keys.
+turn the counts into fractions live in pmutop.derive.topdown, keyed by the same method names and count keys.
 
 Methods and their sources (see also ../shared/reference/topdown.md):
 - perf_metrics: Ice Lake and later big cores. TOPDOWN.SLOTS on fixed counter 3 plus the PERF_METRICS MSR,
@@ -36,15 +36,15 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pmutop.cpulist import parse_cpu_list
-from pmutop.errors import PmutopError, UsageError
-from pmutop.pmu import uarch as U
+from pmutop.core.cpulist import parse_cpu_list
+from pmutop.core.errors import PmutopError, UsageError
+from pmutop.pmu import uarch
 from pmutop.pmu.cpuid_decode import CORE_TYPE_CORE, CoreType, CpuIdentity, CpuidFn, PerfmonInfo
 from pmutop.pmu.events import ARCH_EVENTS, EventSpec
 from pmutop.pmu.perfmon import NO_TABLES_HINT, IntelEvent, PerfmonTables, Resolver, to_spec
 from pmutop.pmu.registers import RawEvent
 
-# Method names (pmutop.topdown uses the same).
+# Method names (pmutop.derive.topdown uses the same).
 PERF_METRICS = "perf_metrics"
 SLOTS4 = "slots4"
 SLOTS4_SMT = "slots4_smt"
@@ -285,7 +285,7 @@ def plan_topdown(
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
     code, native = (core_type.code, core_type.native_model_id) if core_type else (None, None)
-    core = U.core_uarch(identity.vendor, identity.family, identity.model, code, native)
+    core = uarch.core_uarch(identity.vendor, identity.family, identity.model, code, native)
     if core is None:
         if identity.hybrid and core_type is None and identity.vendor == "GenuineIntel":
             return unavailable("hybrid CPU without a core type (CPUID 0x1A): the core cannot be told")
@@ -293,9 +293,9 @@ def plan_topdown(
         return unavailable(f"no top-down method known for {what}")
     if core.topdown is None:
         return unavailable(core.why_not, core.name)
-    if core.topdown in (U.TD_ZEN4, U.TD_ZEN5):
+    if core.topdown in (uarch.TD_ZEN4, uarch.TD_ZEN5):
         return _plan_amd(core, backend)
-    if core.topdown in (U.TD_PERF_METRICS, U.TD_PERF_METRICS_L2):
+    if core.topdown in (uarch.TD_PERF_METRICS, uarch.TD_PERF_METRICS_L2):
         return _plan_perf_metrics(
             core, core_type, perfmon, perf_capabilities, backend, perf_events, hypervisor=identity.hypervisor
         )
@@ -309,17 +309,17 @@ def plan_topdown(
     if not events:
         return unavailable(f"the perfmon tables have no core table for this CPU ({NO_TABLES_HINT})", core.name)
     try:
-        if core.topdown == U.TD_SLOTS4:
+        if core.topdown == uarch.TD_SLOTS4:
             return _plan_slots4(core, core_type, perfmon, events, bool(smt), backend, any_thread_format)
         return _plan_ecore(core, core_type, perfmon, events)
     except _Missing as e:
         return unavailable(str(e), core.name)
 
 
-def _plan_amd(core: U.CoreUarch, backend: str) -> TopdownPlan:
+def _plan_amd(core: uarch.CoreUarch, backend: str) -> TopdownPlan:
     if backend != "perf":
         return unavailable("AMD top-down is counted through perf only (--backend perf)", core.name)
-    method = ZEN4 if core.topdown == U.TD_ZEN4 else ZEN5
+    method = ZEN4 if core.topdown == uarch.TD_ZEN4 else ZEN5
     return TopdownPlan(
         method,
         events=_AMD_EVENTS,
@@ -332,7 +332,7 @@ def _plan_amd(core: U.CoreUarch, backend: str) -> TopdownPlan:
 
 
 def _plan_perf_metrics(
-    core: U.CoreUarch,
+    core: uarch.CoreUarch,
     core_type: CoreType | None,
     perfmon: PerfmonInfo,
     perf_capabilities: int | None,
@@ -341,7 +341,7 @@ def _plan_perf_metrics(
     *,
     hypervisor: bool,
 ) -> TopdownPlan:
-    level2 = core.topdown == U.TD_PERF_METRICS_L2
+    level2 = core.topdown == uarch.TD_PERF_METRICS_L2
     notes = ""
     if backend == "perf" and perf_events is not None:
         # The kernel lists the topdown events only when it drives PERF_METRICS, and level 2 only where it exists.
@@ -380,7 +380,7 @@ def _plan_perf_metrics(
 
 
 def _plan_slots4(
-    core: U.CoreUarch,
+    core: uarch.CoreUarch,
     core_type: CoreType | None,
     perfmon: PerfmonInfo,
     events: Mapping[str, IntelEvent],
@@ -435,9 +435,11 @@ def _plan_slots4(
 
 
 def _plan_ecore(
-    core: U.CoreUarch, core_type: CoreType | None, perfmon: PerfmonInfo, events: Mapping[str, IntelEvent]
+    core: uarch.CoreUarch, core_type: CoreType | None, perfmon: PerfmonInfo, events: Mapping[str, IntelEvent]
 ) -> TopdownPlan:
-    method = {U.TD_GRACEMONT: GRACEMONT, U.TD_CRESTMONT: CRESTMONT, U.TD_SKYMONT: SKYMONT}[core.topdown or ""]
+    method = {uarch.TD_GRACEMONT: GRACEMONT, uarch.TD_CRESTMONT: CRESTMONT, uarch.TD_SKYMONT: SKYMONT}[
+        core.topdown or ""
+    ]
     # Arrow Lake-H's low-power Crestmont table names them only *.ALL_P: the same events on general counters.
     specs = [*(_spec(events, name, perfmon, twin=f"{name}_P") for name in _ECORE_EVENTS), ARCH_EVENTS["cycles"]]
     return TopdownPlan(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pmutop.pmu import registers as R
+from pmutop.pmu import registers
 from pmutop.pmu.cpuid_decode import PerfmonInfo
 
 WATCHDOG_EVENT = (0x3C, 0x00)  # the hard-lockup detector counts unhalted core cycles
@@ -10,11 +10,11 @@ WATCHDOG_EVENT = (0x3C, 0x00)  # the hard-lockup detector counts unhalted core c
 
 def describe_evtsel(value: int) -> str:
     parts = []
-    if value & R.EVTSEL_EN:
+    if value & registers.EVTSEL_EN:
         parts.append("enabled")
     if value & 0xFFFF:
         parts.append(f"event {value & 0xFF:#04x} umask {value >> 8 & 0xFF:#04x}")
-    if value & R.EVTSEL_INT:
+    if value & registers.EVTSEL_INT:
         parts.append("PMI")
     return f"{value:#x}: " + ", ".join(parts)
 
@@ -31,28 +31,28 @@ def find_foreign_use(perfmon: PerfmonInfo, regs: dict[int, int], *, tolerate_wat
     rmap = perfmon.registers
     for i in perfmon.gp_indexes:
         v = regs[rmap.evtsel(i)]
-        busy = v & (R.EVTSEL_EN | R.EVTSEL_INT | R.EVTSEL_EVENT_MASK)
+        busy = v & (registers.EVTSEL_EN | registers.EVTSEL_INT | registers.EVTSEL_EVENT_MASK)
         if not busy:
             continue
         if tolerate_watchdog and (v & 0xFF, v >> 8 & 0xFF) == WATCHDOG_EVENT:
-            explained_inuse |= R.gp_bit(i) | R.INUSE_PMI
+            explained_inuse |= registers.gp_bit(i) | registers.INUSE_PMI
             continue
         detail = describe_evtsel(v)
-        if not v & R.EVTSEL_EN:
+        if not v & registers.EVTSEL_EN:
             detail += " (programmed but disabled; perhaps left by perf: --force takes over)"
         found.append((rmap.evtsel(i), detail))
-    fixed_ctrl = regs[R.IA32_FIXED_CTR_CTRL]
-    for i in sorted(set(range(R.MAX_FIXED_COUNTERS)) | set(perfmon.fixed_indexes)):  # Atom v6: fixed 4-6
-        nibble = R.fixed_ctrl_nibble(fixed_ctrl, i)
-        if not nibble & (R.FIXED_EN_OS | R.FIXED_EN_USR | R.FIXED_PMI):
+    fixed_ctrl = regs[registers.IA32_FIXED_CTR_CTRL]
+    for i in sorted(set(range(registers.MAX_FIXED_COUNTERS)) | set(perfmon.fixed_indexes)):  # Atom v6: fixed 4-6
+        nibble = registers.fixed_ctrl_nibble(fixed_ctrl, i)
+        if not nibble & (registers.FIXED_EN_OS | registers.FIXED_EN_USR | registers.FIXED_PMI):
             continue
         if tolerate_watchdog and i == 1:
-            explained_inuse |= R.fixed_bit(1) | R.INUSE_PMI
+            explained_inuse |= registers.fixed_bit(1) | registers.INUSE_PMI
             continue
-        what = "PMI" if nibble & R.FIXED_PMI and not nibble & 3 else "enabled"
-        found.append((R.IA32_FIXED_CTR_CTRL, f"{fixed_ctrl:#x}: fixed counter {i} {what}"))
+        what = "PMI" if nibble & registers.FIXED_PMI and not nibble & 3 else "enabled"
+        found.append((registers.IA32_FIXED_CTR_CTRL, f"{fixed_ctrl:#x}: fixed counter {i} {what}"))
         break
-    inuse = regs.get(R.IA32_PERF_GLOBAL_INUSE, 0) & ~explained_inuse
+    inuse = regs.get(registers.IA32_PERF_GLOBAL_INUSE, 0) & ~explained_inuse
     if inuse and not found:
-        found.append((R.IA32_PERF_GLOBAL_INUSE, f"{inuse:#x}"))
+        found.append((registers.IA32_PERF_GLOBAL_INUSE, f"{inuse:#x}"))
     return found

@@ -53,9 +53,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pmutop.clock import Clock, MonotonicClock
+from pmutop.core.clock import Clock, MonotonicClock
 from pmutop.hw.msr import MsrAccessError, MsrDevice
-from pmutop.pmu import registers as r
+from pmutop.pmu import registers
 from pmutop.sim import power as sim_power
 from pmutop.sim.workload import MIXES, TOPDOWN_FIELDS, Amounts, Counts, Workload, hash_unit
 
@@ -74,7 +74,7 @@ _BRAND = b"pmutop simulated CPU"
 _TD_ATTRS = tuple(f"td_{f}" for f in TOPDOWN_FIELDS)  # Amounts fields in PERF_METRICS byte order
 _TD_FIRST = Amounts._fields.index(_TD_ATTRS[0])
 assert Amounts._fields[_TD_FIRST : _TD_FIRST + len(_TD_ATTRS)] == _TD_ATTRS  # contiguous, in byte order
-_FIXED_ENABLE = r.FIXED_EN_OS | r.FIXED_EN_USR
+_FIXED_ENABLE = registers.FIXED_EN_OS | registers.FIXED_EN_USR
 
 
 # -- event model: the model-specific encodings that count top-down truth ------------------------------------
@@ -180,12 +180,15 @@ class SimConfig:
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
         assert self.version is not None and self.e_cores is not None
-        max_gp = r.register_map(self.version).max_gp if 2 <= self.version <= 6 else 0
+        max_gp = registers.register_map(self.version).max_gp if 2 <= self.version <= 6 else 0
         checks = [
             (self.cpus >= 1, "cpus must be >= 1"),
             (2 <= self.version <= 6, "version must be 2..6"),
             (all(1 <= s.gp <= max_gp for s in self.core_shapes()), f"gp_counters must be 1..{max_gp}"),
-            (all(0 <= s.fixed <= r.MAX_FIXED_COUNTERS for s in self.core_shapes()), "fixed_counters must be 0..4"),
+            (
+                all(0 <= s.fixed <= registers.MAX_FIXED_COUNTERS for s in self.core_shapes()),
+                "fixed_counters must be 0..4",
+            ),
             (8 <= self.gp_width <= 64, "gp_width must be 8..64"),
             (8 <= self.fixed_width <= 64, "fixed_width must be 8..64"),
             (self.tsc_hz >= _BUS_HZ // 10, "tsc_hz too small"),
@@ -244,11 +247,11 @@ def _event_fn(evtsel: int, tsc_hz: int, model_events: dict[tuple[int, int], _Cou
 
     Deltas are taken as f(new) - f(old), so floored fractions never drift or go negative.
     """
-    event = evtsel & r.EVTSEL_EVENT_MASK
-    umask = (evtsel >> r.EVTSEL_UMASK_SHIFT) & 0xFF
-    cmask = (evtsel >> r.EVTSEL_CMASK_SHIFT) & 0xFF
-    edge = bool(evtsel & r.EVTSEL_EDGE)
-    inv = bool(evtsel & r.EVTSEL_INV)
+    event = evtsel & registers.EVTSEL_EVENT_MASK
+    umask = (evtsel >> registers.EVTSEL_UMASK_SHIFT) & 0xFF
+    cmask = (evtsel >> registers.EVTSEL_CMASK_SHIFT) & 0xFF
+    edge = bool(evtsel & registers.EVTSEL_EDGE)
+    inv = bool(evtsel & registers.EVTSEL_INV)
     if event == 0:
         return lambda a: 0
     if cmask == 1 and not (edge or inv) and (event, umask) in _CYCLE_EVENTS and model_events:
@@ -331,12 +334,12 @@ class _SimCpu:
         self._enabled: list[_Counter] | None = None  # cache, dropped by every register write
         fixed = range(cfg.fixed_counters)
         self.metrics_fields = core.metrics
-        self.global_ctrl_valid = r.global_ctrl_mask(range(cfg.gp_counters), fixed)
-        self.status_valid = r.status_reset_writable_mask(
+        self.global_ctrl_valid = registers.global_ctrl_mask(range(cfg.gp_counters), fixed)
+        self.status_valid = registers.status_reset_writable_mask(
             cfg.version, cfg.gp_counters, fixed, perf_metrics=bool(self.metrics_fields)
         )
         if self.metrics_fields:
-            self.global_ctrl_valid |= r.GLOBAL_CTRL_EN_PERF_METRICS
+            self.global_ctrl_valid |= registers.GLOBAL_CTRL_EN_PERF_METRICS
         # PERF_METRICS: slots per category (x 255, so a loaded fraction of fixed counter 3 stays an integer)
         # since it was last written, and the value written while nothing has been counted since.
         self._metrics_acc = [0] * 8
@@ -344,25 +347,25 @@ class _SimCpu:
         self._metrics_src: _Counter | None = None  # fixed counter 3 while it feeds PERF_METRICS
         self.gp_mask = (1 << cfg.gp_width) - 1
         self.fixed_mask = (1 << cfg.fixed_width) - 1
-        self.regs = r.register_map(cfg.version)
+        self.regs = registers.register_map(cfg.version)
         self._registers = _register_table(cfg)
         # The other registers a read answers, built once (not per read).
         self._readers: dict[int, Callable[[], int]] = {
-            r.IA32_TIME_STAMP_COUNTER: self.tsc,
-            r.IA32_PERF_CAPABILITIES: lambda: (
-                (r.PERF_CAP_FW_WRITE if cfg.full_width_writes else 0)
-                | (r.PERF_CAP_PERF_METRICS if self.metrics_fields else 0)
+            registers.IA32_TIME_STAMP_COUNTER: self.tsc,
+            registers.IA32_PERF_CAPABILITIES: lambda: (
+                (registers.PERF_CAP_FW_WRITE if cfg.full_width_writes else 0)
+                | (registers.PERF_CAP_PERF_METRICS if self.metrics_fields else 0)
             ),
-            r.IA32_FIXED_CTR_CTRL: lambda: self.fixed_ctrl,
-            r.IA32_PERF_GLOBAL_STATUS: lambda: self.status,
-            r.IA32_PERF_GLOBAL_CTRL: lambda: self.global_ctrl,
-            r.IA32_PERF_GLOBAL_STATUS_RESET: lambda: 0,
+            registers.IA32_FIXED_CTR_CTRL: lambda: self.fixed_ctrl,
+            registers.IA32_PERF_GLOBAL_STATUS: lambda: self.status,
+            registers.IA32_PERF_GLOBAL_CTRL: lambda: self.global_ctrl,
+            registers.IA32_PERF_GLOBAL_STATUS_RESET: lambda: 0,
         }
         if cfg.version >= 4:
-            self._readers[r.IA32_PERF_GLOBAL_STATUS_SET] = lambda: 0  # write-only
-            self._readers[r.IA32_PERF_GLOBAL_INUSE] = self._inuse
+            self._readers[registers.IA32_PERF_GLOBAL_STATUS_SET] = lambda: 0  # write-only
+            self._readers[registers.IA32_PERF_GLOBAL_INUSE] = self._inuse
         if self.metrics_fields:
-            self._readers[r.MSR_PERF_METRICS] = self._perf_metrics
+            self._readers[registers.MSR_PERF_METRICS] = self._perf_metrics
         # Registers whose value does not move with time: reading them needs no advance. Counting is additive
         # (a counter adds fn(new) - fn(old)), so fewer, longer advances give exactly the same counts.
         self._static = frozenset(
@@ -370,14 +373,19 @@ class _SimCpu:
             + [
                 a
                 for a in self._readers
-                if a not in (r.IA32_TIME_STAMP_COUNTER, r.IA32_PERF_GLOBAL_STATUS, r.MSR_PERF_METRICS)
+                if a
+                not in (
+                    registers.IA32_TIME_STAMP_COUNTER,
+                    registers.IA32_PERF_GLOBAL_STATUS,
+                    registers.MSR_PERF_METRICS,
+                )
             ]
         )
 
     # -- counting -----------------------------------------------------------------------------------
 
     def _frozen(self) -> bool:
-        return self.cfg.version >= 4 and bool(self.status & r.STATUS_CTR_FRZ)
+        return self.cfg.version >= 4 and bool(self.status & registers.STATUS_CTR_FRZ)
 
     def _active(self) -> list[_Counter]:
         """Counters that count right now (per-counter enable AND global enable AND not frozen)."""
@@ -392,35 +400,39 @@ class _SimCpu:
         self._metrics_src = None
         freeze_on_pmi = self.cfg.version >= 4
         for i, sel in enumerate(self.evtsel):
-            if sel & r.EVTSEL_EN and self.global_ctrl & r.gp_bit(i) and sel & (r.EVTSEL_USR | r.EVTSEL_OS):
+            if (
+                sel & registers.EVTSEL_EN
+                and self.global_ctrl & registers.gp_bit(i)
+                and sel & (registers.EVTSEL_USR | registers.EVTSEL_OS)
+            ):
                 out.append(
                     _Counter(
                         _event_fn(sel, self.cfg.tsc_hz, self.core.events),
-                        bool(sel & r.EVTSEL_USR),
-                        bool(sel & r.EVTSEL_OS),
-                        freeze_on_pmi and bool(sel & r.EVTSEL_INT),
+                        bool(sel & registers.EVTSEL_USR),
+                        bool(sel & registers.EVTSEL_OS),
+                        freeze_on_pmi and bool(sel & registers.EVTSEL_INT),
                         self.cfg.gp_width,
-                        r.gp_bit(i),
+                        registers.gp_bit(i),
                         self.gp,
                         i,
                     )
                 )
         for i in range(self.cfg.fixed_counters):
-            nib = r.fixed_ctrl_nibble(self.fixed_ctrl, i)
-            if nib & _FIXED_ENABLE and self.global_ctrl & r.fixed_bit(i):
+            nib = registers.fixed_ctrl_nibble(self.fixed_ctrl, i)
+            if nib & _FIXED_ENABLE and self.global_ctrl & registers.fixed_bit(i):
                 out.append(
                     _Counter(
                         _FIXED_FNS[i],
-                        bool(nib & r.FIXED_EN_USR),
-                        bool(nib & r.FIXED_EN_OS),
-                        freeze_on_pmi and bool(nib & r.FIXED_PMI),
+                        bool(nib & registers.FIXED_EN_USR),
+                        bool(nib & registers.FIXED_EN_OS),
+                        freeze_on_pmi and bool(nib & registers.FIXED_PMI),
                         self.cfg.fixed_width,
-                        r.fixed_bit(i),
+                        registers.fixed_bit(i),
                         self.fixed,
                         i,
                     )
                 )
-                if i == 3 and self.metrics_fields and self.global_ctrl & r.GLOBAL_CTRL_EN_PERF_METRICS:
+                if i == 3 and self.metrics_fields and self.global_ctrl & registers.GLOBAL_CTRL_EN_PERF_METRICS:
                     self._metrics_src = out[-1]
         return out
 
@@ -464,9 +476,9 @@ class _SimCpu:
             if value >> c.width:
                 self.status |= c.status_bit
                 if c.pmi:
-                    self.status |= r.STATUS_CTR_FRZ
+                    self.status |= registers.STATUS_CTR_FRZ
                 if c is src:
-                    self.status |= r.STATUS_PERF_METRICS_OVF
+                    self.status |= registers.STATUS_PERF_METRICS_OVF
                 value &= (1 << c.width) - 1
             c.regs[c.index] = value
             if c is src:
@@ -521,15 +533,15 @@ class _SimCpu:
         value = 0
         pmi = False
         for i, sel in enumerate(self.evtsel):
-            if sel & r.EVTSEL_EVENT_MASK:
-                value |= r.gp_bit(i)
-            pmi |= bool(sel & r.EVTSEL_INT)
+            if sel & registers.EVTSEL_EVENT_MASK:
+                value |= registers.gp_bit(i)
+            pmi |= bool(sel & registers.EVTSEL_INT)
         for i in range(self.cfg.fixed_counters):
-            nib = r.fixed_ctrl_nibble(self.fixed_ctrl, i)
+            nib = registers.fixed_ctrl_nibble(self.fixed_ctrl, i)
             if nib & _FIXED_ENABLE:
-                value |= r.fixed_bit(i)
-            pmi |= bool(nib & r.FIXED_PMI)
-        return value | (r.INUSE_PMI if pmi else 0)
+                value |= registers.fixed_bit(i)
+            pmi |= bool(nib & registers.FIXED_PMI)
+        return value | (registers.INUSE_PMI if pmi else 0)
 
     def tsc(self) -> int:
         return self.workload.ticks(self._t)
@@ -575,14 +587,14 @@ class _SimCpu:
         cfg = self.cfg
         kind, i = self._registers.get(address, (None, 0))
         if kind == _EVTSEL:
-            if value >> 32 or (cfg.version >= 5 and value & r.EVTSEL_ANY):
+            if value >> 32 or (cfg.version >= 5 and value & registers.EVTSEL_ANY):
                 return False
             self.evtsel[i] = value
             return True
         if kind == _PMC_V6 and cfg.full_width_writes:
             kind = _PMC_FULL
         if kind in (_PMC_SIGN_EXTEND, _PMC_V6):
-            self.gp[i] = r.sign_extend_legacy_pmc_write(value, cfg.gp_width)
+            self.gp[i] = registers.sign_extend_legacy_pmc_write(value, cfg.gp_width)
             return True
         if kind == _PMC_FULL:
             if not cfg.full_width_writes or value > self.gp_mask:
@@ -594,25 +606,25 @@ class _SimCpu:
                 return False
             self.fixed[i] = value
             return True
-        if address == r.IA32_FIXED_CTR_CTRL:
-            any_bits = sum(r.FIXED_ANY << 4 * i for i in range(cfg.fixed_counters))
+        if address == registers.IA32_FIXED_CTR_CTRL:
+            any_bits = sum(registers.FIXED_ANY << 4 * i for i in range(cfg.fixed_counters))
             if value >> 4 * cfg.fixed_counters or (cfg.version >= 5 and value & any_bits):
                 return False
             self.fixed_ctrl = value
             return True
-        if address == r.IA32_PERF_GLOBAL_CTRL:
+        if address == registers.IA32_PERF_GLOBAL_CTRL:
             if value & ~self.global_ctrl_valid:
                 return False
             self.global_ctrl = value
             return True
-        if address == r.IA32_PERF_GLOBAL_STATUS_RESET:
+        if address == registers.IA32_PERF_GLOBAL_STATUS_RESET:
             if value & ~self.status_valid:
                 return False
             self.status &= ~value  # write-1-to-clear
             return True
-        if address == r.MSR_PERF_METRICS and self.metrics_fields:
+        if address == registers.MSR_PERF_METRICS and self.metrics_fields:
             return self._write_perf_metrics(value)
-        if address == r.IA32_PERF_GLOBAL_STATUS_SET and cfg.version >= 4:
+        if address == registers.IA32_PERF_GLOBAL_STATUS_SET and cfg.version >= 4:
             if value & ~self.status_valid:
                 return False
             self.status |= value
@@ -630,9 +642,9 @@ class _SimCpu:
         with self.lock:
             self._advance()
             regs = {self.regs.evtsel(i): v for i, v in enumerate(self.evtsel)}
-            regs[r.IA32_FIXED_CTR_CTRL] = self.fixed_ctrl
-            regs[r.IA32_PERF_GLOBAL_CTRL] = self.global_ctrl
-            regs[r.IA32_PERF_GLOBAL_STATUS] = self.status
+            regs[registers.IA32_FIXED_CTR_CTRL] = self.fixed_ctrl
+            regs[registers.IA32_PERF_GLOBAL_CTRL] = self.global_ctrl
+            regs[registers.IA32_PERF_GLOBAL_STATUS] = self.status
             return regs
 
     # -- rdpmc --------------------------------------------------------------------------------------
@@ -679,7 +691,7 @@ def _register_table(cfg: SimConfig) -> dict[int, tuple[str, int]]:
 
     v6 parts get the v6 range plus the legacy addresses as aliases of counters 0-7 (see the module docstring).
     """
-    maps = [r.LEGACY_REGISTERS] + ([r.V6_REGISTERS] if cfg.version >= 6 else [])
+    maps = [registers.LEGACY_REGISTERS] + ([registers.V6_REGISTERS] if cfg.version >= 6 else [])
     table: dict[int, tuple[str, int]] = {}
     for regs in maps:
         for i in range(min(cfg.gp_counters, regs.max_gp)):

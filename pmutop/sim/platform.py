@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pmutop.clock import Clock
+from pmutop.core.clock import Clock
 from pmutop.hw.msr import MsrDevice
 from pmutop.hw.platform import NMI_WATCHDOG, PERF_EVENT_PARANOID, RDPMC_SYSFS, MsrDeviceState, Platform, RdpmcProbe
-from pmutop.pmu import registers as R
+from pmutop.pmu import registers
 from pmutop.sim.model import SimConfig, SimMachine, SimRdpmcFault
 
 
@@ -41,13 +41,13 @@ class SimPlatform(Platform):
             return
         for cpu in self.machine.cpus:
             dev = self.machine.msr(cpu)
-            ctrl = dev.read(R.IA32_FIXED_CTR_CTRL) & ~(0xF << 4)
-            glob = dev.read(R.IA32_PERF_GLOBAL_CTRL) & ~R.fixed_bit(1)
+            ctrl = dev.read(registers.IA32_FIXED_CTR_CTRL) & ~(0xF << 4)
+            glob = dev.read(registers.IA32_PERF_GLOBAL_CTRL) & ~registers.fixed_bit(1)
             if on:
-                ctrl |= (R.FIXED_EN_OS | R.FIXED_EN_USR | R.FIXED_PMI) << 4
-                glob |= R.fixed_bit(1)
-            self.machine.foreign_write(cpu, R.IA32_FIXED_CTR_CTRL, ctrl)
-            self.machine.foreign_write(cpu, R.IA32_PERF_GLOBAL_CTRL, glob)
+                ctrl |= (registers.FIXED_EN_OS | registers.FIXED_EN_USR | registers.FIXED_PMI) << 4
+                glob |= registers.fixed_bit(1)
+            self.machine.foreign_write(cpu, registers.IA32_FIXED_CTR_CTRL, ctrl)
+            self.machine.foreign_write(cpu, registers.IA32_PERF_GLOBAL_CTRL, glob)
 
     def label(self) -> str:
         return "SIMULATED PMU"

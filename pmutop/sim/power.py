@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pmutop.sources.power import regs
+from pmutop.probes.power import regs
 
 if TYPE_CHECKING:
     from pmutop.sim.model import _SimCpu

@@ -14,7 +14,7 @@ import math
 import threading
 from dataclasses import dataclass
 
-from pmutop.clock import ManualClock
+from pmutop.core.clock import ManualClock
 from pmutop.sim.platform import SimPlatform
 from pmutop.sim.workload import Amounts, Counts
 

@@ -13,15 +13,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from pmutop import topdown
-from pmutop.engine.feed import SampleFeed
-from pmutop.engine.sample import Sample
-from pmutop.errors import HardwareError
-from pmutop.heap import freeze_startup_heap
-from pmutop.metrics import CoreMetrics, for_sample
-from pmutop.numfmt import fixed as _fmt
-from pmutop.numfmt import si as _si
-from pmutop.sinks.records import (
+from pmutop.core.errors import HardwareError
+from pmutop.core.feed import SampleFeed
+from pmutop.core.heap_freeze import freeze_startup_heap
+from pmutop.core.numfmt import fixed as _fmt
+from pmutop.core.numfmt import si as _si
+from pmutop.core.sample import Sample
+from pmutop.derive import topdown
+from pmutop.derive.metrics import CoreMetrics, for_sample
+from pmutop.derive.records import (
     columns,
     cstate_column,
     csv_columns,

@@ -16,17 +16,17 @@ from dataclasses import dataclass, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from pmutop import topdown
-from pmutop.engine.feed import SampleFeed
-from pmutop.engine.sample import Sample
-from pmutop.errors import PmutopError, UsageError
-from pmutop.metrics import for_sample
-from pmutop.runinfo import RunInfo
-from pmutop.sinks.records import STANDARD_EVENTS
+from pmutop.core.errors import PmutopError, UsageError
+from pmutop.core.feed import SampleFeed
+from pmutop.core.run_description import RunInfo
+from pmutop.core.sample import Sample
+from pmutop.derive import topdown
+from pmutop.derive.metrics import for_sample
+from pmutop.derive.records import STANDARD_EVENTS
 
 PREFIX = "pmutop_"
 # The architectural events keep fixed names (the dashboard and the README's PromQL use them).
-NAMED = STANDARD_EVENTS  # the inputs of the derived metrics (pmutop.sinks.records)
+NAMED = STANDARD_EVENTS  # the inputs of the derived metrics (pmutop.derive.records)
 # PERF_METRICS keys (slots already): one family with a category label, so top-down sums in PromQL.
 TOPDOWN_SLOTS = "slots"
 TOPDOWN_CATEGORIES: dict[str, tuple[str, str]] = {  # count key -> (category, level)

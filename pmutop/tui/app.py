@@ -28,14 +28,14 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowDoesNotExist, RowKey
 
-from pmutop import topdown
-from pmutop.engine.feed import SampleFeed
-from pmutop.errors import PmutopError
-from pmutop.heap import freeze_startup_heap
-from pmutop.runinfo import RunInfo
-from pmutop.sinks.records import extra_events
-from pmutop.sources.tasks import NoTasks, TaskSource, TopTask
-from pmutop.tui import format as F
+from pmutop.core.errors import PmutopError
+from pmutop.core.feed import SampleFeed
+from pmutop.core.heap_freeze import freeze_startup_heap
+from pmutop.core.run_description import RunInfo
+from pmutop.derive import topdown
+from pmutop.derive.records import extra_events
+from pmutop.probes.tasks import NoTasks, TaskSource, TopTask
+from pmutop.tui import format as fmt
 from pmutop.tui.columns import COLUMN_FORMULAS, POWER_KEYS, columns_for, layout, render_cell
 from pmutop.tui.config import Settings
 from pmutop.tui.config import save as save_settings
@@ -94,7 +94,7 @@ def status_text(info: RunInfo, feed: SampleFeed, sort_title: str, reverse: bool,
     arrow = "▼" if reverse else "▲"
     t = Text()
     t.append(f"{info.backend}/{info.read_method}", style="bold")
-    t.append(f"  ·  interval {F.interval_text(feed.interval)}  ·  {F.duration(elapsed)}")
+    t.append(f"  ·  interval {fmt.interval_text(feed.interval)}  ·  {fmt.duration(elapsed)}")
     t.append(f"  ·  sort {sort_title} {arrow}")
     return t
 
@@ -234,7 +234,7 @@ class DetailScreen(Screen[None]):
             value = tma.get(k)
             grid.add_row(
                 Text(topdown.LABELS[k], style=COLOURS[k]),
-                Text(F.sparkline(core.history[k], HISTORY_WIDTH, 1.0), style=COLOURS[k]),
+                Text(fmt.sparkline(core.history[k], HISTORY_WIDTH, 1.0), style=COLOURS[k]),
                 "-" if value is None else f"{100 * value:.1f}%",
             )
         for k in topdown.TMA_FIELDS[4:]:
@@ -514,7 +514,7 @@ class PmutopApp(App[int]):
         self.feed.wake_waiters()
 
     def exit_soon(self) -> None:
-        """From any thread, never blocking (pmutop.exitguard calls it on a signal): close the UI. If the
+        """From any thread, never blocking (pmutop.safety.exit_guard calls it on a signal): close the UI. If the
         UI cannot close (its terminal is gone), the guardian restores the PMU without it."""
         self._stop_watching()
         self._exit_wanted = True
@@ -967,7 +967,7 @@ class PmutopApp(App[int]):
         if new != now:
             self.feed.set_interval(new)
             self.model.mark_interval_change(now, new)
-            self.notify(f"interval {F.interval_text(new)}", timeout=2)
+            self.notify(f"interval {fmt.interval_text(new)}", timeout=2)
             self._remember(interval=new)
         self._refresh_header()
 

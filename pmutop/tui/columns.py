@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from pmutop.sinks.records import extra_events, rate_title
-from pmutop.tui import format as F
+from pmutop.derive.records import extra_events, rate_title
+from pmutop.tui import format as fmt
 from pmutop.tui.model import CoreState, ViewModel
 
 CELL_PADDING = 1  # DataTable's default: one space either side
@@ -69,7 +69,7 @@ def _latest(key: str) -> Callable[[CoreState], float]:
     return value
 
 
-# Beside the counters (pmutop.sources.power): shown for the fields some source measures (`power`).
+# Beside the counters (pmutop.probes.power): shown for the fields some source measures (`power`).
 POWER_COLUMNS: tuple[Column, ...] = (
     # Dropped before the task name on narrow screens: Util% and GHz already tell most of it.
     Column("busy", "Busy%", 6, 6, 5, _latest("busy")),
@@ -177,38 +177,38 @@ def _render(key: str, core: CoreState, model: ViewModel, width: int) -> Text:
         name = t.name if len(t.name) <= room else t.name[: room - 1] + "…"  # say that it was cut
         return Text(f"{name} {pid}"[:width].ljust(width), style="dim")
     if key == "ipc_hist":
-        top = F.nice_ceiling(model.series_top("ipc", core), 4.0)
-        return Text(F.sparkline(core.history["ipc"], width, top), style="cyan")
+        top = fmt.nice_ceiling(model.series_top("ipc", core), 4.0)
+        return Text(fmt.sparkline(core.history["ipc"], width, top), style="cyan")
     if key == "llc_hist":
-        top = F.nice_ceiling(model.series_top("llc_misses_per_s", core), 1e6)
-        return Text(F.sparkline(core.history["llc_misses_per_s"], width, top), style="magenta")
+        top = fmt.nice_ceiling(model.series_top("llc_misses_per_s", core), 1e6)
+        return Text(fmt.sparkline(core.history["llc_misses_per_s"], width, top), style="magenta")
     if key in POWER_KEYS:
         h = core.history.get(key)
         v = h[-1] if h else None
         if v is None:
-            return Text(F.MISSING.rjust(width), style="dim")
+            return Text(fmt.MISSING.rjust(width), style="dim")
         return Text(f"{v:.0f}".rjust(width) if key != "pkg_watts" else f"{v:.1f}".rjust(width))
     if m is None:
-        text = "?" if core.suspect_count and core.latest is not None else F.MISSING
+        text = "?" if core.suspect_count and core.latest is not None else fmt.MISSING
         return Text(text.rjust(width), style="yellow" if text == "?" else "dim")
     if key == "util":
-        return F.styled(F.fixed(m.util, ".1f", width, 100), F.util_style(m.util))
+        return fmt.styled(fmt.fixed(m.util, ".1f", width, 100), fmt.util_style(m.util))
     if key == "ghz":
-        return F.styled(F.fixed(m.ghz, ".2f", width), None)
+        return fmt.styled(fmt.fixed(m.ghz, ".2f", width), None)
     if key == "ipc":
-        return F.styled(F.fixed(m.ipc, ".2f", width), F.ipc_style(m.ipc))
+        return fmt.styled(fmt.fixed(m.ipc, ".2f", width), fmt.ipc_style(m.ipc))
     if key == "llc_per_s":
-        return F.styled(F.si(m.llc_misses_per_s, width), None)
+        return fmt.styled(fmt.si(m.llc_misses_per_s, width), None)
     if key == "mpki":
-        return F.styled(F.fixed(m.llc_mpki, ".2f", width), F.mpki_style(m.llc_mpki))
+        return fmt.styled(fmt.fixed(m.llc_mpki, ".2f", width), fmt.mpki_style(m.llc_mpki))
     if key == "llc_ratio":
-        return F.styled(F.fixed(m.llc_miss_ratio, ".1f", width, 100), F.miss_ratio_style(m.llc_miss_ratio))
+        return fmt.styled(fmt.fixed(m.llc_miss_ratio, ".1f", width, 100), fmt.miss_ratio_style(m.llc_miss_ratio))
     if key == "br_ratio":
-        return F.styled(F.fixed(m.branch_miss_ratio, ".2f", width, 100), F.branch_style(m.branch_miss_ratio))
+        return fmt.styled(fmt.fixed(m.branch_miss_ratio, ".2f", width, 100), fmt.branch_style(m.branch_miss_ratio))
     if key.startswith("ev:"):
         s = core.latest
         name = key[3:]
         if s is None or name not in s.counts or not s.interval:
-            return Text(F.MISSING.rjust(width), style="dim")
-        return Text(F.si(s.counts[name] / s.interval, width))
+            return Text(fmt.MISSING.rjust(width), style="dim")
+        return Text(fmt.si(s.counts[name] / s.interval, width))
     raise KeyError(key)

@@ -15,8 +15,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pmutop.cpulist import parse_cpu_list
-from pmutop.errors import UsageError
+from pmutop.core.cpulist import parse_cpu_list
+from pmutop.core.errors import UsageError
 from pmutop.tui.model import CoreState
 
 OPS: dict[str, Callable[[float, float], bool]] = {

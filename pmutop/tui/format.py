@@ -7,7 +7,7 @@ from itertools import islice
 
 from rich.text import Text
 
-from pmutop.numfmt import MISSING, fixed, si
+from pmutop.core.numfmt import MISSING, fixed, si
 
 __all__ = ["MISSING", "fixed", "si"]  # the shared formatter, re-exported for the view's cells
 

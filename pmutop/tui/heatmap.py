@@ -23,8 +23,8 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
-from pmutop.cpulist import format_cpu_list
-from pmutop.tui import format as F
+from pmutop.core.cpulist import format_cpu_list
+from pmutop.tui import format as fmt
 from pmutop.tui.model import CoreState, ViewModel
 
 HISTORY = 60  # intervals across: wide cells read better than many thin ones
@@ -60,7 +60,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("tma_bad_speculation", "Bad speculation", "unit", "%", percent=True),
     Metric("tma_frontend_bound", "Frontend bound", "unit", "%", percent=True),
     Metric("tma_backend_bound", "Backend bound", "unit", "%", percent=True),
-    # Beside the counters (pmutop.power_metrics): empty rows where no source measures them.
+    # Beside the counters (pmutop.derive.power): empty rows where no source measures them.
     Metric("busy", "Busy %", "nice", "%", floor=100.0),
     Metric("bzy_mhz", "Bzy MHz", "nice", "MHz", floor=1000.0),
     Metric("temp_c", "Temperature", "nice", "°C", floor=100.0),
@@ -102,14 +102,14 @@ def scale_for(metric: Metric, top: float) -> Scale:
         hi = 10.0 ** math.ceil(math.log10(top)) if top > 0 else 10.0**LOG_DECADES
         hi = max(hi, 10.0**LOG_DECADES)
         return Scale(hi / 10.0**LOG_DECADES, hi, log=True)
-    return Scale(0.0, F.nice_ceiling(top, metric.floor))
+    return Scale(0.0, fmt.nice_ceiling(top, metric.floor))
 
 
 def value_text(metric: Metric, value: float) -> str:
     if metric.percent:
         return f"{value * 100:.0f}%"
     if metric.rule == "log":
-        return F.si(value, 0) + metric.unit
+        return fmt.si(value, 0) + metric.unit
     return f"{value:g}" + (f" {metric.unit}" if metric.unit else "")
 
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from textual.app import ComposeResult
 from textual.widget import Widget
 
-from pmutop.sinks.records import rate_title
-from pmutop.tui import format as F
+from pmutop.derive.records import rate_title
+from pmutop.tui import format as fmt
 from pmutop.tui.model import CoreState, ViewModel, rate_series
 from pmutop.tui.plot import HistoryPlot
 
@@ -36,7 +36,7 @@ def _two(v: float) -> str:
 
 
 def _si(v: float) -> str:
-    return F.si(v, 0)
+    return fmt.si(v, 0)
 
 
 HARDWARE_PLOTS = {

@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from pmutop import topdown
-from pmutop.engine.ring import SampleRing
-from pmutop.engine.sample import Sample
-from pmutop.metrics import CoreMetrics, combined, for_sample
-from pmutop.power_metrics import SERIES as POWER_SERIES
-from pmutop.power_metrics import combined_power, power_values
-from pmutop.sources.tasks import TopTask
+from pmutop.core.ring import SampleRing
+from pmutop.core.sample import Sample
+from pmutop.derive import topdown
+from pmutop.derive.metrics import CoreMetrics, combined, for_sample
+from pmutop.derive.power import SERIES as POWER_SERIES
+from pmutop.derive.power import combined_power, power_values
+from pmutop.probes.tasks import TopTask
 
 HISTORY = 120  # intervals kept for sparklines, plots and the heatmap (a 250-column screen shows them all)
 SERIES = ("ipc", "ghz", "util", "llc_misses_per_s")

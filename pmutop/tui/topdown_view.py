@@ -11,7 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from pmutop import topdown
+from pmutop.derive import topdown
 from pmutop.tui.model import CoreState, ViewModel
 
 COLOURS: dict[str, str] = {

@@ -1,0 +1,394 @@
+"""`pmutop events`: the event names this machine's CPUs accept, optionally fetching Intel's tables first."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pmutop.core.cpulist import format_cpu_list, group_by_cpu
+from pmutop.core.errors import HardwareError, UsageError
+from pmutop.core.sysroot import Sysroot
+from pmutop.hw.platform import HostPlatform, Platform
+from pmutop.pmu import perfmon
+from pmutop.pmu.cpuid_decode import (
+    CoreType,
+    CpuIdentity,
+    PerfmonInfo,
+    decode_core_type,
+    decode_identity,
+    decode_perfmon,
+    identity_to_dict,
+)
+from pmutop.pmu.events import ARCH_EVENTS, SOFTWARE_EVENTS, EventSpec
+from pmutop.pmu.perfmon import MAPFILE, NO_TABLES_HINT, PERFMON_ENV, PERFMON_URL, IntelEvent, PerfmonTables
+
+_NAME_WIDTH_MAX = 60
+_ENCODING_WIDTH_MAX = 40
+_LINE_MAX = 300  # characters of one event line: whatever a table holds, a listing stays readable
+
+
+@dataclass
+class CpuGroup:
+    """Online CPUs that share model, stepping and core type: they read the same event table."""
+
+    cpus: list[int]
+    identity: CpuIdentity
+    core: CoreType | None
+    pmu: PerfmonInfo
+
+    @property
+    def core_code(self) -> int | None:
+        return self.core.code if self.core else None
+
+    @property
+    def core_short(self) -> str | None:
+        return self.core.short if self.core else None
+
+    def label(self) -> str:
+        kind = f" ({self.core.name})" if self.core else ""
+        return f"CPUs {format_cpu_list(self.cpus)}{kind}"
+
+
+def cpu_groups(platform: Platform, problems: dict[int, str] | None = None) -> list[CpuGroup]:
+    """Online CPUs grouped by what they read; CPUs whose CPUID cannot be read go to `problems` (cpu -> why)."""
+    groups: dict[tuple[Any, ...], CpuGroup] = {}
+    for cpu in platform.online_cpus():
+        try:
+            fn = platform.cpuid_fn(cpu)
+            ident = decode_identity(fn)
+            core = decode_core_type(fn)
+            pmu = decode_perfmon(fn)
+        except HardwareError as e:
+            if problems is None:
+                raise
+            problems[cpu] = str(e)
+            continue
+        key = (
+            ident.vendor,
+            ident.family,
+            ident.model,
+            ident.stepping,
+            core.code if core else None,
+            core.native_model_id if core else None,
+        )
+        if key in groups:
+            groups[key].cpus.append(cpu)
+        else:
+            groups[key] = CpuGroup([cpu], ident, core, pmu)
+    return list(groups.values())
+
+
+def download_dir(perfmon_dir: str | None) -> Path:
+    """Where --download writes: --perfmon-dir, else $PMUTOP_PERFMON_DIR, else the cache (the order locate reads)."""
+    chosen = perfmon_dir or os.environ.get(PERFMON_ENV)
+    return Path(chosen).expanduser() if chosen else perfmon.cache_dir()
+
+
+def _entry(
+    name: str,
+    kind: str,
+    description: str,
+    *,
+    core_type: str | None = None,
+    cpus: str,
+    event: int | None = None,
+    umask: int | None = None,
+    cmask: int | None = None,
+    inv: bool | None = None,
+    edge: bool | None = None,
+    counters: int | None = None,
+    fixed_counter: int | None = None,
+    deprecated: bool = False,
+    why: str | None = None,
+    encoding: str = "",
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "kind": kind,
+        "description": description,
+        "event": event,
+        "umask": umask,
+        "cmask": cmask,
+        "inv": inv,
+        "edge": edge,
+        "counters": [i for i in range(counters.bit_length()) if counters >> i & 1] if counters is not None else None,
+        "fixed_counter": fixed_counter,
+        "deprecated": deprecated,
+        "usable": why is None,
+        "why": why,
+        "core_type": core_type,
+        "cpus": cpus,
+        "encoding": encoding,
+    }
+
+
+def _spec_encoding(spec: EventSpec) -> str:
+    parts = []
+    if spec.fixed_index is not None:
+        parts.append(f"fixed {spec.fixed_index}")
+    if spec.raw is not None:
+        parts.append(f"event={spec.raw.event:#04x},umask={spec.raw.umask:#04x}")
+    return " or ".join(parts)
+
+
+def _arch_entries(groups: list[CpuGroup], all_cpus: str) -> list[dict[str, Any]]:
+    entries = []
+    for spec in ARCH_EVENTS.values():
+        why = None
+        no_pmu = [g for g in groups if g.pmu.version == 0]
+        missing = [g for g in groups if spec.name in g.pmu.unavailable_events]
+        if no_pmu:
+            why = no_pmu[0].pmu.notes[0] if no_pmu[0].pmu.notes else "no architectural PMU"
+        elif missing:
+            where = "" if len(missing) == len(groups) else f" on {', '.join(g.label() for g in missing)}"
+            why = f"CPUID 0xA reports it unavailable{where}"
+        raw = spec.raw
+        entries.append(
+            _entry(
+                spec.name,
+                "architectural",
+                spec.description,
+                cpus=all_cpus,
+                event=raw.event if raw else None,
+                umask=raw.umask if raw else None,
+                cmask=raw.cmask if raw else None,
+                inv=raw.inv if raw else None,
+                edge=raw.edge if raw else None,
+                fixed_counter=spec.fixed_index,
+                why=why,
+                encoding=_spec_encoding(spec),
+            )
+        )
+    return entries
+
+
+def _software_entries(all_cpus: str) -> list[dict[str, Any]]:
+    return [
+        _entry(spec.name, "software", spec.description, cpus=all_cpus, encoding="kernel")
+        for spec in SOFTWARE_EVENTS.values()
+    ]
+
+
+def _intel_entry(ev: IntelEvent, group: CpuGroup) -> dict[str, Any]:
+    fixed_only = ev.fixed_counter is not None
+    return _entry(
+        ev.name,
+        "intel",
+        ev.description,
+        core_type=group.core_short,
+        cpus=format_cpu_list(group.cpus),
+        event=None if fixed_only else ev.event_code,
+        umask=None if fixed_only else ev.umask,
+        cmask=None if fixed_only else ev.cmask,
+        inv=None if fixed_only else ev.inv,
+        edge=None if fixed_only else ev.edge,
+        counters=ev.counters,
+        fixed_counter=ev.fixed_counter,
+        deprecated=ev.deprecated,
+        why=ev.problem,
+        encoding=ev.encoding,
+    )
+
+
+def _table_section(tables: PerfmonTables | None, group: CpuGroup) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """What the tables say about one CPU group: a summary and its event entries."""
+    info: dict[str, Any] = {
+        "cpus": format_cpu_list(group.cpus),
+        "core_type": group.core_short,
+        "cpuid": perfmon.cpuid_string(group.identity),
+        "files": [],
+        "note": None,
+    }
+    if group.identity.vendor != "GenuineIntel":
+        info["note"] = f"Intel's perfmon tables do not describe {group.identity.vendor or 'this vendor'}'s CPUs"
+        return info, []
+    if tables is None:
+        info["note"] = f"Intel event names need Intel's perfmon tables: {NO_TABLES_HINT}"
+        return info, []
+    files = tables.files_for(group.identity, group.core_code, group.core.native_model_id if group.core else None)
+    if not files:
+        info["note"] = (
+            f"{tables.root / MAPFILE} has no core event table for {info['cpuid']} "
+            "(update the tables with `pmutop events --download`)"
+        )
+        return info, []
+    info["files"] = [_relative(p, tables.root) for p in files]
+    events = tables.events_for(group.identity, group.core_code, group.core.native_model_id if group.core else None)
+    return info, [_intel_entry(ev, group) for ev in events.values()]
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def _matches(entry: dict[str, Any], word: str) -> bool:
+    word = word.lower()
+    return word in entry["name"].lower() or word in (entry["description"] or "").lower()
+
+
+def _render_section(title: str, entries: list[dict[str, Any]]) -> list[str]:
+    if not entries:
+        return []
+    name_w = min(max(len(e["name"]) for e in entries), _NAME_WIDTH_MAX)
+    enc = [_encoding_text(e) for e in entries]
+    enc_w = min(max(len(t) for t in enc), _ENCODING_WIDTH_MAX)
+    shared = {e["why"] for e in entries}
+    common = next(iter(shared)) if len(entries) > 1 and len(shared) == 1 else None
+    # One reason for every line is said once, under the title, not repeated on each line.
+    lines = ["", title] + ([f"  (none usable here: {common})"] if common else [])
+    for e, enc_text in zip(entries, enc, strict=True):
+        tags = []
+        if e["why"] and not common:
+            tags.append(f"[not usable: {e['why']}]")
+        if e["deprecated"]:
+            tags.append("[deprecated]")
+        text = " ".join([*tags, e["description"]]) if e["description"] else " ".join(tags)
+        line = f"  {e['name']:<{name_w}}  {enc_text:<{enc_w}}  {text}".rstrip()
+        lines.append(line if len(line) <= _LINE_MAX else line[: _LINE_MAX - 1] + "…")
+    return lines
+
+
+def _encoding_text(entry: dict[str, Any]) -> str:
+    text = entry["encoding"]
+    if entry["counters"] is not None:
+        text += f" [counters {format_cpu_list(entry['counters'])}]"
+    return text
+
+
+def _identity_line(group: CpuGroup) -> str:
+    ident = group.identity
+    uarch = f", {ident.uarch}" if ident.uarch else ""
+    return (
+        f"{group.label()}: {ident.vendor or 'unknown vendor'} family {ident.family:#x} model {ident.model:#x} "
+        f"stepping {ident.stepping}{uarch}"
+    )
+
+
+def run_events(
+    platform: Platform,
+    *,
+    search: str | None,
+    as_json: bool,
+    perfmon_dir: str | None,
+    download: bool,
+    url: str,
+) -> str:
+    """The text (or JSON) `pmutop events` prints."""
+    unreadable: dict[int, str] = {}
+    groups = cpu_groups(platform, unreadable)
+    if not groups and unreadable:  # nothing to describe: the first reason is the whole story
+        raise HardwareError(unreadable[min(unreadable)])
+    all_cpus = format_cpu_list([c for g in groups for c in g.cpus])
+    fetched: list[Path] = []
+    if download:
+        wanted = [(g.identity, g.core_code) for g in groups if g.identity.vendor == "GenuineIntel"]
+        if not wanted:
+            vendor = groups[0].identity.vendor if groups else "unknown"
+            raise UsageError(f"--download: Intel's perfmon tables do not describe {vendor or 'this vendor'}'s CPUs")
+        dest = download_dir(perfmon_dir)
+        fetched = perfmon.download(url, dest, wanted)
+        tables: PerfmonTables | None = PerfmonTables(dest)
+    else:
+        tables = PerfmonTables.locate(perfmon_dir)
+
+    entries = _arch_entries(groups, all_cpus) + _software_entries(all_cpus)
+    sections: list[tuple[dict[str, Any], list[dict[str, Any]]]] = [_table_section(tables, g) for g in groups]
+    for _, intel in sections:
+        entries.extend(intel)
+    if search is not None:
+        entries = [e for e in entries if _matches(e, search)]
+    notes = list(tables.notes) if tables is not None else []
+    notes += [f"{problem}; not listed" for problem in group_by_cpu(unreadable)]
+
+    if as_json:
+        doc = {
+            "cpu": identity_to_dict(groups[0].identity) if groups else None,
+            "cpu_groups": [info for info, _ in sections],
+            "tables": str(tables.root) if tables is not None else None,
+            "downloaded": [str(p) for p in fetched],
+            "search": search,
+            "notes": notes,
+            "events": [{k: v for k, v in e.items() if k != "encoding"} for e in entries],
+        }
+        return json.dumps(doc, indent=2)
+
+    lines = [_identity_line(g) for g in groups]
+    if fetched:
+        root = tables.root if tables is not None else Path()
+        lines.append(f"downloaded {len(fetched)} files into {root}: {', '.join(_relative(p, root) for p in fetched)}")
+    lines.append(f"Intel event tables: {tables.root if tables is not None else 'none found'}")
+    for info, _ in sections:
+        label = f"CPUs {info['cpus']}" + (f" ({info['core_type']}-cores)" if info["core_type"] else "")
+        detail = ", ".join(info["files"]) if info["files"] else info["note"]
+        lines.append(f"  {label}: {detail}")
+    lines.extend(f"note: {n}" for n in notes)
+
+    def pick(kind: str, cpus: str | None = None) -> list[dict[str, Any]]:
+        return [e for e in entries if e["kind"] == kind and (cpus is None or e["cpus"] == cpus)]
+
+    lines += _render_section("Architectural events (CPUID 0xA)", pick("architectural"))
+    lines += _render_section("Software events (kernel counters)", pick("software"))
+    for info, _ in sections:
+        files = ", ".join(Path(f).name for f in info["files"])
+        title = f"Intel events for CPUs {info['cpus']}" + (f" ({info['core_type']}-cores)" if info["core_type"] else "")
+        lines += _render_section(f"{title}, from {files}", pick("intel", info["cpus"]))
+    if search is not None:
+        usable = sum(1 for e in entries if e["usable"])
+        lines += ["", f"{len(entries)} events match {search!r} ({usable} usable)"]
+    return "\n".join(lines)
+
+
+def events_parser(parser_class: type[argparse.ArgumentParser] | None = None) -> argparse.ArgumentParser:
+    """Options of `pmutop events`; parser_class defaults to cli.OneLineParser (one-line errors, status 2)."""
+    if parser_class is None:
+        from pmutop.app.main import OneLineParser  # here, not at the top: cli imports this module
+
+        parser_class = OneLineParser
+    p = parser_class(
+        prog="pmutop events",
+        description="List the event names this machine's CPUs accept: architectural, software, "
+        "and Intel's per-model events from Intel's perfmon tables.",
+    )
+    p.add_argument("--sysroot", metavar="DIR", default="/", help="read hardware files under DIR (default /)")
+    p.add_argument("--search", metavar="WORD", help="only events whose name or description contains WORD")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument(
+        "--perfmon-dir",
+        metavar="DIR",
+        help=f"Intel's perfmon tables (a copy of github.com/intel/perfmon; default ${PERFMON_ENV}, "
+        f"then {perfmon.cache_dir()})",
+    )
+    p.add_argument(
+        "--download",
+        action="store_true",
+        help="first fetch mapfile.csv and this machine's core event tables into --perfmon-dir (or the cache)",
+    )
+    p.add_argument("--perfmon-url", metavar="URL", help=f"where --download fetches from (default {PERFMON_URL})")
+    return p
+
+
+def events_main(argv: Sequence[str]) -> str:
+    """`pmutop events ARGS`: parse, check, run; returns the text to print. Errors are PmutopError."""
+    args = events_parser().parse_args(list(argv))
+    if args.perfmon_url is not None:
+        if not args.download:
+            raise UsageError("--perfmon-url needs --download")
+        perfmon.check_source(args.perfmon_url)  # a refused scheme is said before anything else is read
+    if not os.path.isdir(args.sysroot):
+        raise UsageError(f"--sysroot {args.sysroot}: not a directory")
+    return run_events(
+        HostPlatform(Sysroot(args.sysroot)),
+        search=args.search,
+        as_json=args.json,
+        perfmon_dir=args.perfmon_dir,
+        download=args.download,
+        url=args.perfmon_url or PERFMON_URL,
+    )

@@ -1,0 +1,57 @@
+"""What sinks see of a sample producer: a small read-only interface.
+
+The engine implements it; so can a replayed recording or a remote exporter. Sinks (the live view, batch,
+the recorder, the exporter) use only this, never the backend or the hardware.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+from pmutop.core.ring import SampleRing
+
+
+class SampleFeed(Protocol):
+    cpus: list[int]
+    rings: dict[int, SampleRing]
+
+    @property
+    def interval(self) -> float:
+        """The current sampling interval (s)."""
+        ...
+
+    def keys(self, cpu: int) -> list[str]:
+        """Event keys `cpu` counts, in display order."""
+        ...
+
+    def topdown_method(self, cpu: int) -> str | None:
+        """How top-down is measured on `cpu` (pmutop.derive.topdown method names), or None."""
+        ...
+
+    def elapsed(self) -> float:
+        """Seconds since counting started (0 before)."""
+        ...
+
+    def failures(self) -> dict[int, str]:
+        """CPUs whose sampler stopped -> why."""
+        ...
+
+    def wait_for_samples(
+        self,
+        counts: dict[int, int],
+        timeout: float,
+        on_wait: Callable[[], None] | None = None,
+        stop: threading.Event | None = None,
+    ) -> bool:
+        """Block until every live CPU in `counts` has more than counts[cpu] samples (or timeout/stop)."""
+        ...
+
+    def set_interval(self, seconds: float) -> None:
+        """Ask for another interval (a feed that cannot change it may ignore this)."""
+        ...
+
+    def wake_waiters(self) -> None:
+        """End every wait_for_samples now (a reader that set its `stop` event calls this)."""
+        ...

@@ -1,0 +1,96 @@
+"""Derived per-core metrics from one interval's counts. None wherever an input is missing or zero."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, replace
+
+from pmutop.core.sample import Sample
+
+# The exact formula of each metric, shown in the detail view and the docs.
+FORMULAS: dict[str, str] = {
+    "util": "ref_cycles / tsc (without ref cycles: busy / total from the kernel's per-CPU times)",
+    "ghz": "cycles / ref_cycles × TSC Hz / 1e9",
+    "ipc": "instructions / cycles",
+    "llc_misses_per_s": "llc_misses / interval",
+    "llc_mpki": "1000 × llc_misses / instructions",
+    "llc_miss_ratio": "llc_misses / llc_references",
+    "branch_miss_ratio": "branch_misses / branches",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CoreMetrics:
+    util: float | None = None
+    ghz: float | None = None
+    ipc: float | None = None
+    llc_misses_per_s: float | None = None
+    llc_mpki: float | None = None
+    llc_miss_ratio: float | None = None
+    branch_miss_ratio: float | None = None
+
+    def as_dict(self) -> dict[str, float | None]:
+        return asdict(self)
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or not den:
+        return None
+    return num / den
+
+
+def compute(
+    counts: dict[str, int], tsc: int | None, tsc_hz: float | None, interval: float, util: float | None = None
+) -> CoreMetrics:
+    """`util` is the kernel's busy fraction, used only where there are no reference cycles."""
+    ref = counts.get("ref_cycles")
+    cycles = counts.get("cycles")
+    instructions = counts.get("instructions")
+    misses = counts.get("llc_misses")
+    if ref is not None and tsc:
+        util = _ratio(ref, tsc)
+        if util is not None:
+            util = min(util, 1.0)  # ref cycles and TSC are read a few ns apart
+    speed = _ratio(cycles, ref)
+    return CoreMetrics(
+        util=util,
+        ghz=speed * tsc_hz / 1e9 if speed is not None and tsc_hz else None,
+        ipc=_ratio(instructions, cycles),
+        llc_misses_per_s=_ratio(misses, interval),
+        llc_mpki=_ratio(None if misses is None else 1000 * misses, instructions),
+        llc_miss_ratio=_ratio(misses, counts.get("llc_references")),
+        branch_miss_ratio=_ratio(counts.get("branch_misses"), counts.get("branches")),
+    )
+
+
+def for_sample(s: Sample) -> CoreMetrics:
+    return compute(s.counts, s.tsc, s.tsc_hz, s.interval, s.util)
+
+
+def combined(samples: Iterable[Sample]) -> CoreMetrics:
+    """Metrics of several cores taken together (sums of counts): the table's total/average row. Per-second
+    rates are the sum of each core's rate over the time its own sample covers (a late sampler's covers more)."""
+    counts: dict[str, int] = {}
+    tsc = 0
+    misses_per_s: float | None = None
+    weighted_hz = 0.0
+    utils: list[float] = []
+    n = 0
+    for s in samples:
+        if s.error or s.suspect:
+            continue
+        n += 1
+        if s.util is not None:
+            utils.append(s.util)
+        for k, v in s.counts.items():
+            counts[k] = counts.get(k, 0) + v
+        if s.tsc:
+            tsc += s.tsc
+            weighted_hz += (s.tsc_hz or 0.0) * s.tsc
+        if "llc_misses" in s.counts and s.interval > 0:
+            misses_per_s = (misses_per_s or 0.0) + s.counts["llc_misses"] / s.interval
+    if not n:
+        return CoreMetrics()
+    util = sum(utils) / len(utils) if utils else None
+    m = compute(counts, tsc or None, weighted_hz / tsc if tsc else None, 0.0, util)  # 0.0: rates come next
+    return replace(m, llc_misses_per_s=misses_per_s)

@@ -1,0 +1,139 @@
+"""The recorder: a sink with its own thread that copies every new sample from the rings into the file.
+
+It never runs in the sampler's path: it reads the rings like the live view does. The file is flushed after
+every interval (for gzip with Z_SYNC_FLUSH, so everything written so far can be decompressed), so a crash
+or SIGKILL loses at most the interval being written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import io
+import json
+import threading
+import time
+import zlib
+from typing import IO, Any
+
+from pmutop import __version__
+from pmutop.core.errors import UsageError
+from pmutop.core.feed import SampleFeed
+from pmutop.core.run_description import RunInfo
+from pmutop.recording.format import FORMAT_VERSION, Header, event_encodings, header_to_dict, sample_to_dict
+
+
+def make_header(
+    feed: SampleFeed,
+    info: RunInfo,
+    mode: str,
+    backend_facts: dict[str, Any],
+    events: list[Any] | None,
+    start: float | None = None,
+) -> Header:
+    keys = {cpu: list(feed.keys(cpu)) for cpu in feed.cpus}
+    all_keys: list[str] = []
+    for ks in keys.values():
+        all_keys += [k for k in ks if k not in all_keys]
+    return Header(
+        version=FORMAT_VERSION,
+        pmutop_version=__version__,
+        host=info.hostname,
+        start=time.time() - feed.elapsed() if start is None else start,
+        interval=feed.interval,
+        mode=mode,
+        cpus=list(feed.cpus),
+        keys=keys,
+        topdown={cpu: feed.topdown_method(cpu) for cpu in feed.cpus},
+        core_types=dict(info.core_types),
+        backend=dict(backend_facts),
+        events=event_encodings(events, all_keys),
+        runinfo=dataclasses.asdict(info),
+    )
+
+
+def open_for_writing(path: str) -> IO[bytes]:
+    try:
+        raw = open(path, "wb")  # noqa: SIM115 - closed by Recorder.close
+    except OSError as e:
+        raise UsageError(f"--record {path}: {e.strerror or e}") from None
+    if path.endswith(".gz"):
+        return gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6)  # type: ignore[return-value]
+    return raw
+
+
+class Recorder:
+    """Writes the header at once, then every sample as it arrives, until close() (idempotent, any thread)."""
+
+    def __init__(self, path: str, feed: SampleFeed, header: Header) -> None:
+        self.path = path
+        self.feed = feed
+        self._out = open_for_writing(path)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._seen = {cpu: 0 for cpu in feed.cpus}
+        self._thread: threading.Thread | None = None
+        self.error: str | None = None
+        self._closed = False
+        self._write_line(header_to_dict(header))
+        self._flush()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="pmutop-record", daemon=True)
+        self._thread.start()
+
+    def _write_line(self, obj: dict[str, Any]) -> None:
+        self._out.write(json.dumps(obj, separators=(",", ":")).encode() + b"\n")
+
+    def _flush(self) -> None:
+        if isinstance(self._out, gzip.GzipFile):
+            self._out.flush(zlib.Z_SYNC_FLUSH)  # a complete deflate block: readable up to here
+        else:
+            self._out.flush()
+        raw = getattr(self._out, "fileobj", None) or self._out
+        if isinstance(raw, io.BufferedWriter):
+            raw.flush()
+
+    def drain(self) -> int:
+        """Write every sample not written yet; returns how many."""
+        n = 0
+        with self._lock:
+            if self._closed:
+                return 0
+            for cpu in self.feed.cpus:
+                for s in self.feed.rings[cpu].since(self._seen[cpu]):
+                    self._seen[cpu] = s.seq
+                    self._write_line({"sample": sample_to_dict(s)})
+                    n += 1
+            if n:
+                self._flush()
+        return n
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.feed.wait_for_samples(dict(self._seen), timeout=0.5, stop=self._stop)
+                self.drain()
+        except OSError as e:  # disk full: the run goes on, the user is told at the end
+            self.error = f"recording to {self.path} stopped: {e.strerror or e}"
+
+    def close(self) -> str | None:
+        """Write what is left and close the file. Returns one line when the recording is incomplete."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2.0)
+        try:
+            self.drain()
+        except OSError as e:
+            self.error = self.error or f"recording to {self.path} stopped: {e.strerror or e}"
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                try:
+                    raw = getattr(self._out, "fileobj", None)
+                    self._out.close()
+                    if raw is not None:
+                        raw.close()
+                except OSError as e:
+                    self.error = self.error or f"recording to {self.path}: {e.strerror or e}"
+        return self.error
