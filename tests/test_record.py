@@ -15,10 +15,11 @@ from test_tui import footer_text, text_of
 
 from pmutop.app.main import main
 from pmutop.core.sample import Sample
-from pmutop.feeds.replay import ReplayFeed, replay_batch
+from pmutop.feeds.replay import ReplayFeed
 from pmutop.recording.diff import diff_rows, diff_table
 from pmutop.recording.format import FORMAT_VERSION, Header, header_to_dict, sample_to_dict
 from pmutop.recording.reader import RecordingError, read_recording
+from pmutop.sinks.batch_replay import replay_batch
 from pmutop.tui.replay_controls import ReplayApp, parse_time
 
 DEMO = ("--demo", "--batch", "--interval", "0.05", "--sim-cpus", "3", "--format", "json")

@@ -20,10 +20,11 @@ from pmutop import __version__
 from pmutop.backends.base import LONGEST_INTERVAL_S, Backend, EventResolver
 from pmutop.backends.msr.backend import MsrBackend
 from pmutop.backends.perf import PerfBackend
+from pmutop.backends.run_facts import collect
 from pmutop.backends.sim import SimBackend
 from pmutop.core.cpulist import format_cpu_list, select_cpus
 from pmutop.core.errors import HardwareError, PmuInUseError, PmutopError, UsageError
-from pmutop.core.run_description import RunInfo, collect
+from pmutop.core.run_description import RunInfo
 from pmutop.core.sysroot import Sysroot
 from pmutop.core.undo import RestoreResult, UndoLog
 from pmutop.engine.engine import Engine
@@ -250,8 +251,9 @@ def diff_parser() -> OneLineParser:
 
 
 def run_replay(argv: list[str], guard: ExitGuard) -> int:
-    from pmutop.feeds.replay import ReplayFeed, replay_batch
+    from pmutop.feeds.replay import ReplayFeed
     from pmutop.recording.reader import read_recording
+    from pmutop.sinks.batch_replay import replay_batch
 
     args = replay_parser().parse_args(argv)
     if not args.batch:

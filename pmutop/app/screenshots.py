@@ -11,11 +11,12 @@ import random
 import sys
 from pathlib import Path
 
+from pmutop.backends.run_facts import collect
 from pmutop.backends.sim import SimBackend
 from pmutop.core.clock import ManualClock
 from pmutop.core.errors import HardwareError
 from pmutop.core.ring import SampleRing
-from pmutop.core.run_description import RunInfo, collect
+from pmutop.core.run_description import RunInfo
 from pmutop.core.sample import Sample
 from pmutop.engine.engine import Engine
 from pmutop.pmu.events import EventSpec

@@ -23,7 +23,7 @@ from pmutop.core.errors import PmutopError, UsageError
 from pmutop.core.ring import SampleRing
 from pmutop.core.run_description import RunInfo
 from pmutop.core.sample import Sample
-from pmutop.sinks.exporter import PREFIX, TOPDOWN_CATEGORIES, metric_name
+from pmutop.derive.prometheus_names import PREFIX, TOPDOWN_CATEGORIES, metric_name
 
 HOST_STRIDE = 100_000
 TIMEOUT_S = 3.0

@@ -1,0 +1,37 @@
+"""The names pmutop's metrics have in Prometheus: written by `pmutop serve`, read back by `--connect`."""
+
+from __future__ import annotations
+
+import re
+
+from pmutop.derive.records import STANDARD_EVENTS
+
+PREFIX = "pmutop_"
+# The architectural events keep fixed names (the dashboard and the README's PromQL use them).
+NAMED = STANDARD_EVENTS  # the inputs of the derived metrics (pmutop.derive.records)
+# PERF_METRICS keys (slots already): one family with a category label, so top-down sums in PromQL.
+TOPDOWN_SLOTS = "slots"
+TOPDOWN_CATEGORIES: dict[str, tuple[str, str]] = {  # count key -> (category, level)
+    "topdown_retiring": ("retiring", "1"),
+    "topdown_bad_spec": ("bad_speculation", "1"),
+    "topdown_fe_bound": ("frontend_bound", "1"),
+    "topdown_be_bound": ("backend_bound", "1"),
+    "topdown_heavy_ops": ("heavy_operations", "2"),
+    "topdown_br_mispredict": ("branch_mispredicts", "2"),
+    "topdown_fetch_lat": ("fetch_latency", "2"),
+    "topdown_mem_bound": ("memory_bound", "2"),
+}
+# Names the exporter uses itself: an event key that would collide gets an `event_` prefix.
+RESERVED = {"tsc", "counter_overflows", "event_counted_seconds", "sampled_seconds", "suspect_samples", "energy_joules"}
+
+
+def metric_name(key: str) -> str:
+    """The counter family (without _total) a count key is exported as."""
+    if key == TOPDOWN_SLOTS:
+        return PREFIX + "topdown_slots"
+    if key in TOPDOWN_CATEGORIES:
+        return PREFIX + "topdown_category_slots"
+    safe = re.sub(r"[^a-zA-Z0-9_]", "_", key).lower()
+    if key not in NAMED and (safe in RESERVED or safe.startswith("topdown_category")):
+        safe = "event_" + safe
+    return PREFIX + safe
