@@ -1,12 +1,21 @@
-"""`pmutop diff A B`: two recordings compared per core and per metric (medians over the run), as a table."""
+"""`pmutop diff A B`: two recordings compared per core and per metric (medians over the run, with their
+spread), as a table. The `all` row is the machine total of each interval (as the live view's `all` row)."""
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
+from pmutop.core.errors import UsageError
+from pmutop.core.sample import Sample
+from pmutop.derive import topdown
+from pmutop.derive.metrics import combined
 from pmutop.derive.records import record
 from pmutop.recording.reader import Recording
+
+SOFTWARE_RATES = ("context_switches", "cpu_migrations", "page_faults")  # the kernel's software events
 
 # (field of the flat record, title, scale for display, format)
 DIFF_METRICS: tuple[tuple[str, str, float, str], ...] = (
@@ -19,23 +28,63 @@ DIFF_METRICS: tuple[tuple[str, str, float, str], ...] = (
     ("tma_bad_speculation", "BadSpec%", 100.0, ".1f"),
     ("tma_frontend_bound", "Frontend%", 100.0, ".1f"),
     ("tma_backend_bound", "Backend%", 100.0, ".1f"),
+    ("context_switches_per_s", "Ctx sw/s", 1.0, ".0f"),
+    ("cpu_migrations_per_s", "Migr/s", 1.0, ".1f"),
+    ("page_faults_per_s", "Faults/s", 1.0, ".0f"),
 )
 ALL = "all"
+NOISE_MARK = "~"
+
+
+@dataclass(frozen=True)
+class Spread:
+    median: float
+    iqr: float  # interquartile range over the intervals: how much the metric moves on its own
+
+
+def _spread(values: list[float]) -> Spread:
+    if len(values) < 2:
+        return Spread(values[0], 0.0)
+    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return Spread(q2, q3 - q1)
+
+
+def _machine_record(group: Iterable[Sample]) -> dict[str, Any]:
+    """One interval's machine total: sums of counts over the CPUs (what the live `all` row shows)."""
+    ok = [s for s in group if not s.error and not s.suspect]
+    if not ok:
+        return {}
+    out: dict[str, Any] = dict(combined(ok).as_dict())
+    out.update(topdown.combine((s.topdown, s.counts) for s in ok))
+    for key in SOFTWARE_RATES:
+        rates = [s.counts[key] / s.interval for s in ok if key in s.counts and s.interval > 0]
+        if rates:
+            out[f"{key}_per_s"] = sum(rates)
+    return out
+
+
+def spreads(rec: Recording) -> dict[str, dict[str, Spread]]:
+    """cpu (as text, plus "all") -> metric -> median and IQR over the intervals that have it (suspect samples
+    left out)."""
+    values: dict[str, dict[str, list[float]]] = {}
+
+    def add(row: str, r: dict[str, Any]) -> None:
+        per = values.setdefault(row, {})
+        for key, *_ in DIFF_METRICS:
+            if r.get(key) is not None:
+                per.setdefault(key, []).append(float(r[key]))
+
+    for group in rec.intervals():
+        for s in group:
+            if not s.error and not s.suspect:
+                add(str(s.cpu), record(s, rec.header.mode))
+        add(ALL, _machine_record(group))
+    return {row: {k: _spread(v) for k, v in per.items() if v} for row, per in values.items()}
 
 
 def medians(rec: Recording) -> dict[str, dict[str, float]]:
-    """cpu (as text, plus "all") -> metric -> median over the samples that have it (suspect ones left out)."""
-    values: dict[str, dict[str, list[float]]] = {}
-    for s in rec.samples:
-        if s.error or s.suspect:
-            continue
-        r = record(s, rec.header.mode)
-        for row in (str(s.cpu), ALL):
-            per = values.setdefault(row, {})
-            for key, *_ in DIFF_METRICS:
-                if r.get(key) is not None:
-                    per.setdefault(key, []).append(float(r[key]))
-    return {row: {k: statistics.median(v) for k, v in per.items() if v} for row, per in values.items()}
+    """cpu (as text, plus "all") -> metric -> median over the run."""
+    return {row: {k: s.median for k, s in per.items()} for row, per in spreads(rec).items()}
 
 
 @dataclass
@@ -44,6 +93,8 @@ class DiffRow:
     metric: str
     a: float | None
     b: float | None
+    a_iqr: float | None = None
+    b_iqr: float | None = None
 
     @property
     def change(self) -> float | None:
@@ -52,22 +103,51 @@ class DiffRow:
             return None
         return (self.b - self.a) / abs(self.a)
 
+    @property
+    def within_noise(self) -> bool:
+        """The medians differ by less than the larger of the two spreads: not a change one can tell from noise."""
+        if self.a is None or self.b is None:
+            return False
+        return abs(self.b - self.a) <= max(self.a_iqr or 0.0, self.b_iqr or 0.0)
+
+
+def check_comparable(a: Recording, b: Recording) -> None:
+    """A SIMULATED recording against a measured one compares nothing real: refused in one line."""
+    sim_a, sim_b = a.header.mode == "SIMULATED", b.header.mode == "SIMULATED"
+    if sim_a != sim_b:
+        simulated, measured = (a, b) if sim_a else (b, a)
+        raise UsageError(
+            f"diff: {simulated.path} is SIMULATED and {measured.path} was measured ({measured.header.mode}):"
+            " simulated numbers do not compare with real ones"
+        )
+
 
 def diff_rows(a: Recording, b: Recording) -> list[DiffRow]:
-    ma, mb = medians(a), medians(b)
-    cpus = [*sorted({*ma, *mb} - {ALL}, key=int), ALL]
+    check_comparable(a, b)
+    sa, sb = spreads(a), spreads(b)
+    cpus = [*sorted({*sa, *sb} - {ALL}, key=int), ALL]
     rows = []
     for cpu in cpus:
         for key, *_ in DIFF_METRICS:
-            va, vb = ma.get(cpu, {}).get(key), mb.get(cpu, {}).get(key)
+            va, vb = sa.get(cpu, {}).get(key), sb.get(cpu, {}).get(key)
             if va is not None or vb is not None:
-                rows.append(DiffRow(cpu, key, va, vb))
+                rows.append(
+                    DiffRow(
+                        cpu,
+                        key,
+                        None if va is None else va.median,
+                        None if vb is None else vb.median,
+                        None if va is None else va.iqr,
+                        None if vb is None else vb.iqr,
+                    )
+                )
     return rows
 
 
 def diff_table(a: Recording, b: Recording) -> str:
-    """The comparison as text: one line per CPU and metric, the medians of A and B and the change."""
+    """The comparison as text: one line per CPU and metric, the medians and IQRs of A and B and the change."""
     fmt = {key: (title, scale, spec) for key, title, scale, spec in DIFF_METRICS}
+    rows = diff_rows(a, b)
 
     def cell(v: float | None, key: str) -> str:
         _, scale, spec = fmt[key]
@@ -82,10 +162,20 @@ def diff_table(a: Recording, b: Recording) -> str:
         lines.append("SIMULATED: a recording of the simulated PMU (synthetic numbers)")
     if set(ha.cpus) != set(hb.cpus):
         lines.append("note: the recordings cover different CPUs; only CPUs in both compare")
-    lines.append(f"{'cpu':>4}  {'metric':<10} {'A median':>10} {'B median':>10} {'change':>8}")
-    for r in diff_rows(a, b):
+    lines.append(
+        f"{'cpu':>4}  {'metric':<10} {'A median':>10} {'A IQR':>9} {'B median':>10} {'B IQR':>9} {'change':>8}"
+    )
+    for r in rows:
         ch = r.change
         change = "-" if ch is None else f"{ch * 100:+.1f}%"
-        a, b = cell(r.a, r.metric), cell(r.b, r.metric)
-        lines.append(f"{r.cpu:>4}  {fmt[r.metric][0]:<10} {a:>10} {b:>10} {change:>8}")
+        if ch is not None and r.within_noise:
+            change += f" {NOISE_MARK}"
+        lines.append(
+            f"{r.cpu:>4}  {fmt[r.metric][0]:<10} {cell(r.a, r.metric):>10} {cell(r.a_iqr, r.metric):>9}"
+            f" {cell(r.b, r.metric):>10} {cell(r.b_iqr, r.metric):>9} {change:>8}"
+        )
+    lines.append(
+        f"IQR: interquartile range over the intervals; the all row is the machine total of each interval."
+        f"  {NOISE_MARK} : the change is smaller than the spread (noise)"
+    )
     return "\n".join(lines)
