@@ -268,8 +268,8 @@ def test_batch_json_carries_watts_on_the_packages_first_cpu_and_instructions_per
         joules = first["pkg_watts"] * first["interval"]
         assert first["instructions_per_joule"] == pytest.approx(sum(r["instructions"] for r in rs) / joules, rel=1e-3)
         for r in rs:
-            assert 0 <= r["busy"] <= 100 and r["power_source"]["busy"] == "msr (SIMULATED)"
-            assert set(r["cstates"]) == {"C1", "C6"} and r["throttle"] == ""
+            assert 0 <= r["busy"] <= 1 and r["power_source"]["busy"] == "msr (SIMULATED)"
+            assert set(r["cstates"]) == {"C1", "C6"} and r["throttle"] == []
 
 
 class _FakeGroup:

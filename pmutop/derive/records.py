@@ -24,7 +24,8 @@ COUNT_ORDER = (
 METRIC_ORDER = tuple(CoreMetrics.__dataclass_fields__) + topdown.TMA_FIELDS
 # Beside the counters (pmutop.probes.power; `pmutop info` says which sources this machine has). Watts and
 # package temperature are on the package's first CPU only; `cstates` is an object in JSON and one
-# cstate_<name>_pct column per idle state in CSV (csv_columns).
+# cstate_<name> column per idle state in CSV (csv_columns). Every share (util, busy, idle states, ratios, top-down)
+# is a fraction 0..1; `throttle` is a list of reasons (empty: measured, none), null where not measured.
 POWER_ORDER = (
     "busy",
     "bzy_mhz",
@@ -98,8 +99,8 @@ def columns(keys: list[str], *, timestamps: bool = False) -> list[str]:
 
 
 def cstate_column(name: str) -> str:
-    """CSV column of an idle state: cstate_C6_pct, cstate_haltpoll_idle_pct ("haltpoll idle")."""
-    return "cstate_" + re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_") + "_pct"
+    """CSV column of an idle state (its residency as a fraction): cstate_C6, cstate_haltpoll_idle ("haltpoll idle")."""
+    return "cstate_" + re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_")
 
 
 def csv_columns(cols: list[str], cstates: list[str]) -> list[str]:
@@ -115,23 +116,28 @@ def power_fields(s: Sample, package_instructions: int | None = None) -> dict[str
     pkg_j = s.energy_j.get("package")
     ipj = package_instructions / pkg_j if package_instructions is not None and pkg_j else None
     return {
-        "busy": s.busy,
+        "busy": _share(s.busy),
         "bzy_mhz": s.bzy_mhz,
         "temp_c": s.temp_c,
-        "throttle": ",".join(s.throttle) if "throttle" in s.power_src else None,  # "": measured, none
+        "throttle": list(s.throttle) if "throttle" in s.power_src else None,  # []: measured, none
         "package": s.package,
         "pkg_temp_c": s.pkg_temp_c,
         "pkg_watts": _r(watts.get("package")),
         "core_watts": _r(watts.get("core")),
         "dram_watts": _r(watts.get("dram")),
         "instructions_per_joule": _r(ipj),
-        "cstates": dict(s.cstates),
+        "cstates": {name: _share(pct) for name, pct in s.cstates.items()},
         "power_source": dict(s.power_src),
     }
 
 
 def _r(v: float | None) -> float | None:
     return None if v is None else rounded(v)
+
+
+def _share(percent: float | None) -> float | None:
+    """Samples carry turbostat's percentages; records carry every share as a fraction (as util)."""
+    return None if percent is None else rounded(percent / 100)
 
 
 def package_instructions(samples: list[Sample]) -> dict[int, int]:
@@ -144,9 +150,9 @@ def package_instructions(samples: list[Sample]) -> dict[int, int]:
 
 
 def rounded(value: float) -> float:
-    """Six decimals for ratios and small rates, three for large rates: well within what any counter
-    resolves, and no float noise (0.38000000000016826)."""
-    return round(value, 6 if abs(value) < 1000 else 3)
+    """Six significant digits: well within what any counter resolves over an interval, and no float noise
+    (0.38000000000016826, 3555114491.435)."""
+    return float(f"{value:.6g}")
 
 
 def record(

@@ -131,8 +131,10 @@ class CsvPrinter:
         rec["overflows"] = ";".join(f"{k}={v}" for k, v in rec["overflows"].items())
         rec["estimated"] = ";".join(f"{k}={v:.3g}" for k, v in rec["estimated"].items())
         rec["power_source"] = ";".join(f"{k}={v}" for k, v in rec["power_source"].items())
-        for name, pct in rec.pop("cstates").items():
-            rec[cstate_column(name)] = pct
+        if rec["throttle"] is not None:
+            rec["throttle"] = ";".join(rec["throttle"])
+        for name, share in rec.pop("cstates").items():
+            rec[cstate_column(name)] = share
         self.writer.writerow(["" if rec.get(c) is None else rec[c] for c in self.columns])
 
 
