@@ -53,7 +53,6 @@ CRESTMONT = "crestmont"
 SKYMONT = "skymont"
 ZEN4 = "zen4"
 ZEN5 = "zen5"
-METHODS = (PERF_METRICS, SLOTS4, SLOTS4_SMT, GRACEMONT, CRESTMONT, SKYMONT, ZEN4, ZEN5)
 
 BACKENDS = ("msr", "perf")
 PERF_CAP_METRICS = 1 << 15  # IA32_PERF_CAPABILITIES bit 15: PERF_METRICS is available (msr-index.h)
