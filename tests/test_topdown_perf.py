@@ -182,7 +182,7 @@ class FakeKernel:
 @pytest.fixture
 def kernel(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeKernel]:
     fake = FakeKernel()
-    monkeypatch.setattr(perf_event, "perf_event_open", fake.perf_event_open)
+    monkeypatch.setattr(perf_event.groups, "perf_event_open", fake.perf_event_open)  # PerfGroup looks it up there
     monkeypatch.setattr(fcntl, "ioctl", fake.ioctl)
     yield fake
     fake.close()

@@ -96,6 +96,3 @@ class CpuidSource:
             self._check(cpu)
             self._cache[key] = self._read(cpu, leaf, subleaf)
         return self._cache[key]
-
-    def for_cpu(self, cpu: int):  # -> CpuidFn
-        return lambda leaf, subleaf=0: self(cpu, leaf, subleaf)

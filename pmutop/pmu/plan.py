@@ -39,14 +39,6 @@ class CounterPlan:
     def rotating(self) -> bool:
         return len(self.gp_groups) > 1
 
-    def value_index(self, p: Placement) -> int:
-        """Position of this placement's value in a reader's output (fixed first, then GP)."""
-        return p.index if p.kind == "fixed" else self.n_fixed_read + p.index
-
-    @property
-    def placements(self) -> tuple[Placement, ...]:
-        return self.fixed + self.gp
-
     @property
     def keys(self) -> list[str]:
         """Every event counted, in order: fixed, then each group's GP events."""

@@ -50,7 +50,6 @@ LEGACY_MAX_GP = 8
 LEGACY_MAX_FIXED = 4
 V6_MAX_GP = 32
 V6_MAX_FIXED = 16
-MAX_GP_COUNTERS = V6_MAX_GP  # the most GP counters any map (and so the planner) can use
 MAX_FIXED_COUNTERS = 4  # pmutop drives fixed counters 0-3 only (instructions, cycles, ref-cycles, slots)
 
 
@@ -246,8 +245,6 @@ EVTSEL_ANY = 1 << 21
 EVTSEL_EN = 1 << 22
 EVTSEL_INV = 1 << 23
 EVTSEL_CMASK_SHIFT = 24
-# Bits a plain counting config may use; everything above bit 31 (TSX, EQ, UMASK2) is left alone.
-EVTSEL_DEFINED_LOW32 = 0xFFFFFFFF
 
 
 @dataclass(frozen=True)

@@ -38,22 +38,14 @@ from typing import Any
 
 from pmutop.core.cpulist import parse_cpu_list
 from pmutop.core.errors import PmutopError, UsageError
+
+# The method names (shared with pmutop.derive.topdown); callers also read them here, e.g. topdown_plan.PERF_METRICS.
+from pmutop.core.topdown_methods import CRESTMONT, GRACEMONT, PERF_METRICS, SKYMONT, SLOTS4, SLOTS4_SMT, ZEN4, ZEN5
 from pmutop.pmu import uarch
 from pmutop.pmu.cpuid_decode import CORE_TYPE_CORE, CoreType, CpuIdentity, CpuidFn, PerfmonInfo
 from pmutop.pmu.events import ARCH_EVENTS, EventSpec
 from pmutop.pmu.perfmon import NO_TABLES_HINT, IntelEvent, PerfmonTables, Resolver, to_spec
 from pmutop.pmu.registers import RawEvent
-
-# Method names (pmutop.derive.topdown uses the same).
-PERF_METRICS = "perf_metrics"
-SLOTS4 = "slots4"
-SLOTS4_SMT = "slots4_smt"
-GRACEMONT = "gracemont"
-CRESTMONT = "crestmont"
-SKYMONT = "skymont"
-ZEN4 = "zen4"
-ZEN5 = "zen5"
-METHODS = (PERF_METRICS, SLOTS4, SLOTS4_SMT, GRACEMONT, CRESTMONT, SKYMONT, ZEN4, ZEN5)
 
 BACKENDS = ("msr", "perf")
 PERF_CAP_METRICS = 1 << 15  # IA32_PERF_CAPABILITIES bit 15: PERF_METRICS is available (msr-index.h)

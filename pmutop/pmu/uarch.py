@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pmutop.core import topdown_methods
+
 # Intel family 6, one name per model.
 _INTEL_FAM6: dict[int, str] = {
     # Atom (Bonnell .. Airmont)
@@ -197,14 +199,16 @@ def microarchitecture(vendor: str, family: int, model: int, stepping: int) -> st
 # Rapids and Alder Lake), pmu-tools *_ratios.py and Linux perf's *-metrics.json (E-core slot widths), Linux
 # tools/perf/pmu-events/arch/x86/amdzen4|amdzen5/pipeline.json (AMD dispatch widths).
 
-TD_SLOTS4 = "slots4"  # Sandy Bridge .. Cascade Lake: the four-event formula, 4 slots per cycle
-TD_PERF_METRICS = "perf_metrics"  # Sunny/Willow/Cypress Cove: SLOTS + PERF_METRICS, level 1
+# Each class is named after the method that measures it (pmutop.core.topdown_methods); PERF_METRICS_L2 is
+# measured by perf_metrics too, with level 2 added.
+TD_SLOTS4 = topdown_methods.SLOTS4  # Sandy Bridge .. Cascade Lake: the four-event formula, 4 slots per cycle
+TD_PERF_METRICS = topdown_methods.PERF_METRICS  # Sunny/Willow/Cypress Cove: SLOTS + PERF_METRICS, level 1
 TD_PERF_METRICS_L2 = "perf_metrics_l2"  # Golden Cove and later: PERF_METRICS level 1 and 2
-TD_GRACEMONT = "gracemont"
-TD_CRESTMONT = "crestmont"
-TD_SKYMONT = "skymont"
-TD_ZEN4 = "zen4"
-TD_ZEN5 = "zen5"
+TD_GRACEMONT = topdown_methods.GRACEMONT
+TD_CRESTMONT = topdown_methods.CRESTMONT
+TD_SKYMONT = topdown_methods.SKYMONT
+TD_ZEN4 = topdown_methods.ZEN4
+TD_ZEN5 = topdown_methods.ZEN5
 
 _CORE = 0x40  # CPUID 0x1A core types (SDM): Intel Core (P-core) and Intel Atom (E-core)
 _ATOM = 0x20
