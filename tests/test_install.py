@@ -1,0 +1,56 @@
+"""Installing pmutop as a newcomer does: without a C compiler it still installs (everything but rdpmc and the
+self-test's workloads works), and Ctrl-C at any moment of start-up ends in one line and status 130."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.integration
+
+
+def test_it_installs_without_a_c_compiler_and_says_what_is_missing(tmp_path: Path) -> None:
+    env = os.environ | {"CC": "/nonexistent/cc", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "the C shim was not built" in done.stdout + done.stderr
+    (wheel,) = tmp_path.glob("pmutop-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "pmutop/app/main.py" in names and "pmutop/tui/app.tcss" in names
+    assert not [n for n in names if "_shim" in n and n.endswith(".so")]
+
+
+@pytest.mark.parametrize("delay", [0.02, 0.06, 0.12, 0.2, 0.35])
+def test_ctrl_c_during_start_up_is_one_line_and_130(tmp_path: Path, delay: float) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pmutop", "--demo", "--batch", "--count", "1", "--interval", "0.5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    if proc.returncode == 0:
+        pytest.skip(f"the run ended before the signal at {delay} s")
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    lines = [line for line in err.splitlines() if not line.startswith("pmutop: SIMULATED")]
+    assert len(lines) == 1 and lines[0].startswith("pmutop: "), err
