@@ -9,7 +9,7 @@ from textual.app import App, ComposeResult
 from textual.widgets import DataTable
 
 from pmutop.app.screenshots import scene
-from pmutop.tui.fast_table import FastTable
+from pmutop.tui.widgets.fast_table import FastTable
 
 
 def _plain_styles(lines: list[list[Segment]]) -> list[tuple[str, object]]:

@@ -15,8 +15,6 @@ from pmutop.tui.heatmap import (
     MISSING_CHAR,
     RAMP,
     RAMP_STYLES,
-    HeatmapRows,
-    HeatmapScreen,
     Scale,
     cells_text,
     fold,
@@ -27,6 +25,8 @@ from pmutop.tui.heatmap import (
     time_axis,
 )
 from pmutop.tui.model import CoreState
+from pmutop.tui.screens.heatmap import HeatmapScreen
+from pmutop.tui.widgets.heatmap_rows import HeatmapRows
 
 BY_KEY = {m.key: m for m in METRICS}
 

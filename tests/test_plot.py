@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from pmutop.tui.format import SPARK
-from pmutop.tui.plot import HistoryPlot
+from pmutop.tui.widgets.plot import HistoryPlot
 
 
 def plot_text(values: list[float | None], width: int, height: int, floor: float = 1.0) -> list[str]:

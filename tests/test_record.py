@@ -20,7 +20,8 @@ from pmutop.recording.diff import diff_rows, diff_table
 from pmutop.recording.format import FORMAT_VERSION, Header, header_to_dict, sample_to_dict
 from pmutop.recording.reader import RecordingError, read_recording
 from pmutop.sinks.batch_replay import replay_batch
-from pmutop.tui.replay_controls import ReplayApp, parse_time
+from pmutop.tui.replay_controls import ReplayApp
+from pmutop.tui.screens.replay import parse_time
 
 DEMO = ("--demo", "--batch", "--interval", "0.05", "--sim-cpus", "3", "--format", "json")
 

@@ -171,7 +171,7 @@ def test_the_top_down_view_with_256_cores() -> None:
     import asyncio
 
     from pmutop.app.screenshots import demo_app
-    from pmutop.tui.topdown_view import TopdownScreen
+    from pmutop.tui.screens.topdown import TopdownScreen
 
     async def check() -> None:
         app, engine, _, _ = demo_app(cpus=256, e_cores=0, model="spr", intervals=3)

@@ -14,8 +14,10 @@ from pmutop.derive.metrics import for_sample
 from pmutop.pmu import registers
 from pmutop.pmu.events import parse_events
 from pmutop.tui import format as fmt
-from pmutop.tui.app import DetailScreen, HelpScreen, PmutopApp
+from pmutop.tui.app import PmutopApp
 from pmutop.tui.columns import columns_for, layout
+from pmutop.tui.screens.detail import DetailScreen
+from pmutop.tui.screens.help import HelpScreen
 
 WIDE = (160, 50)
 
@@ -192,7 +194,7 @@ async def test_s_cycles_the_sort_column_and_r_reverses() -> None:
     async with app.run_test(size=WIDE) as pilot:
         assert row_order(app) == [*map(str, engine.cpus), "total"]
         await pilot.press("s")  # util, highest first
-        assert app.sort_key == "util" and app.reverse
+        assert app.core_table.sort_key == "util" and app.core_table.reverse
         utils = [app.model.cores[int(r)].metrics.util for r in row_order(app)[:-1]]  # type: ignore[union-attr]
         assert utils == sorted(utils, reverse=True)
         assert row_order(app)[-1] == "total"
@@ -201,7 +203,7 @@ async def test_s_cycles_the_sort_column_and_r_reverses() -> None:
         utils = [app.model.cores[int(r)].metrics.util for r in row_order(app)[:-1]]  # type: ignore[union-attr]
         assert utils == sorted(utils) and row_order(app)[-1] == "total"
         await pilot.press("s")
-        assert app.sort_key == "ghz"
+        assert app.core_table.sort_key == "ghz"
     engine.stop()
 
 
@@ -211,11 +213,11 @@ async def test_clicking_a_header_sorts_by_it() -> None:
         widths = layout(WIDE[0] - 2)
         x = sum(w + 2 for k, w in widths.items() if k in ("cpu", "util", "ghz", "ipc", "ipc_hist")) + 2
         await pilot.click(DataTable, offset=(x, 0))  # the "LLC miss/s" header
-        assert app.sort_key == "llc_per_s" and app.reverse
+        assert app.core_table.sort_key == "llc_per_s" and app.core_table.reverse
         rates = [app.model.cores[int(r)].metrics.llc_misses_per_s for r in row_order(app)[:-1]]  # type: ignore[union-attr]
         assert rates == sorted(rates, reverse=True)
         await pilot.click(DataTable, offset=(x, 0))  # again: reversed
-        assert app.sort_key == "llc_per_s" and not app.reverse
+        assert app.core_table.sort_key == "llc_per_s" and not app.core_table.reverse
     engine.stop()
 
 
@@ -223,10 +225,10 @@ async def test_the_highlight_follows_its_core_when_rows_are_resorted() -> None:
     app, engine, _, clock = demo_app(intervals=5)
     async with app.run_test(size=WIDE) as pilot:
         await pilot.press("s", "down", "down")
-        chosen = app._cursor_row_key()
+        chosen = app.core_table.cursor_row_key()
         for _ in range(15):  # phases change: the order changes
             await tick(app, pilot, engine, clock, 2.0)
-            assert app._cursor_row_key() == chosen
+            assert app.core_table.cursor_row_key() == chosen
     engine.stop()
 
 
@@ -359,7 +361,7 @@ async def test_the_all_row_sums_event_rates_over_cores() -> None:
 
 
 async def test_enter_on_the_all_row_opens_the_machine_wide_detail() -> None:
-    from pmutop.tui.app import DetailScreen
+    from pmutop.tui.screens.detail import DetailScreen
 
     app, engine, _, _ = demo_app(intervals=3, cpus=4, e_cores=0)
     async with app.run_test(size=WIDE) as pilot:
@@ -372,8 +374,8 @@ async def test_enter_on_the_all_row_opens_the_machine_wide_detail() -> None:
 
 
 async def test_number_keys_switch_views_as_in_btop() -> None:
-    from pmutop.tui.heatmap import HeatmapScreen
-    from pmutop.tui.topdown_view import TopdownScreen
+    from pmutop.tui.screens.heatmap import HeatmapScreen
+    from pmutop.tui.screens.topdown import TopdownScreen
 
     app, engine, _, _ = demo_app(intervals=5)
     async with app.run_test(size=WIDE) as pilot:

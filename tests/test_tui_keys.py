@@ -9,12 +9,13 @@ import pytest
 from textual.widgets import DataTable, Input, OptionList, SelectionList, Static
 
 from pmutop.app.screenshots import demo_app, software_app
-from pmutop.tui.app import DetailScreen, TooSmallScreen
 from pmutop.tui.config import Settings, config_path, load
-from pmutop.tui.heatmap import HeatmapScreen
-from pmutop.tui.history_panel import HistoryPanels
-from pmutop.tui.pickers import ChoiceScreen, ColumnsScreen
-from pmutop.tui.plot import HistoryPlot
+from pmutop.tui.screens.detail import DetailScreen
+from pmutop.tui.screens.heatmap import HeatmapScreen
+from pmutop.tui.screens.pickers import ChoiceScreen, ColumnsScreen
+from pmutop.tui.screens.too_small import TooSmallScreen
+from pmutop.tui.widgets.history_panel import HistoryPanels
+from pmutop.tui.widgets.plot import HistoryPlot
 from tests.test_tui import WIDE, row_order, text_of, tick
 
 
@@ -94,16 +95,16 @@ async def test_angle_brackets_step_the_sort_column_and_never_pick_a_hidden_one()
     app, engine, _, clock = demo_app(intervals=3, cpus=4, e_cores=0)
     async with app.run_test(size=(80, 24)) as pilot:
         await tick(app, pilot, engine, clock)
-        shown = [k for k in app.widths if app.by_key[k].sort_value is not None]
-        hidden = [c.key for c in app.columns if c.key not in app.widths]
+        shown = [k for k in app.core_table.widths if app.core_table.by_key[k].sort_value is not None]
+        hidden = [c.key for c in app.core_table.columns if c.key not in app.core_table.widths]
         assert hidden and f"+{len(hidden)} columns" in status(app)
         seen = []
         for _ in range(len(shown)):
             await pilot.press("greater_than_sign")
-            seen.append(app.sort_key)
+            seen.append(app.core_table.sort_key)
         assert set(seen) == set(shown) and not set(seen) & set(hidden)
         await pilot.press("less_than_sign")
-        assert app.sort_key == seen[-2]
+        assert app.core_table.sort_key == seen[-2]
     engine.stop()
 
 
@@ -114,7 +115,7 @@ async def test_a_sort_column_hidden_by_a_resize_is_said_to_be_hidden() -> None:
         app._set_sort("br_ratio", True)
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
-        assert "br_ratio" not in app.widths
+        assert "br_ratio" not in app.core_table.widths
         assert "sort Br miss% (hidden column) ▼" in status(app)
     engine.stop()
 
@@ -126,7 +127,7 @@ async def test_f6_chooses_the_sort_column_from_a_list() -> None:
         await pilot.press("f6")
         assert isinstance(app.screen, ChoiceScreen)
         await choose(app, pilot, "ipc")
-        assert app.sort_key == "ipc" and app.reverse
+        assert app.core_table.sort_key == "ipc" and app.core_table.reverse
         ipcs = [app.model.cores[int(r)].metrics.ipc for r in row_order(app)[:-1]]  # type: ignore[union-attr]
         assert ipcs == sorted(ipcs, reverse=True)
     engine.stop()
@@ -207,7 +208,7 @@ async def test_c_chooses_columns_and_the_choice_is_saved(tmp_path: Path) -> None
         app.screen.query_one(SelectionList).deselect("task")
         await pilot.press("enter")
         await pilot.pause()
-        assert "task" not in app.widths
+        assert "task" not in app.core_table.widths
     saved, problem = load(app.settings_path)
     assert problem is None and saved.hidden_columns == ["task"]
     engine.stop()
@@ -241,7 +242,7 @@ async def test_settings_come_back_next_run(tmp_path: Path) -> None:
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         assert isinstance(app.screen, HeatmapScreen)
-        assert app.sort_key == "ipc" and not app.reverse
+        assert app.core_table.sort_key == "ipc" and not app.core_table.reverse
     engine.stop()
 
 

@@ -7,8 +7,8 @@ import sys
 
 from pmutop.core.run_description import RunInfo
 from pmutop.probes.tasks import TopTask
-from pmutop.tui.app import banner_text
 from pmutop.tui.columns import render_cell
+from pmutop.tui.header import banner_text
 from pmutop.tui.model import CoreState, ViewModel
 
 

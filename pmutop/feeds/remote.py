@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from prometheus_client.parser import text_string_to_metric_families
 
 from pmutop.core.errors import PmutopError, UsageError
+from pmutop.core.feed import HostLabels, LostHosts, SampleFeed
 from pmutop.core.ring import SampleRing
 from pmutop.core.run_description import RunInfo
 from pmutop.core.sample import Sample
@@ -120,7 +121,7 @@ class Host:
     why: str = ""
 
 
-class RemoteFeed:
+class RemoteFeed(SampleFeed, HostLabels, LostHosts):
     """SampleFeed over HTTP. `fetch_text` is replaceable for tests."""
 
     def __init__(self, urls: list[str], interval: float, fetch_text: Callable[[str], str] = fetch) -> None:

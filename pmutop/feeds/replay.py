@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from pmutop.core.feed import ReplayControls, SampleFeed
 from pmutop.core.ring import SampleRing
 from pmutop.core.sample import Sample
 from pmutop.recording.reader import Recording
@@ -21,7 +22,7 @@ def speed_factor(speed: str) -> float | None:
     return None if speed == "max" else float(speed)
 
 
-class ReplayFeed:
+class ReplayFeed(SampleFeed, ReplayControls):
     """A SampleFeed over a recording: a thread pushes the recorded samples into rings at `speed` times the
     recorded pace. pause/resume/seek/seek_to/set_speed are what the replay keys call."""
 

@@ -1,8 +1,8 @@
 """The heatmap view: cores down, time across, one colour per history point of the chosen metric.
 
 The pure parts (scales, the colour ramp, folding many cores into groups, group means, the time axis) are
-plain functions the tests call directly; `HeatmapScreen` only lays them out and redraws the lines that
-changed.
+plain functions the tests call directly; pmutop.tui.screens.heatmap lays them out and
+pmutop.tui.widgets.heatmap_rows redraws the lines that changed.
 """
 
 from __future__ import annotations
@@ -10,22 +10,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
 
-from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
-from textual.geometry import Region
-from textual.screen import Screen
-from textual.strip import Strip
-from textual.widget import Widget
-from textual.widgets import Footer, Static
 
 from pmutop.core.cpulist import format_cpu_list
 from pmutop.tui import format as fmt
-from pmutop.tui.model import CoreState, ViewModel
+from pmutop.tui.model import CoreState
 
 HISTORY = 60  # intervals across: wide cells read better than many thin ones
 
@@ -258,156 +249,3 @@ def geometry(width: int, label_width: int) -> tuple[int, int]:
     room = max(width - label_width - 3, 1)  # the label's gap and the padding
     points = min(HISTORY, room)
     return points, max(1, min(MAX_CELL, room // HISTORY))
-
-
-# -- widgets
-
-
-class HeatmapRows(Widget):
-    """The coloured rows, drawn line by line: a refresh repaints only the lines whose content changed."""
-
-    DEFAULT_CSS = "HeatmapRows { height: 1fr; }"
-
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.lines: list[Text] = []
-        self._keys: list[tuple[str, int, int, Levels]] = []  # what each line shows, to see what changed
-        self._strips: dict[int, Strip] = {}
-
-    def set_rows(self, rows: list[tuple[str, Levels]], label_width: int, cell: int) -> int:
-        """Show one line per (label, levels); only changed lines are rebuilt and repainted. Returns how many."""
-        keys = [(label, label_width, cell, steps) for label, steps in rows]
-        old = self._keys
-        if len(keys) != len(old):
-            self.lines = [Text()] * len(keys)
-            changed = list(range(max(len(keys), len(old))))
-        else:
-            changed = [y for y, (a, b) in enumerate(zip(keys, old, strict=True)) if a != b]
-        self._keys = keys
-        width = self.size.width
-        for y in changed:
-            if y < len(keys):
-                label, _, _, steps = keys[y]
-                self.lines[y] = row_text(label, label_width, steps, cell)
-            self._strips.pop(y, None)
-            self.refresh(Region(0, y, width, 1))
-        return len(changed)
-
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        if y >= len(self.lines):
-            return Strip.blank(width, self.rich_style)
-        strip = self._strips.get(y)
-        if strip is None or strip.cell_length != width:
-            segments = list(self.lines[y].render(self.app.console))
-            strip = Strip([s for s in segments if s.text != "\n"] or [Segment("")]).crop_extend(
-                0, width, self.rich_style
-            )
-            self._strips[y] = strip
-        return strip
-
-
-class HeatmapScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,3", "app.pop_screen", "Table"),
-        Binding("1", "app.table", "Table", show=False),
-        Binding("2,t", "app.topdown", "Top-down", show=False),
-        Binding("m", "cycle_metric", "Metric"),
-        Binding("q", "app.quit", "Quit"),
-        Binding("question_mark,h", "app.help", "Help"),
-    ]
-    DEFAULT_CSS = """
-    HeatmapScreen #hm-title { height: 1; background: $boost; text-style: bold; padding: 0 1;
-                              text-wrap: nowrap; text-overflow: ellipsis; }
-    HeatmapScreen #hm-legend, HeatmapScreen #hm-axis { height: 1; padding: 0 1; text-wrap: nowrap;
-                                                      text-overflow: ellipsis; }
-    HeatmapScreen #hm-rows { height: 1fr; padding: 0 1; }
-    """
-
-    def __init__(self, metric: str = "ipc") -> None:
-        super().__init__()
-        self.metric = BY_KEY[metric]
-        self.groups: list[Group] = []
-        self.points = 0
-        self.cell = 1
-        self.label_width = 4
-        self._layout_for: tuple[int, int, int] | None = None  # (width, height, cores) the layout was made for
-        self._shown: dict[str, str] = {}  # widget id -> text shown (title, legend, axis: set only on change)
-
-    def compose(self) -> ComposeResult:
-        yield Static(id="hm-title")
-        yield Static(id="hm-legend")
-        yield HeatmapRows(id="hm-rows")
-        yield Static(id="hm-axis")
-        yield Footer()
-
-    def on_mount(self) -> None:
-        self.refresh_from(self.app.model)  # type: ignore[attr-defined]
-
-    def on_resize(self, event) -> None:  # type: ignore[no-untyped-def]
-        self.refresh_from(self.app.model)  # type: ignore[attr-defined]
-
-    def set_metric(self, key: str) -> None:
-        self.metric = BY_KEY[key]
-        if self.is_mounted:
-            self.refresh_from(self.app.model)  # type: ignore[attr-defined]
-
-    def action_cycle_metric(self) -> None:
-        i = METRICS.index(self.metric)
-        self.set_metric(METRICS[(i + 1) % len(METRICS)].key)
-
-    @property
-    def grouped(self) -> bool:
-        return any(len(g.cpus) > 1 for g in self.groups)
-
-    def _layout(self, model: ViewModel) -> None:
-        """Groups for the height, columns for the width: only when either (or the core count) changes."""
-        width, height = self.size
-        key = (width, height, len(model.cores))
-        if key == self._layout_for:
-            return
-        self._layout_for = key
-        core_rows = max(height - CHROME_ROWS - 1, 1)  # one row is the all row
-        self.groups = fold(list(model.cores.values()), core_rows)
-        self.label_width = max(3, *(len(g.label) for g in self.groups))
-        self.points, self.cell = geometry(width, self.label_width)
-
-    def _set(self, widget_id: str, text: Text) -> None:
-        key = text.plain + repr(text.spans)
-        if self._shown.get(widget_id) != key:
-            self._shown[widget_id] = key
-            self.query_one(f"#{widget_id}", Static).update(text)
-
-    def title_text(self, model: ViewModel) -> Text:
-        t = Text(f"Heatmap: {self.metric.title} per core", style="bold")
-        if self.grouped:  # short enough that the SIMULATED badge still fits at 80 columns
-            size = max(len(g.cpus) for g in self.groups)
-            t = Text(f"Heatmap: {self.metric.title}, rows are groups of ≤{size} CPUs (mean)", style="bold")
-        if self.app.info.simulated:  # type: ignore[attr-defined]
-            t.append("   SIMULATED", style="bold black on yellow")
-        if self.metric.key.startswith("tma_") and not model.measures_topdown:
-            t.append("   no core measures top-down here (see `pmutop info`)", style="dim")
-        note = model.interval_note()
-        if note:
-            t.append(f"   {note}", style="yellow")
-        return t
-
-    def refresh_from(self, model: ViewModel) -> int:
-        """Redraw from `model`; returns how many heatmap lines changed (the app calls it every interval)."""
-        if not self.is_mounted:
-            return 0
-        self._layout(model)
-        metric, points, cell = self.metric, self.points, self.cell
-        scale = scale_for(metric, model.series_top(metric.key))
-        interval = self.app.feed.interval  # type: ignore[attr-defined]
-        self._set("hm-title", self.title_text(model))
-        self._set("hm-legend", legend(metric, scale))
-        axis = Text(" " * (self.label_width + 1) + time_axis(points, interval, cell), style="dim")
-        self._set("hm-axis", axis)
-        rows = []
-        for g in self.groups:  # only the visible rows, only the visible columns
-            values = group_values([model.cores[cpu].history[metric.key] for cpu in g.cpus], points)
-            rows.append((g.label, levels(values, scale)))
-        rows.append(("all", levels(tail(model.total.history[metric.key], points), scale)))
-        with self.app.batch_update():
-            return self.query_one("#hm-rows", HeatmapRows).set_rows(rows, self.label_width, cell)

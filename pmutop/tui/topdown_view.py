@@ -1,18 +1,13 @@
 """The top-down view: one stacked bar per core (Retiring, Bad speculation, Frontend, Backend), the
-percentages and the dominant bottleneck; the `all` row weights cores by their slots."""
+percentages and the dominant bottleneck; the `all` row weights cores by their slots. The cells and the bar
+are here; the screen is pmutop.tui.screens.topdown."""
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
-from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
 
 from pmutop.derive import topdown
-from pmutop.tui.model import CoreState, ViewModel
+from pmutop.tui.model import CoreState
 
 COLOURS: dict[str, str] = {
     "tma_retiring": "green",
@@ -59,80 +54,3 @@ def row_cells(core: CoreState, bar_width: int) -> list[Text]:
         return [label, Text(why[:bar_width], style="dim"), *(Text("") for _ in SHORT), Text("")]
     pct = [Text(f"{100 * (tma[k] or 0.0):5.1f}", style=COLOURS[k]) for k in SHORT]
     return [label, stacked_bar(tma, bar_width), *pct, Text(topdown.dominant(tma) or "", style="bold")]
-
-
-class TopdownScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,t,2", "app.pop_screen", "Table"),
-        Binding("1", "app.table", "Table", show=False),
-        Binding("3", "app.heatmap", "Heatmap", show=False),
-        Binding("q", "app.quit", "Quit"),
-        Binding("question_mark,h", "app.help", "Help"),
-    ]
-    DEFAULT_CSS = """
-    TopdownScreen #tma-title { height: 1; background: $boost; text-style: bold; padding: 0 1; }
-    TopdownScreen #tma-legend { height: 1; padding: 0 1; }
-    TopdownScreen #tma { height: 1fr; }
-    """
-
-    def compose(self) -> ComposeResult:
-        yield Static(id="tma-title")
-        yield Static(legend(), id="tma-legend")
-        yield DataTable(id="tma", cursor_type="row", zebra_stripes=True)
-        yield Footer()
-
-    def on_mount(self) -> None:
-        self._bar_width = 0
-        self._rows: list[str] = []
-        self._shown: dict[tuple[str, str], tuple[str, str]] = {}  # cell -> (text, styles) on screen
-        self._build(self.size.width)
-        self.refresh_from(self.app.model)  # type: ignore[attr-defined]
-
-    def on_resize(self, event) -> None:  # type: ignore[no-untyped-def]
-        if self._build(event.size.width):
-            self.refresh_from(self.app.model)  # type: ignore[attr-defined]
-
-    def _build(self, width: int) -> bool:
-        bar = max(8, width - sum(FIXED_COLUMNS.values()) - 2 * (len(FIXED_COLUMNS) + 1) - 2)
-        if bar == self._bar_width:
-            return False
-        self._bar_width = bar
-        table = self.query_one("#tma", DataTable)
-        table.clear(columns=True)
-        self._shown = {}
-        table.add_column("CPU", width=FIXED_COLUMNS["cpu"], key="cpu")
-        table.add_column("Issue slots", width=bar, key="bar")
-        for k, title in SHORT.items():
-            table.add_column(Text(title, justify="right"), width=FIXED_COLUMNS[k], key=k)
-        table.add_column("Bottleneck", width=FIXED_COLUMNS["dominant"], key="dominant")
-        self._rows = []
-        return True
-
-    def refresh_from(self, model: ViewModel) -> None:
-        app = self.app
-        title = Text("Top-down: where each core's issue slots go", style="bold")
-        if app.info.simulated:  # type: ignore[attr-defined]
-            title.append("   SIMULATED", style="bold black on yellow")
-        if not model.measures_topdown:
-            title.append("   no core measures top-down here (see `pmutop info`)", style="dim")
-        self.query_one("#tma-title", Static).update(title)
-        table = self.query_one("#tma", DataTable)
-        rows = [(str(cpu), core) for cpu, core in model.cores.items()] + [("total", model.total)]
-        keys = [k for k, _ in rows]
-        columns = list(table.columns)
-        if keys != self._rows:
-            table.clear()
-            self._shown.clear()
-            for key, core in rows:
-                cells = row_cells(core, self._bar_width)
-                table.add_row(*cells, key=key)
-                for col, cell in zip(columns, cells, strict=True):
-                    self._shown[(key, col.value or "")] = (cell.plain, repr(cell.spans))
-            self._rows = keys
-            return
-        for key, core in rows:  # only the cells whose text or colours changed
-            for col, cell in zip(columns, row_cells(core, self._bar_width), strict=True):
-                shown = (cell.plain, repr(cell.spans))
-                if self._shown.get((key, col.value or "")) != shown:
-                    self._shown[(key, col.value or "")] = shown
-                    table.update_cell(key, col, cell)

@@ -4,7 +4,9 @@ DataTable.update_cell invalidates every rendered cell of the table (its caches a
 counter), so each interval re-rendered every visible cell and the header through Rich's console, about
 0.1 ms a cell: most of the live view's CPU. `set_cells` replaces values and drops only the cached renders
 of those cells (and the rows and lines holding them). Both rely on DataTable's private caches (textual 8);
-if they are not there, the table falls back to the public `update_cell`.
+if they are not there, the table falls back to the public `update_cell`. Besides pmutop.tui.textual_private,
+this is the one module that touches Textual's private API: it overrides DataTable._render_cell and reads
+the caches on every cell drawn, so the override and its cache keys stay together here.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from textual.widget import Widget
 from pmutop.derive.records import rate_title
 from pmutop.tui import format as fmt
 from pmutop.tui.model import CoreState, ViewModel, rate_series
-from pmutop.tui.plot import HistoryPlot
+from pmutop.tui.widgets.plot import HistoryPlot
 
 
 @dataclass(frozen=True)
@@ -72,10 +72,6 @@ def plot_specs(keys: list[str], rate_keys: tuple[str, ...]) -> list[PlotSpec]:
 class HistoryPanels(Widget):
     """The plots in a grid: two rows of two when tall enough, else one row (of as many as fit the width);
     follows one core or the all row."""
-
-    DEFAULT_CSS = """
-    HistoryPanels { layout: grid; grid-size: 2; height: 1fr; }
-    """
 
     def __init__(self, specs: list[PlotSpec], *, prefix: str = "hist", **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]

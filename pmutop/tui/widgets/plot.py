@@ -38,10 +38,6 @@ def bar_column(eighths: int | None, rows: int) -> str:
 
 
 class HistoryPlot(Widget):
-    DEFAULT_CSS = """
-    HistoryPlot { width: 1fr; height: 1fr; min-height: 4; border: round $panel-lighten-2; padding: 0 1; }
-    """
-
     def __init__(self, title: str, fmt: Callable[[float], str], floor: float, style: str, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
         self.border_title = title

@@ -1,0 +1,54 @@
+"""What the screens share: the app as they see it (LiveView), the keys every full-screen view has, the
+base of the views the app refreshes each interval, and the base of the modals Esc cancels."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Protocol, TypeVar, cast
+
+from textual.binding import Binding, BindingType
+from textual.screen import ModalScreen, Screen
+
+from pmutop.core.feed import SampleFeed
+from pmutop.core.run_description import RunInfo
+from pmutop.tui.model import ViewModel
+from pmutop.tui.widgets.history_panel import PlotSpec
+
+ResultT = TypeVar("ResultT")
+
+# Last in each view's keys (the footer shows them in this order, after the view's own).
+VIEW_KEYS: tuple[BindingType, ...] = (
+    Binding("q", "app.quit", "Quit"),
+    Binding("question_mark,h", "app.help", "Help"),
+)
+
+
+class LiveView(Protocol):
+    """What the screens read from the app (pmutop.tui.app.PmutopApp)."""
+
+    model: ViewModel
+    info: RunInfo
+    feed: SampleFeed
+    plot_specs: list[PlotSpec]
+
+    def shown_formulas(self) -> list[tuple[str, str]]: ...
+
+
+class ViewScreen(Screen[None]):
+    """A view that replaces the table (detail, top-down, heatmap): while one is on top the app hands it
+    each interval's model instead of updating the hidden table."""
+
+    @property
+    def live(self) -> LiveView:
+        return cast(LiveView, self.app)
+
+    def refresh_from(self, model: ViewModel) -> object:
+        raise NotImplementedError
+
+
+class CancellableModal(ModalScreen[ResultT]):
+    """A small modal that Esc closes with no result."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss_none", "Cancel")]
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)  # type: ignore[arg-type]

@@ -1,0 +1,127 @@
+"""The heatmap screen: lays out the pure parts of pmutop.tui.heatmap for the screen's size and redraws
+only what changed."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import Footer, Static
+
+from pmutop.tui.heatmap import (
+    BY_KEY,
+    CHROME_ROWS,
+    METRICS,
+    Group,
+    fold,
+    geometry,
+    group_values,
+    legend,
+    levels,
+    scale_for,
+    tail,
+    time_axis,
+)
+from pmutop.tui.model import ViewModel
+from pmutop.tui.screens.base import VIEW_KEYS, ViewScreen
+from pmutop.tui.widgets.heatmap_rows import HeatmapRows
+
+
+class HeatmapScreen(ViewScreen):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,3", "app.pop_screen", "Table"),
+        Binding("1", "app.table", "Table", show=False),
+        Binding("2,t", "app.topdown", "Top-down", show=False),
+        Binding("m", "cycle_metric", "Metric"),
+        *VIEW_KEYS,
+    ]
+
+    def __init__(self, metric: str = "ipc") -> None:
+        super().__init__()
+        self.metric = BY_KEY[metric]
+        self.groups: list[Group] = []
+        self.points = 0
+        self.cell = 1
+        self.label_width = 4
+        self._layout_for: tuple[int, int, int] | None = None  # (width, height, cores) the layout was made for
+        self._shown: dict[str, str] = {}  # widget id -> text shown (title, legend, axis: set only on change)
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="hm-title")
+        yield Static(id="hm-legend")
+        yield HeatmapRows(id="hm-rows")
+        yield Static(id="hm-axis")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.refresh_from(self.live.model)
+
+    def on_resize(self, event) -> None:  # type: ignore[no-untyped-def]
+        self.refresh_from(self.live.model)
+
+    def set_metric(self, key: str) -> None:
+        self.metric = BY_KEY[key]
+        if self.is_mounted:
+            self.refresh_from(self.live.model)
+
+    def action_cycle_metric(self) -> None:
+        i = METRICS.index(self.metric)
+        self.set_metric(METRICS[(i + 1) % len(METRICS)].key)
+
+    @property
+    def grouped(self) -> bool:
+        return any(len(g.cpus) > 1 for g in self.groups)
+
+    def _layout(self, model: ViewModel) -> None:
+        """Groups for the height, columns for the width: only when either (or the core count) changes."""
+        width, height = self.size
+        key = (width, height, len(model.cores))
+        if key == self._layout_for:
+            return
+        self._layout_for = key
+        core_rows = max(height - CHROME_ROWS - 1, 1)  # one row is the all row
+        self.groups = fold(list(model.cores.values()), core_rows)
+        self.label_width = max(3, *(len(g.label) for g in self.groups))
+        self.points, self.cell = geometry(width, self.label_width)
+
+    def _set(self, widget_id: str, text: Text) -> None:
+        key = text.plain + repr(text.spans)
+        if self._shown.get(widget_id) != key:
+            self._shown[widget_id] = key
+            self.query_one(f"#{widget_id}", Static).update(text)
+
+    def title_text(self, model: ViewModel) -> Text:
+        t = Text(f"Heatmap: {self.metric.title} per core", style="bold")
+        if self.grouped:  # short enough that the SIMULATED badge still fits at 80 columns
+            size = max(len(g.cpus) for g in self.groups)
+            t = Text(f"Heatmap: {self.metric.title}, rows are groups of ≤{size} CPUs (mean)", style="bold")
+        if self.live.info.simulated:
+            t.append("   SIMULATED", style="bold black on yellow")
+        if self.metric.key.startswith("tma_") and not model.measures_topdown:
+            t.append("   no core measures top-down here (see `pmutop info`)", style="dim")
+        note = model.interval_note()
+        if note:
+            t.append(f"   {note}", style="yellow")
+        return t
+
+    def refresh_from(self, model: ViewModel) -> int:
+        """Redraw from `model`; returns how many heatmap lines changed (the app calls it every interval)."""
+        if not self.is_mounted:
+            return 0
+        self._layout(model)
+        metric, points, cell = self.metric, self.points, self.cell
+        scale = scale_for(metric, model.series_top(metric.key))
+        interval = self.live.feed.interval
+        self._set("hm-title", self.title_text(model))
+        self._set("hm-legend", legend(metric, scale))
+        axis = Text(" " * (self.label_width + 1) + time_axis(points, interval, cell), style="dim")
+        self._set("hm-axis", axis)
+        rows = []
+        for g in self.groups:  # only the visible rows, only the visible columns
+            values = group_values([model.cores[cpu].history[metric.key] for cpu in g.cpus], points)
+            rows.append((g.label, levels(values, scale)))
+        rows.append(("all", levels(tail(model.total.history[metric.key], points), scale)))
+        with self.app.batch_update():
+            return self.query_one("#hm-rows", HeatmapRows).set_rows(rows, self.label_width, cell)

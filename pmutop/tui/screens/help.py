@@ -1,0 +1,56 @@
+"""The help screen: every key of the live view."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEYS_HELP: tuple[tuple[str, str], ...] = (
+    ("q, F10, Ctrl+C", "quit (the PMU is restored first)"),
+    ("space, p", "pause / resume the display (counting goes on)"),
+    ("+ / -", "longer / shorter interval"),
+    ("s, >  /  <", "sort by the next / previous column shown"),
+    ("F6", "choose the sort column from a list"),
+    ("r", "reverse the sort"),
+    ("click a header", "sort by that column (again: reverse)"),
+    ("/", "filter rows: 0-3,8  P  E  util>50  ipc<1  backend>40"),
+    ("\\", "clear the filter"),
+    ("c", "choose the columns shown"),
+    ("↑ ↓ PgUp PgDn", "move the highlight (the plots follow it)"),
+    ("Home End", "first / last row"),
+    ("Enter", "detail view of the highlighted row"),
+    ("1", "the per-core table"),
+    ("2, t", "top-down view: where each core's issue slots go"),
+    ("3", "heatmap: cores down, time across"),
+    ("m", "choose the heatmap's metric"),
+    ("Esc", "back to the table"),
+    ("F1, ?, h", "this help"),
+)
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,question_mark,h,f1", "dismiss", "Close"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        t = Text()
+        t.append("pmutop keys", style="bold")
+        t.append("   (Esc, q or ? closes this help)\n\n", style="bold cyan")
+        for keys, what in KEYS_HELP:
+            t.append(f"{keys:<18}", style="bold cyan")
+            t.append(f"{what}\n")
+        t.append("\nColours: red = low IPC / high MPKI / many misses; ? = suspect sample.", style="dim")
+        t.append("\nSettings (sort, columns, interval, view) are kept in ~/.config/pmutop/config.toml.", style="dim")
+
+        with VerticalScroll():
+            yield Static(t, id="help-text")
+
+    def action_dismiss(self) -> None:  # type: ignore[override]
+        self.dismiss(None)

@@ -1,0 +1,29 @@
+"""What a terminal below the live view's minimum size shows instead."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Static
+
+MIN_SIZE = (40, 12)  # below this one line says the terminal is too small
+
+
+class TooSmallScreen(Screen[None]):
+    """Shown instead of any view while the terminal is below MIN_SIZE: one line, no broken layout."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "app.quit", "Quit")]
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="too-small")
+
+    def show(self, width: int, height: int) -> None:
+        need_w, need_h = MIN_SIZE
+        self.query_one(Static).update(f"terminal too small ({width}x{height}): pmutop needs {need_w}x{need_h}")
+
+
+def too_small(width: int, height: int) -> bool:
+    return width < MIN_SIZE[0] or height < MIN_SIZE[1]
