@@ -15,7 +15,7 @@ import time
 from textual import events
 
 from pmutop.app.screenshots import demo_app
-from pmutop.tui.app import HelpScreen
+from pmutop.tui.screens.help import HelpScreen
 
 
 async def measure(cpus: int, intervals: int = 30) -> None:
