@@ -81,9 +81,6 @@ def encode_for_perf(spec: EventSpec, pmu: perf_event.PmuInfo | None, cpu: int) -
 
 
 class PerfCpuCounters(CpuCounters):
-    # The top-down method this CPU measures (pmutop.derive.topdown names); the engine copies it into each Sample.
-    topdown_method: str | None = None
-
     def __init__(
         self, cpu: int, groups: list[perf_event.PerfGroup], clock: Clock, busy: CpuBusy | None, use_tsc: bool
     ) -> None:

@@ -84,7 +84,7 @@ class Sampler:
             suspect=suspect,
             estimated=r.estimated,
             util=r.util,
-            topdown=getattr(self.counters, "topdown_method", None),  # msr and perf counters carry it
+            topdown=self.counters.topdown_method,
             **extra,
         )
         self.ring.push(sample)

@@ -143,7 +143,7 @@ class MsrCpuCounters(CpuCounters):
         gp_idx = sorted({p.index for g in plan.gp_groups for p in g})
         # Top-down through PERF_METRICS: "perf_metrics", or None (no work at all per read then).
         self._td_fields = setup.topdown_fields
-        self.topdown_method: str | None = TOPDOWN_METHOD if self._td_fields else None
+        self.topdown_method = TOPDOWN_METHOD if self._td_fields else None
         self._n_fixed_read = setup.n_fixed_read
         self._fixed_ctrl_ours = registers.encode_fixed_ctrl(fixed_idx, user=user, kernel=kernel)
         regs = pm.registers
