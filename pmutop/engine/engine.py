@@ -60,30 +60,30 @@ class Sampler:
         self._last_read_ns = self.counters.accumulate()
 
     def take(self) -> Sample:
-        r = self.counters.read()
-        self._last_read_ns = r.at_ns
-        interval = (r.at_ns - self._prev_ns) / NS
-        self._prev_ns = r.at_ns
+        reading = self.counters.read()
+        self._last_read_ns = reading.at_ns
+        interval = (reading.at_ns - self._prev_ns) / NS
+        self._prev_ns = reading.at_ns
         tsc_hz = None
-        if r.tsc is not None:
-            self._tsc_total += r.tsc
-            elapsed = (r.at_ns - self._t0_ns) / NS
+        if reading.tsc is not None:
+            self._tsc_total += reading.tsc
+            elapsed = (reading.at_ns - self._t0_ns) / NS
             tsc_hz = self._tsc_total / elapsed if elapsed > 0 and self._tsc_total else None
-        suspect = r.suspect or impossible(r.counts, r.tsc, tsc_hz)
+        suspect = reading.suspect or impossible(reading.counts, reading.tsc, tsc_hz)
         power = self.engine.power
         extra = power.sample(self.cpu, interval, tsc_hz) if power is not None else {}
         sample = Sample(
             cpu=self.cpu,
             seq=self.ring.count + 1,
-            time=(r.at_ns - self.engine.start_ns) / NS,
+            time=(reading.at_ns - self.engine.start_ns) / NS,
             interval=interval,
-            tsc=r.tsc,
+            tsc=reading.tsc,
             tsc_hz=tsc_hz,
-            counts=r.counts,
-            overflows=r.overflows,
+            counts=reading.counts,
+            overflows=reading.overflows,
             suspect=suspect,
-            estimated=r.estimated,
-            util=r.util,
+            estimated=reading.estimated,
+            util=reading.util,
             topdown=self.counters.topdown_method,
             **extra,
         )
@@ -231,18 +231,18 @@ class Engine:
         for cpu in self.cpus:
             self.samplers[cpu] = Sampler(self, cpu, self.backend.counters(cpu), self.rings[cpu])
         if not self.threaded:
-            for s in self.samplers.values():
-                s.start_counting()
+            for sampler in self.samplers.values():
+                sampler.start_counting()
             self.epoch_ns = self.start_ns = self.clock.now_ns()
             self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
             return
-        for cpu, s in self.samplers.items():
-            t = threading.Thread(target=s.run, name=f"pmutop-cpu{cpu}", daemon=True)
+        for cpu, sampler in self.samplers.items():
+            thread = threading.Thread(target=sampler.run, name=f"pmutop-cpu{cpu}", daemon=True)
             try:
-                t.start()
+                thread.start()
             except RuntimeError as e:  # "can't start new thread": out of threads or memory (ulimit -u)
                 raise HardwareError(f"cannot start the sampler thread for cpu {cpu}: {e} (check `ulimit -u`)") from None
-            self._threads.append(t)
+            self._threads.append(thread)
         deadline = time.monotonic() + START_TIMEOUT_S
         with self._cond:
             while self._ready < len(self.samplers):
@@ -251,7 +251,7 @@ class Engine:
                 if time.monotonic() >= deadline:
                     raise HardwareError(f"samplers did not start within {START_TIMEOUT_S:.0f} s")
                 self._cond.wait(0.05)
-        failed = [s.error for s in self.samplers.values() if s.error]
+        failed = [sampler.error for sampler in self.samplers.values() if sampler.error]
         if failed:
             raise HardwareError(failed[0])
         with self._cond:
@@ -270,9 +270,9 @@ class Engine:
         self._wake_samplers()
         self.wake_waiters()
         deadline = time.monotonic() + JOIN_TIMEOUT_S
-        for t in self._threads:
-            if t is not threading.current_thread():
-                t.join(timeout=max(0.0, deadline - time.monotonic()))
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if self.power is not None:
             self.power.close()
         return self.undo.run()
@@ -293,8 +293,8 @@ class Engine:
         return self._schedule
 
     def _wake_samplers(self) -> None:
-        for s in self.samplers.values():
-            s.wake.set()
+        for sampler in self.samplers.values():
+            sampler.wake.set()
 
     def published(self, cpu: int, seq: int | None) -> None:
         """A sampler pushed sample `seq` (None: it failed, which is news too); wakes the readers this
@@ -339,15 +339,15 @@ class Engine:
         """Unthreaded engines only: every CPU takes one sample now (tests and screenshots)."""
         assert not self.threaded
         out = []
-        for s in self.samplers.values():
-            if s.error is None:
+        for sampler in self.samplers.values():
+            if sampler.error is None:
                 try:
-                    sample = s.take()
+                    sample = sampler.take()
                     out.append(sample)
-                    self.published(s.cpu, sample.seq)
+                    self.published(sampler.cpu, sample.seq)
                 except Exception as e:
-                    s.fail(e)
-                    self.published(s.cpu, None)
+                    sampler.fail(e)
+                    self.published(sampler.cpu, None)
         return out
 
     def tick_on_schedule(self, stop: threading.Event | None = None) -> bool:
@@ -372,22 +372,22 @@ class Engine:
     @property
     def accumulate_period_ns(self) -> int | None:
         """The shortest accumulate period of the CPUs' counters; None when no CPU needs accumulating."""
-        periods = [s.counters.accumulate_period_ns for s in self.samplers.values()]
+        periods = [sampler.counters.accumulate_period_ns for sampler in self.samplers.values()]
         return min((p for p in periods if p is not None), default=None)
 
     def accumulate(self) -> None:
         """Unthreaded engines only: every CPU whose counters need it adds up its counts now (what sampler
         threads do every accumulate period; tests step it with a manual clock)."""
         assert not self.threaded
-        for s in self.samplers.values():
-            if s.error is None and s.counters.accumulate_period_ns is not None:
+        for sampler in self.samplers.values():
+            if sampler.error is None and sampler.counters.accumulate_period_ns is not None:
                 try:
-                    s.accumulate()
+                    sampler.accumulate()
                 except Exception as e:
-                    s.fail(e)
+                    sampler.fail(e)
 
     def failures(self) -> dict[int, str]:
-        return {cpu: s.error for cpu, s in self.samplers.items() if s.error}
+        return {cpu: sampler.error for cpu, sampler in self.samplers.items() if sampler.error}
 
     # -- the read-only face sinks use (pmutop.core.feed.SampleFeed)
 
@@ -441,5 +441,5 @@ class Engine:
                 self._waiters.remove(waiter)
 
     def _ready_for(self, cpu: int, count: int) -> bool:
-        s = self.samplers.get(cpu)
-        return (s is not None and s.error is not None) or self.rings[cpu].count > count
+        sampler = self.samplers.get(cpu)
+        return (sampler is not None and sampler.error is not None) or self.rings[cpu].count > count

@@ -268,13 +268,13 @@ class SimCpu:
                 self._count_metrics(c, new)
         self._cum = new
 
-    def _count_metrics(self, c: _Counter, new: Counts) -> None:
+    def _count_metrics(self, counter: _Counter, new: Counts) -> None:
         """PERF_METRICS follows fixed counter 3: the same slots, split by category (same USR/OS)."""
         old = self._cum
         added = False
         fields = slice(_TD_FIRST, _TD_FIRST + self.metrics_fields)  # td_* fields are adjacent in Amounts
         acc = self._metrics_acc
-        for on, a, b in ((c.user, old.user, new.user), (c.kernel, old.kernel, new.kernel)):
+        for on, a, b in ((counter.user, old.user, new.user), (counter.kernel, old.kernel, new.kernel)):
             if not on:
                 continue
             for k, (x, y) in enumerate(zip(a[fields], b[fields], strict=True)):

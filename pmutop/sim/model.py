@@ -200,6 +200,6 @@ class SimMachine:
             return (0x80000004, 0, 0, 0)
         if 0x80000002 <= leaf <= 0x80000004:
             chunk = _BRAND.ljust(48, b"\0")[(leaf - 0x80000002) * 16 :][:16]
-            a, b, c, d = struct.unpack("<4I", chunk)
-            return (a, b, c, d)
+            eax, ebx, ecx, edx = struct.unpack("<4I", chunk)
+            return (eax, ebx, ecx, edx)
         return (0, 0, 0, 0)

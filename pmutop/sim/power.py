@@ -121,24 +121,24 @@ def _energy(cpu: PowerCpu, domain: str) -> int:
     has run up to its own latest register access (a sampled CPU's model is advanced by its own sampler, so the
     package read costs no model evaluation, and the sum only grows). All domains in one pass per ms."""
     machine = cpu.machine
-    t = machine.elapsed_ns() // ENERGY_STEP_NS * ENERGY_STEP_NS
+    now_ns = machine.elapsed_ns() // ENERGY_STEP_NS * ENERGY_STEP_NS
     cached = machine.energy
-    if cached[0] != t:
+    if cached[0] != now_ns:
         cycles = misses = 0
         for state in machine.states():
             # A CPU nobody samples (not selected) is never advanced: its workload still heats the package.
-            counts = state.cum if state.advanced else state.workload.cumulative(t)
+            counts = state.cum if state.advanced else state.workload.cumulative(now_ns)
             for part in (counts.user, counts.kernel):
                 cycles += part.cycles
                 misses += part.llc_misses
-        secs = t / 1e9
-        n = len(machine.cpus)
+        secs = now_ns / 1e9
+        n_cpus = len(machine.cpus)
         joules = {
             "package": IDLE_PKG_W * secs + J_PER_CYCLE * cycles + J_PER_LLC_MISS * misses,
-            "core": IDLE_CORE_W * n * secs + J_PER_CYCLE * cycles,
+            "core": IDLE_CORE_W * n_cpus * secs + J_PER_CYCLE * cycles,
             "dram": DRAM_W * secs + J_PER_LLC_MISS * misses,
         }
-        cached = machine.energy = (t, joules)
+        cached = machine.energy = (now_ns, joules)
     return (ENERGY_START + int(cached[1][domain] / ENERGY_UNIT_J)) & 0xFFFFFFFF
 
 

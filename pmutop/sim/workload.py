@@ -284,9 +284,12 @@ class Workload:
     def topdown(self, t0_ns: int, t1_ns: int, part: str = "total") -> TopdownSlots:
         """Slots and slots per top-down category counted in [t0, t1] ("total", "user" or "kernel"): the
         exact truth a PMU reading over that span should reproduce."""
-        a, b = self.cumulative(t0_ns), self.cumulative(t1_ns)
-        x, y = (a.total, b.total) if part == "total" else (getattr(a, part), getattr(b, part))
-        return TopdownSlots(y.slots - x.slots, *(getattr(y, f"td_{f}") - getattr(x, f"td_{f}") for f in TOPDOWN_FIELDS))
+        start, end = self.cumulative(t0_ns), self.cumulative(t1_ns)
+        before, after = (start.total, end.total) if part == "total" else (getattr(start, part), getattr(end, part))
+        return TopdownSlots(
+            after.slots - before.slots,
+            *(getattr(after, f"td_{f}") - getattr(before, f"td_{f}") for f in TOPDOWN_FIELDS),
+        )
 
     # -- phases -------------------------------------------------------------------------------------
 
@@ -418,11 +421,11 @@ class Workload:
             *self._topdown_amounts(k_cycles, tma, recovery),
         )
 
-    def _tma(self, phase: _Phase, seg: int, r: Rates) -> TmaShares:
+    def _tma(self, phase: _Phase, seg: int, rates: Rates) -> TmaShares:
         """Top-down shares of one segment: the regime's profile, varied per phase (per burst in a mixed
         phase) and per segment. Hashes only: the phase RNG is never drawn from."""
         h = _mix64_after(self._key_hash, seg)
-        return TmaShares(*self._tma_values(phase, seg, r.regime, r.ipc, h))
+        return TmaShares(*self._tma_values(phase, seg, rates.regime, rates.ipc, h))
 
     def _tma_values(self, phase: _Phase, seg: int, regime: PhaseKind, ipc: float, seg_hash: int) -> list[float]:
         """_tma's eight shares as a list; `seg_hash` = hash64(seed, cpu, seg)."""
@@ -476,6 +479,6 @@ class Workload:
         issued = retiring + bad - width * recovery
         return (retiring, bad, fe, be, heavy, br, fetch, mem, issued, recovery)
 
-    def _amounts(self, v: _Vec | list[int]) -> Amounts:
+    def _amounts(self, vec: _Vec | list[int]) -> Amounts:
         # _make: a plain tuple build, cheaper than the generated keyword-capable __new__.
-        return Amounts._make((*v[:_BASE], v[0] * self.slots_per_cycle, *v[_BASE:]))
+        return Amounts._make((*vec[:_BASE], vec[0] * self.slots_per_cycle, *vec[_BASE:]))
