@@ -108,53 +108,54 @@ class Sampler:
     def run(self) -> None:
         """Thread body: pin, program, then sample on every deadline until the engine stops (and, with
         narrow counters, accumulate every accumulate period in between)."""
-        eng = self.engine
+        engine = self.engine
         try:
-            eng.platform.pin_current_thread(self.cpu)
+            engine.platform.pin_current_thread(self.cpu)
             self.start_counting()
         except BaseException as e:
             self.fail(e)
-            eng.sampler_ready()
+            engine.sampler_ready()
             return
-        eng.sampler_ready()
-        eng.wait_for_go()
+        engine.sampler_ready()
+        engine.wait_for_go()
         period = self.counters.accumulate_period_ns
-        k, gen = 1, -1
+        deadline_index, gen = 1, -1
         try:
             while True:
-                epoch, interval_ns, g = eng.schedule()
-                if g != gen:
-                    k, gen = 1, g
-                deadline = epoch + k * interval_ns
+                epoch, interval_ns, schedule_gen = engine.schedule()
+                if schedule_gen != gen:
+                    deadline_index, gen = 1, schedule_gen
+                deadline = epoch + deadline_index * interval_ns
                 if period is not None and self._last_read_ns + period < deadline:
                     # Read before a counter could wrap twice; the deadlines stay where they are (no drift).
                     if self.sleep_until(self._last_read_ns + period, gen):
                         self.accumulate()
-                    elif eng.stopping:
+                    elif engine.stopping:
                         return
                     continue
                 if not self.sleep_until(deadline, gen):
-                    if eng.stopping:
+                    if engine.stopping:
                         return
                     continue  # schedule changed while waiting
                 sample = self.take()
-                eng.published(self.cpu, sample.seq)
-                now = eng.clock.now_ns()
-                k = max(k + 1, (now - epoch) // interval_ns + 1)  # skip deadlines we are already past
+                engine.published(self.cpu, sample.seq)
+                now = engine.clock.now_ns()
+                # Skip deadlines we are already past.
+                deadline_index = max(deadline_index + 1, (now - epoch) // interval_ns + 1)
         except BaseException as e:
             self.fail(e)
-            eng.published(self.cpu, None)
+            engine.published(self.cpu, None)
 
     def sleep_until(self, deadline_ns: int, gen: int) -> bool:
         """Sleep on this sampler's own Event until the deadline; False if stopping or the schedule changed."""
-        eng, wake = self.engine, self.wake
+        engine, wake = self.engine, self.wake
         while True:
             # Cleared before the checks: a set() after them ends the wait below, one before is seen by them.
             wake.clear()
-            if eng.stopping or eng.schedule()[2] != gen:
+            if engine.stopping or engine.schedule()[2] != gen:
                 self.early_wakeups += 1
                 return False
-            remaining = deadline_ns - eng.clock.now_ns()
+            remaining = deadline_ns - engine.clock.now_ns()
             if remaining <= 0:
                 return True
             wake.wait(remaining / NS)
@@ -360,13 +361,13 @@ class Engine:
             if self.stopping or (stop is not None and stop.is_set()):
                 return False
             epoch, interval_ns, gen = self._schedule  # again after a wake-up: set_interval wakes it too
-            k = self._next[1] if self._next[0] == gen else 1
-            remaining = epoch + k * interval_ns - self.clock.now_ns()
+            deadline_index = self._next[1] if self._next[0] == gen else 1
+            remaining = epoch + deadline_index * interval_ns - self.clock.now_ns()
             if remaining <= 0:
                 break
             self._tick_wake.acquire(timeout=remaining / NS)
         self.tick()
-        self._next = (gen, max(k + 1, (self.clock.now_ns() - epoch) // interval_ns + 1))
+        self._next = (gen, max(deadline_index + 1, (self.clock.now_ns() - epoch) // interval_ns + 1))
         return True
 
     @property
