@@ -437,7 +437,7 @@ def test_failed_probe_puts_rdpmc_sysfs_back_at_once(clock: ManualClock) -> None:
 def test_foreign_reprogramming_is_found_within_the_check_period_at_one_register_read_per_sample(
     clock: ManualClock,
 ) -> None:
-    from pmutop.backends.msr.backend import FOREIGN_CHECK_NS
+    from pmutop.backends.msr.counters import FOREIGN_CHECK_NS
 
     platform, backend, engine = make(clock)
     engine.set_interval(0.1)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pmutop.backends.msr.backend import MsrBackend, shortest_wrap_s
+from pmutop.backends.msr.backend import MsrBackend
+from pmutop.backends.msr.counters import shortest_wrap_s
 from pmutop.core.clock import ManualClock
 from pmutop.core.sample import Sample
 from pmutop.derive.metrics import for_sample

@@ -14,7 +14,8 @@ from pmutop.core.errors import ForbiddenMsrWrite
 from pmutop.hw.msr import MsrAccessError, MsrDevice
 from pmutop.pmu import registers
 from pmutop.pmu.cpuid_decode import decode_perfmon
-from pmutop.sim.model import SimConfig, SimMachine, SimRdpmcFault
+from pmutop.sim.cpu import SimRdpmcFault
+from pmutop.sim.model import SimConfig, SimMachine
 from pmutop.sim.workload import Amounts, Counts, PhaseKind, Workload
 
 SEC = 1_000_000_000

@@ -19,7 +19,7 @@ import pytest
 from pmutop.core.clock import ManualClock
 from pmutop.pmu import registers
 from pmutop.probes.power import regs
-from pmutop.sim import workload
+from pmutop.sim import regimes, workload
 from pmutop.sim.model import SimConfig, SimMachine
 from pmutop.sim.workload import Counts, PhaseKind, Workload, hash64, hash_unit
 
@@ -59,15 +59,13 @@ class RefWorkload:
         self.prefix: list[list[int]] = [[0] * 34]  # prefix[s] = cumulative before segment s
 
     def _extend_phases(self, seg: int) -> None:
-        weights = workload._PHASE_WEIGHTS[self.mix]
+        weights = regimes.PHASE_WEIGHTS[self.mix]
         while not self.phases or seg >= self.phases[-1][1] + self.phases[-1][2]:
             prev = self.phases[-1][0] if self.phases else None
             kinds = [k for k in weights if k != prev]
             kind = self.rng.choices(kinds, weights=[weights[k] for k in kinds])[0]
             length = self.rng.randint(20, 200)
-            base = (
-                () if kind is PhaseKind.MIXED else tuple(self.rng.uniform(lo, hi) for lo, hi in workload._RANGES[kind])
-            )
+            base = () if kind is PhaseKind.MIXED else tuple(self.rng.uniform(lo, hi) for lo, hi in regimes.RANGES[kind])
             start = self.phases[-1][1] + self.phases[-1][2] if self.phases else 0
             self.phases.append((kind, start, length, base))
 
@@ -82,18 +80,18 @@ class RefWorkload:
             u = (_ref_hash64(self.seed, self.cpu, burst, 0x6D69786564) >> 11) / float(1 << 53)
             units = _ref_units8(self.seed, self.cpu, burst, 0x62617365)
             regime = PhaseKind.IDLE
-            for k, w in workload._MIXED_WEIGHTS[self.mix]:
+            for k, w in regimes.MIXED_WEIGHTS[self.mix]:
                 if u < w:
                     regime = k
                     break
                 u -= w
-            base = tuple(lo + (hi - lo) * x for (lo, hi), x in zip(workload._RANGES[regime], units, strict=True))
+            base = tuple(lo + (hi - lo) * x for (lo, hi), x in zip(regimes.RANGES[regime], units, strict=True))
         else:
             regime = kind
         jitter = _ref_units8(self.seed, self.cpu, seg)
         values = [
             min(hi, max(lo, b * (1.0 + 0.08 * (2.0 * x - 1.0))))
-            for (lo, hi), b, x in zip(workload._RANGES[regime], base, jitter, strict=True)
+            for (lo, hi), b, x in zip(regimes.RANGES[regime], base, jitter, strict=True)
         ]
         if self.e_core:
             values[1] *= 0.65
@@ -103,7 +101,7 @@ class RefWorkload:
     def tma(self, seg: int) -> list[float]:
         kind, start, _, _ = self.phase(seg)
         _, regime, v = self.rates(seg)
-        p = workload._TMA[regime]
+        p = regimes.TMA[regime]
         key = seg // 5 if kind is PhaseKind.MIXED else start
         per_phase = _ref_units8(self.seed, self.cpu, key, 0x746D61)
         per_seg = _ref_units8(self.seed, self.cpu, seg, 0x746D6173)
@@ -142,7 +140,7 @@ class RefWorkload:
         kernel = [int(x * kfrac) for x in total]
         user = [x - k for x, k in zip(total, kernel, strict=True)]
         t = self.tma(seg)
-        rec = workload._TMA[regime].recovery
+        rec = regimes.TMA[regime].recovery
         return user + self._td(user[0], t, rec) + kernel + self._td(kernel[0], t, rec)
 
     def cumulative(self, t_ns: int) -> tuple[int, list[int]]:

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from pmutop.backends.msr.backend import SLOTS_KEY, TOPDOWN_KEYS, MsrBackend, split_slots
+from pmutop.backends.msr.backend import MsrBackend
+from pmutop.backends.msr.counters import SLOTS_KEY, TOPDOWN_KEYS, split_slots
 from pmutop.backends.msr.restore import CpuRecord, restore_cpu
 from pmutop.core.clock import ManualClock
 from pmutop.core.sample import Sample

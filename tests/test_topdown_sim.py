@@ -11,7 +11,8 @@ from pmutop.core.clock import ManualClock
 from pmutop.hw.msr import MsrAccessError
 from pmutop.pmu import registers
 from pmutop.pmu.cpuid_decode import CORE_TYPE_ATOM, CORE_TYPE_CORE, decode_core_type, decode_identity, decode_perfmon
-from pmutop.sim.model import SimConfig, SimMachine, SimRdpmcFault
+from pmutop.sim.cpu import SimRdpmcFault
+from pmutop.sim.model import SimConfig, SimMachine
 from pmutop.sim.workload import TOPDOWN_FIELDS, PhaseKind, Workload
 
 SEC = 1_000_000_000

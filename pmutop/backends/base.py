@@ -59,6 +59,9 @@ class CpuCounters(ABC):
     # How often accumulate() must run between two reads, or None when the counters are wide enough for
     # any interval (then read() alone is called, at the deadlines).
     accumulate_period_ns: int | None = None
+    # The top-down method this CPU measures (pmutop.pmu.topdown_plan names), or None; the engine copies it into
+    # each Sample.
+    topdown_method: str | None = None
 
     @abstractmethod
     def start(self) -> int:
@@ -89,6 +92,9 @@ class CpuCounters(ABC):
 class Backend(ABC):
     name: str  # "msr", "sim", "perf"
     simulated: bool = False
+    # Software events only (perf where the PMU is out of reach), and why hardware events are unavailable then.
+    software_only: bool = False
+    hardware_problem: str | None = None
 
     def __init__(
         self,

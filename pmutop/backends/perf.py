@@ -39,14 +39,14 @@ def gp_budget(platform: HostPlatform, cpu: int) -> int:
     cpuid = platform.cpuid_fn(cpu)
     pm = decode_perfmon(cpuid)
     if pm.version:
-        n = pm.gp_counters
+        counters = pm.gp_counters
     elif decode_identity(cpuid).vendor == "AuthenticAMD":
-        n = 6 if cpuid(0x80000001, 0)[2] >> 23 & 1 else 4  # PerfCtrExtCore: 6 core counters
+        counters = 6 if cpuid(0x80000001, 0)[2] >> 23 & 1 else 4  # PerfCtrExtCore: 6 core counters
     else:
-        n = 4
+        counters = 4
     if (platform.read_setting(NMI_WATCHDOG) or "0") != "0":
-        n -= 1  # the watchdog holds one counter; an oversized group would never be scheduled
-    return max(n, 1)
+        counters -= 1  # the watchdog holds one counter; an oversized group would never be scheduled
+    return max(counters, 1)
 
 
 def encode_for_perf(spec: EventSpec, pmu: perf_event.PmuInfo | None, cpu: int) -> perf_event.EventSpec:
@@ -81,9 +81,6 @@ def encode_for_perf(spec: EventSpec, pmu: perf_event.PmuInfo | None, cpu: int) -
 
 
 class PerfCpuCounters(CpuCounters):
-    # The top-down method this CPU measures (pmutop.derive.topdown names); the engine copies it into each Sample.
-    topdown_method: str | None = None
-
     def __init__(
         self, cpu: int, groups: list[perf_event.PerfGroup], clock: Clock, busy: CpuBusy | None, use_tsc: bool
     ) -> None:

@@ -60,31 +60,31 @@ class Sampler:
         self._last_read_ns = self.counters.accumulate()
 
     def take(self) -> Sample:
-        r = self.counters.read()
-        self._last_read_ns = r.at_ns
-        interval = (r.at_ns - self._prev_ns) / NS
-        self._prev_ns = r.at_ns
+        reading = self.counters.read()
+        self._last_read_ns = reading.at_ns
+        interval = (reading.at_ns - self._prev_ns) / NS
+        self._prev_ns = reading.at_ns
         tsc_hz = None
-        if r.tsc is not None:
-            self._tsc_total += r.tsc
-            elapsed = (r.at_ns - self._t0_ns) / NS
+        if reading.tsc is not None:
+            self._tsc_total += reading.tsc
+            elapsed = (reading.at_ns - self._t0_ns) / NS
             tsc_hz = self._tsc_total / elapsed if elapsed > 0 and self._tsc_total else None
-        suspect = r.suspect or impossible(r.counts, r.tsc, tsc_hz)
+        suspect = reading.suspect or impossible(reading.counts, reading.tsc, tsc_hz)
         power = self.engine.power
         extra = power.sample(self.cpu, interval, tsc_hz) if power is not None else {}
         sample = Sample(
             cpu=self.cpu,
             seq=self.ring.count + 1,
-            time=(r.at_ns - self.engine.start_ns) / NS,
+            time=(reading.at_ns - self.engine.start_ns) / NS,
             interval=interval,
-            tsc=r.tsc,
+            tsc=reading.tsc,
             tsc_hz=tsc_hz,
-            counts=r.counts,
-            overflows=r.overflows,
+            counts=reading.counts,
+            overflows=reading.overflows,
             suspect=suspect,
-            estimated=r.estimated,
-            util=r.util,
-            topdown=getattr(self.counters, "topdown_method", None),  # msr and perf counters carry it
+            estimated=reading.estimated,
+            util=reading.util,
+            topdown=self.counters.topdown_method,
             **extra,
         )
         self.ring.push(sample)
@@ -108,53 +108,54 @@ class Sampler:
     def run(self) -> None:
         """Thread body: pin, program, then sample on every deadline until the engine stops (and, with
         narrow counters, accumulate every accumulate period in between)."""
-        eng = self.engine
+        engine = self.engine
         try:
-            eng.platform.pin_current_thread(self.cpu)
+            engine.platform.pin_current_thread(self.cpu)
             self.start_counting()
         except BaseException as e:
             self.fail(e)
-            eng.sampler_ready()
+            engine.sampler_ready()
             return
-        eng.sampler_ready()
-        eng.wait_for_go()
+        engine.sampler_ready()
+        engine.wait_for_go()
         period = self.counters.accumulate_period_ns
-        k, gen = 1, -1
+        deadline_index, gen = 1, -1
         try:
             while True:
-                epoch, interval_ns, g = eng.schedule()
-                if g != gen:
-                    k, gen = 1, g
-                deadline = epoch + k * interval_ns
+                epoch, interval_ns, schedule_gen = engine.schedule()
+                if schedule_gen != gen:
+                    deadline_index, gen = 1, schedule_gen
+                deadline = epoch + deadline_index * interval_ns
                 if period is not None and self._last_read_ns + period < deadline:
                     # Read before a counter could wrap twice; the deadlines stay where they are (no drift).
                     if self.sleep_until(self._last_read_ns + period, gen):
                         self.accumulate()
-                    elif eng.stopping:
+                    elif engine.stopping:
                         return
                     continue
                 if not self.sleep_until(deadline, gen):
-                    if eng.stopping:
+                    if engine.stopping:
                         return
                     continue  # schedule changed while waiting
                 sample = self.take()
-                eng.published(self.cpu, sample.seq)
-                now = eng.clock.now_ns()
-                k = max(k + 1, (now - epoch) // interval_ns + 1)  # skip deadlines we are already past
+                engine.published(self.cpu, sample.seq)
+                now = engine.clock.now_ns()
+                # Skip deadlines we are already past.
+                deadline_index = max(deadline_index + 1, (now - epoch) // interval_ns + 1)
         except BaseException as e:
             self.fail(e)
-            eng.published(self.cpu, None)
+            engine.published(self.cpu, None)
 
     def sleep_until(self, deadline_ns: int, gen: int) -> bool:
         """Sleep on this sampler's own Event until the deadline; False if stopping or the schedule changed."""
-        eng, wake = self.engine, self.wake
+        engine, wake = self.engine, self.wake
         while True:
             # Cleared before the checks: a set() after them ends the wait below, one before is seen by them.
             wake.clear()
-            if eng.stopping or eng.schedule()[2] != gen:
+            if engine.stopping or engine.schedule()[2] != gen:
                 self.early_wakeups += 1
                 return False
-            remaining = deadline_ns - eng.clock.now_ns()
+            remaining = deadline_ns - engine.clock.now_ns()
             if remaining <= 0:
                 return True
             wake.wait(remaining / NS)
@@ -231,18 +232,18 @@ class Engine:
         for cpu in self.cpus:
             self.samplers[cpu] = Sampler(self, cpu, self.backend.counters(cpu), self.rings[cpu])
         if not self.threaded:
-            for s in self.samplers.values():
-                s.start_counting()
+            for sampler in self.samplers.values():
+                sampler.start_counting()
             self.epoch_ns = self.start_ns = self.clock.now_ns()
             self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
             return
-        for cpu, s in self.samplers.items():
-            t = threading.Thread(target=s.run, name=f"pmutop-cpu{cpu}", daemon=True)
+        for cpu, sampler in self.samplers.items():
+            thread = threading.Thread(target=sampler.run, name=f"pmutop-cpu{cpu}", daemon=True)
             try:
-                t.start()
+                thread.start()
             except RuntimeError as e:  # "can't start new thread": out of threads or memory (ulimit -u)
                 raise HardwareError(f"cannot start the sampler thread for cpu {cpu}: {e} (check `ulimit -u`)") from None
-            self._threads.append(t)
+            self._threads.append(thread)
         deadline = time.monotonic() + START_TIMEOUT_S
         with self._cond:
             while self._ready < len(self.samplers):
@@ -251,7 +252,7 @@ class Engine:
                 if time.monotonic() >= deadline:
                     raise HardwareError(f"samplers did not start within {START_TIMEOUT_S:.0f} s")
                 self._cond.wait(0.05)
-        failed = [s.error for s in self.samplers.values() if s.error]
+        failed = [sampler.error for sampler in self.samplers.values() if sampler.error]
         if failed:
             raise HardwareError(failed[0])
         with self._cond:
@@ -270,9 +271,9 @@ class Engine:
         self._wake_samplers()
         self.wake_waiters()
         deadline = time.monotonic() + JOIN_TIMEOUT_S
-        for t in self._threads:
-            if t is not threading.current_thread():
-                t.join(timeout=max(0.0, deadline - time.monotonic()))
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if self.power is not None:
             self.power.close()
         return self.undo.run()
@@ -293,8 +294,8 @@ class Engine:
         return self._schedule
 
     def _wake_samplers(self) -> None:
-        for s in self.samplers.values():
-            s.wake.set()
+        for sampler in self.samplers.values():
+            sampler.wake.set()
 
     def published(self, cpu: int, seq: int | None) -> None:
         """A sampler pushed sample `seq` (None: it failed, which is news too); wakes the readers this
@@ -339,15 +340,15 @@ class Engine:
         """Unthreaded engines only: every CPU takes one sample now (tests and screenshots)."""
         assert not self.threaded
         out = []
-        for s in self.samplers.values():
-            if s.error is None:
+        for sampler in self.samplers.values():
+            if sampler.error is None:
                 try:
-                    sample = s.take()
+                    sample = sampler.take()
                     out.append(sample)
-                    self.published(s.cpu, sample.seq)
+                    self.published(sampler.cpu, sample.seq)
                 except Exception as e:
-                    s.fail(e)
-                    self.published(s.cpu, None)
+                    sampler.fail(e)
+                    self.published(sampler.cpu, None)
         return out
 
     def tick_on_schedule(self, stop: threading.Event | None = None) -> bool:
@@ -360,34 +361,34 @@ class Engine:
             if self.stopping or (stop is not None and stop.is_set()):
                 return False
             epoch, interval_ns, gen = self._schedule  # again after a wake-up: set_interval wakes it too
-            k = self._next[1] if self._next[0] == gen else 1
-            remaining = epoch + k * interval_ns - self.clock.now_ns()
+            deadline_index = self._next[1] if self._next[0] == gen else 1
+            remaining = epoch + deadline_index * interval_ns - self.clock.now_ns()
             if remaining <= 0:
                 break
             self._tick_wake.acquire(timeout=remaining / NS)
         self.tick()
-        self._next = (gen, max(k + 1, (self.clock.now_ns() - epoch) // interval_ns + 1))
+        self._next = (gen, max(deadline_index + 1, (self.clock.now_ns() - epoch) // interval_ns + 1))
         return True
 
     @property
     def accumulate_period_ns(self) -> int | None:
         """The shortest accumulate period of the CPUs' counters; None when no CPU needs accumulating."""
-        periods = [s.counters.accumulate_period_ns for s in self.samplers.values()]
+        periods = [sampler.counters.accumulate_period_ns for sampler in self.samplers.values()]
         return min((p for p in periods if p is not None), default=None)
 
     def accumulate(self) -> None:
         """Unthreaded engines only: every CPU whose counters need it adds up its counts now (what sampler
         threads do every accumulate period; tests step it with a manual clock)."""
         assert not self.threaded
-        for s in self.samplers.values():
-            if s.error is None and s.counters.accumulate_period_ns is not None:
+        for sampler in self.samplers.values():
+            if sampler.error is None and sampler.counters.accumulate_period_ns is not None:
                 try:
-                    s.accumulate()
+                    sampler.accumulate()
                 except Exception as e:
-                    s.fail(e)
+                    sampler.fail(e)
 
     def failures(self) -> dict[int, str]:
-        return {cpu: s.error for cpu, s in self.samplers.items() if s.error}
+        return {cpu: sampler.error for cpu, sampler in self.samplers.items() if sampler.error}
 
     # -- the read-only face sinks use (pmutop.core.feed.SampleFeed)
 
@@ -441,5 +442,5 @@ class Engine:
                 self._waiters.remove(waiter)
 
     def _ready_for(self, cpu: int, count: int) -> bool:
-        s = self.samplers.get(cpu)
-        return (s is not None and s.error is not None) or self.rings[cpu].count > count
+        sampler = self.samplers.get(cpu)
+        return (sampler is not None and sampler.error is not None) or self.rings[cpu].count > count

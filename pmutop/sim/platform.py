@@ -6,7 +6,9 @@ from pmutop.core.clock import Clock
 from pmutop.hw.msr import MsrDevice
 from pmutop.hw.platform import NMI_WATCHDOG, PERF_EVENT_PARANOID, RDPMC_SYSFS, MsrDeviceState, Platform, RdpmcProbe
 from pmutop.pmu import registers
-from pmutop.sim.model import SimConfig, SimMachine, SimRdpmcFault
+from pmutop.sim.config import SimConfig
+from pmutop.sim.cpu import SimRdpmcFault
+from pmutop.sim.model import SimMachine
 
 
 class SimRdpmcReader:

@@ -9,12 +9,11 @@ counters start just below their 32-bit wrap so the wrap happens within the first
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from pmutop.probes.power import regs
-
-if TYPE_CHECKING:
-    from pmutop.sim.model import _SimCpu
+from pmutop.sim.workload import Counts, Workload
 
 TJMAX = 100
 POWER_UNIT = 0xA0E03  # power 1/8 W, energy 1/2^14 J (61 µJ), time 1/2^10 s: a typical client part
@@ -28,19 +27,54 @@ J_PER_LLC_MISS = 15e-9
 C6_SHARE = 0.7  # of halted time
 
 
+# What this model reads and keeps on the simulated machine, declared here so the machine depends on it rather
+# than the other way round (pmutop.sim.cpu.SimCpu and pmutop.sim.model.SimMachine are what it is given).
+
+
+class PowerMachine(Protocol):
+    energy: tuple[int, dict[str, float]]  # (ms step, joules per RAPL domain), the package's: see _energy
+
+    @property
+    def cpus(self) -> list[int]: ...
+
+    def elapsed_ns(self) -> int: ...
+
+    def states(self) -> Sequence[PowerCpu]: ...
+
+
+class PowerCpu(Protocol):
+    workload: Workload
+    thermal: tuple[int, float]  # (time step, temperature): see _temperature
+    thermal_points: tuple[object, dict[int, tuple[int, int, int]]]  # (workload, points): see _window_point
+
+    @property
+    def machine(self) -> PowerMachine: ...
+
+    @property
+    def time_ns(self) -> int: ...
+
+    @property
+    def advanced(self) -> bool: ...
+
+    @property
+    def cum(self) -> Counts: ...
+
+    def tsc(self) -> int: ...
+
+
 THERMAL_WINDOW_NS = 1_000_000_000  # the die follows the load of about the last second
 THERMAL_STEP_NS = 100_000_000  # the readout changes every 100 ms, so a package read of all cores is cheap
 
 
-def _temperature(cpu: _SimCpu, t_ns: int) -> float:
+def _temperature(cpu: PowerCpu, t_ns: int) -> float:
     step = t_ns // THERMAL_STEP_NS
     if cpu.thermal[0] != step:
         cpu.thermal = (step, _die_temperature(cpu, step * THERMAL_STEP_NS))
     return cpu.thermal[1]
 
 
-def _die_temperature(cpu: _SimCpu, t_ns: int) -> float:
-    w = cpu.workload
+def _die_temperature(cpu: PowerCpu, t_ns: int) -> float:
+    tsc_hz = cpu.workload.tsc_hz
     a_tsc, a_ref, a_cycles = _window_point(cpu, max(0, t_ns - THERMAL_WINDOW_NS))
     b_tsc, b_ref, b_cycles = _window_point(cpu, t_ns)
     ticks = b_tsc - a_tsc
@@ -48,21 +82,21 @@ def _die_temperature(cpu: _SimCpu, t_ns: int) -> float:
     if ticks <= 0 or ref <= 0:
         return 35.0
     util = min(1.0, ref / ticks)
-    ghz = (b_cycles - a_cycles) / ref * w.tsc_hz / 1e9
+    ghz = (b_cycles - a_cycles) / ref * tsc_hz / 1e9
     return 35.0 + 55.0 * util * min(1.0, ghz / 4.0)
 
 
-def _window_point(cpu: _SimCpu, t_ns: int) -> tuple[int, int, int]:
+def _window_point(cpu: PowerCpu, t_ns: int) -> tuple[int, int, int]:
     """(TSC ticks, total reference cycles, total cycles) of the CPU's workload at t, a multiple of the thermal
     step. Kept for the window's length: a window's start is usually an earlier window's end (a step read a
     second before), so each new step costs one workload evaluation, not two."""
-    w = cpu.workload
-    workload, points = cpu.thermal_points
-    if workload is not w:  # replaced (self-test): the old workload's points do not apply
+    workload = cpu.workload
+    points_of, points = cpu.thermal_points
+    if points_of is not workload:  # replaced (self-test): the old workload's points do not apply
         points = {}
     point = points.get(t_ns)
     if point is None:
-        counts = w.cumulative(t_ns)
+        counts = workload.cumulative(t_ns)
         total = counts.total
         point = (counts.tsc, total.ref_cycles, total.cycles)
         # Copy on write: the package read evaluates every CPU from one CPU's thread while each CPU's own
@@ -70,7 +104,7 @@ def _window_point(cpu: _SimCpu, t_ns: int) -> tuple[int, int, int]:
         keep = t_ns - THERMAL_WINDOW_NS
         points = {t: p for t, p in points.items() if t >= keep}
         points[t_ns] = point
-        cpu.thermal_points = (w, points)
+        cpu.thermal_points = (workload, points)
     return point
 
 
@@ -82,36 +116,36 @@ def _therm_status(temp: float) -> int:
 ENERGY_STEP_NS = 1_000_000  # RAPL counters update about every millisecond (SDM 15.10.1)
 
 
-def _energy(cpu: _SimCpu, domain: str) -> int:
+def _energy(cpu: PowerCpu, domain: str) -> int:
     """The package's 32-bit energy counter: every CPU of the (single) simulated package contributes what it
     has run up to its own latest register access (a sampled CPU's model is advanced by its own sampler, so the
     package read costs no model evaluation, and the sum only grows). All domains in one pass per ms."""
     machine = cpu.machine
-    t = machine.elapsed_ns() // ENERGY_STEP_NS * ENERGY_STEP_NS
+    now_ns = machine.elapsed_ns() // ENERGY_STEP_NS * ENERGY_STEP_NS
     cached = machine.energy
-    if cached[0] != t:
+    if cached[0] != now_ns:
         cycles = misses = 0
         for state in machine.states():
             # A CPU nobody samples (not selected) is never advanced: its workload still heats the package.
-            counts = state.cum if state.advanced else state.workload.cumulative(t)
+            counts = state.cum if state.advanced else state.workload.cumulative(now_ns)
             for part in (counts.user, counts.kernel):
                 cycles += part.cycles
                 misses += part.llc_misses
-        secs = t / 1e9
-        n = len(machine.cpus)
+        secs = now_ns / 1e9
+        n_cpus = len(machine.cpus)
         joules = {
             "package": IDLE_PKG_W * secs + J_PER_CYCLE * cycles + J_PER_LLC_MISS * misses,
-            "core": IDLE_CORE_W * n * secs + J_PER_CYCLE * cycles,
+            "core": IDLE_CORE_W * n_cpus * secs + J_PER_CYCLE * cycles,
             "dram": DRAM_W * secs + J_PER_LLC_MISS * misses,
         }
-        cached = machine.energy = (t, joules)
+        cached = machine.energy = (now_ns, joules)
     return (ENERGY_START + int(cached[1][domain] / ENERGY_UNIT_J)) & 0xFFFFFFFF
 
 
-def read(cpu: _SimCpu, address: int) -> int | None:
+def read(cpu: PowerCpu, address: int) -> int | None:
     """The value of a power/thermal/idle MSR on this simulated CPU, or None (the register does not exist)."""
     if address in (regs.IA32_APERF, regs.IA32_MPERF, regs.MSR_CORE_C6_RESIDENCY):
-        counts = cpu.workload.cumulative(cpu._t).total
+        counts = cpu.workload.cumulative(cpu.time_ns).total
         if address == regs.IA32_APERF:
             return counts.cycles
         if address == regs.IA32_MPERF:
@@ -120,10 +154,9 @@ def read(cpu: _SimCpu, address: int) -> int | None:
     if address == regs.MSR_TEMPERATURE_TARGET:
         return TJMAX << 16
     if address == regs.IA32_THERM_STATUS:
-        return _therm_status(_temperature(cpu, cpu._t))
+        return _therm_status(_temperature(cpu, cpu.time_ns))
     if address == regs.IA32_PACKAGE_THERM_STATUS:
-        m = cpu.machine
-        return _therm_status(max(_temperature(m._state(c), cpu._t) for c in m.cpus))
+        return _therm_status(max(_temperature(state, cpu.time_ns) for state in cpu.machine.states()))
     if address == regs.MSR_RAPL_POWER_UNIT:
         return POWER_UNIT
     domain = {regs.MSR_PKG_ENERGY_STATUS: "package", regs.MSR_PP0_ENERGY_STATUS: "core"}.get(address)

@@ -23,9 +23,10 @@ import operator
 import random
 import threading
 from dataclasses import dataclass
-from enum import StrEnum
 from functools import cached_property
 from typing import NamedTuple
+
+from pmutop.sim.regimes import MIXED_WEIGHTS, MIXES, PHASE_WEIGHTS, RANGES, TMA, PhaseKind, Rates
 
 _M64 = (1 << 64) - 1
 SEGMENTS_PER_SECOND = 10
@@ -41,7 +42,6 @@ _E_CORE_GHZ = 0.65
 _E_CORE_IPC = 0.6
 _P_CORE_SLOTS_PER_CYCLE = 6  # default pipeline widths; the simulated machine passes its model's
 _E_CORE_SLOTS_PER_CYCLE = 4
-MIXES = ("classic", "tma")
 # Level-1 then level-2 top-down categories, in PERF_METRICS byte order (reference pmu.md section 2.9).
 TOPDOWN_FIELDS = (
     "retiring",
@@ -88,133 +88,7 @@ def _hash_units8(*keys: int) -> list[float]:
     return [(((h >> (8 * i)) & 0xFF) + 0.5) / 256.0 for i in range(8)]
 
 
-class PhaseKind(StrEnum):
-    IDLE = "idle"
-    BUSY = "busy"
-    MEMORY = "memory"
-    MIXED = "mixed"
-    BRANCHY = "branchy"  # "tma" mix only: mispredicts a lot (bad speculation)
-    FRONTEND = "frontend"  # "tma" mix only: a large code footprint starves the frontend
-
-
 _MIXED = PhaseKind.MIXED  # a module global: cheaper than the enum class attribute in per-segment code
-
-
-@dataclass(frozen=True)
-class Rates:
-    """What one segment of the workload does (P-core values scaled for E-cores)."""
-
-    phase: PhaseKind  # the phase in force
-    regime: PhaseKind  # the steady behaviour actually running (differs from phase only in MIXED)
-    util: float  # unhalted fraction of wall time
-    ghz: float  # core clock while unhalted
-    ipc: float
-    llc_mpki: float  # LLC misses per 1000 instructions
-    llc_miss_ratio: float  # misses / references
-    branches_per_instr: float
-    branch_miss_ratio: float
-    kernel_frac: float  # share of every quantity counted at CPL 0
-
-
-# (low, high) per field of Rates, for a P-core.
-_RANGES: dict[PhaseKind, tuple[tuple[float, float], ...]] = {
-    PhaseKind.IDLE: (
-        (0.01, 0.05),
-        (0.8, 1.6),
-        (0.5, 1.0),
-        (0.5, 3.0),
-        (0.2, 0.5),
-        (0.15, 0.22),
-        (0.02, 0.06),
-        (0.4, 0.8),
-    ),
-    PhaseKind.BUSY: (
-        (0.9, 1.0),
-        (3.4, 4.8),
-        (2.0, 3.5),
-        (0.05, 0.8),
-        (0.05, 0.3),
-        (0.12, 0.2),
-        (0.003, 0.02),
-        (0.01, 0.05),
-    ),
-    PhaseKind.MEMORY: (
-        (0.93, 0.98),
-        (2.4, 3.8),
-        (0.2, 0.7),
-        (10.0, 40.0),
-        (0.4, 0.9),
-        (0.08, 0.14),
-        (0.005, 0.03),
-        (0.02, 0.1),
-    ),
-    PhaseKind.BRANCHY: (
-        (0.9, 1.0),
-        (3.0, 4.4),
-        (0.8, 1.5),
-        (0.3, 2.0),
-        (0.1, 0.4),
-        (0.2, 0.28),
-        (0.06, 0.15),
-        (0.02, 0.08),
-    ),
-    PhaseKind.FRONTEND: (
-        (0.85, 1.0),
-        (3.0, 4.2),
-        (0.7, 1.4),
-        (0.5, 3.0),
-        (0.1, 0.4),
-        (0.15, 0.22),
-        (0.01, 0.04),
-        (0.1, 0.4),
-    ),
-}
-# Per mix: phase weights (dict order matters: it is the RNG's choice order) and the regimes of a mixed phase.
-_PHASE_WEIGHTS: dict[str, dict[PhaseKind, int]] = {
-    "classic": {PhaseKind.IDLE: 3, PhaseKind.BUSY: 3, PhaseKind.MEMORY: 2, PhaseKind.MIXED: 2},
-    "tma": {
-        PhaseKind.IDLE: 3,
-        PhaseKind.BUSY: 3,
-        PhaseKind.MEMORY: 2,
-        PhaseKind.MIXED: 2,
-        PhaseKind.BRANCHY: 2,
-        PhaseKind.FRONTEND: 2,
-    },
-}
-_MIXED_WEIGHTS: dict[str, tuple[tuple[PhaseKind, float], ...]] = {
-    "classic": ((PhaseKind.BUSY, 0.45), (PhaseKind.MEMORY, 0.2), (PhaseKind.IDLE, 0.35)),
-    "tma": (
-        (PhaseKind.BUSY, 0.3),
-        (PhaseKind.MEMORY, 0.15),
-        (PhaseKind.IDLE, 0.3),
-        (PhaseKind.BRANCHY, 0.15),
-        (PhaseKind.FRONTEND, 0.1),
-    ),
-}
-
-
-class _TmaProfile(NamedTuple):
-    """How a regime spends its slots. Retiring = IPC x uops per instruction / width; the rest is split by
-    the three weights; each level-2 child is a share of its parent."""
-
-    uops_per_instr: float
-    bad_spec: float  # weights of the non-retiring slots
-    fe_bound: float
-    be_bound: float
-    heavy_ops: float  # of retiring
-    br_mispredict: float  # of bad speculation
-    fetch_lat: float  # of frontend bound
-    mem_bound: float  # of backend bound
-    recovery: float  # share of bad-speculation slots spent in recovery cycles (x width), the rest wasted uops
-
-
-_TMA: dict[PhaseKind, _TmaProfile] = {
-    PhaseKind.IDLE: _TmaProfile(1.2, 0.12, 0.5, 0.38, 0.25, 0.6, 0.8, 0.5, 0.5),
-    PhaseKind.BUSY: _TmaProfile(1.25, 0.18, 0.4, 0.42, 0.12, 0.8, 0.45, 0.2, 0.5),
-    PhaseKind.MEMORY: _TmaProfile(1.05, 0.04, 0.08, 0.88, 0.1, 0.5, 0.6, 0.9, 0.5),
-    PhaseKind.BRANCHY: _TmaProfile(1.05, 0.6, 0.2, 0.2, 0.08, 0.95, 0.55, 0.3, 0.45),
-    PhaseKind.FRONTEND: _TmaProfile(1.25, 0.08, 0.72, 0.2, 0.35, 0.7, 0.8, 0.35, 0.5),
-}
 _TMA_PHASE_JITTER = 0.15  # per phase (per burst in a mixed phase)
 _TMA_KEY = 0x746D61  # hash keys of the top-down shares: "tma"
 _TMA_SEG_KEY = 0x746D6173
@@ -342,8 +216,8 @@ class Workload:
         self.tsc_hz = tsc_hz
         self.e_core = e_core
         self.mix = mix
-        self._weights = _PHASE_WEIGHTS[mix]
-        self._mixed = _MIXED_WEIGHTS[mix]
+        self._weights = PHASE_WEIGHTS[mix]
+        self._mixed = MIXED_WEIGHTS[mix]
         self.seg_ticks = tsc_hz // SEGMENTS_PER_SECOND
         if width is None:
             width = _E_CORE_SLOTS_PER_CYCLE if e_core else _P_CORE_SLOTS_PER_CYCLE
@@ -410,9 +284,12 @@ class Workload:
     def topdown(self, t0_ns: int, t1_ns: int, part: str = "total") -> TopdownSlots:
         """Slots and slots per top-down category counted in [t0, t1] ("total", "user" or "kernel"): the
         exact truth a PMU reading over that span should reproduce."""
-        a, b = self.cumulative(t0_ns), self.cumulative(t1_ns)
-        x, y = (a.total, b.total) if part == "total" else (getattr(a, part), getattr(b, part))
-        return TopdownSlots(y.slots - x.slots, *(getattr(y, f"td_{f}") - getattr(x, f"td_{f}") for f in TOPDOWN_FIELDS))
+        start, end = self.cumulative(t0_ns), self.cumulative(t1_ns)
+        before, after = (start.total, end.total) if part == "total" else (getattr(start, part), getattr(end, part))
+        return TopdownSlots(
+            after.slots - before.slots,
+            *(getattr(after, f"td_{f}") - getattr(before, f"td_{f}") for f in TOPDOWN_FIELDS),
+        )
 
     # -- phases -------------------------------------------------------------------------------------
 
@@ -422,7 +299,7 @@ class Workload:
         kinds = [k for k in self._weights if k != prev]  # always change behaviour at a boundary
         kind = rng.choices(kinds, weights=[self._weights[k] for k in kinds])[0]
         length = rng.randint(_MIN_PHASE_SEGMENTS, _MAX_PHASE_SEGMENTS)
-        base = () if kind is PhaseKind.MIXED else tuple(rng.uniform(lo, hi) for lo, hi in _RANGES[kind])
+        base = () if kind is PhaseKind.MIXED else tuple(rng.uniform(lo, hi) for lo, hi in RANGES[kind])
         start = self._phases[-1].start + self._phases[-1].length if self._phases else 0
         self._phases.append(_Phase(kind, start, length, base, start_cum))
         self._starts.append(start)
@@ -487,7 +364,7 @@ class Workload:
                         regime = kind
                         break
                     u -= weight
-                base = tuple(lo + (hi - lo) * x for (lo, hi), x in zip(_RANGES[regime], units, strict=True))
+                base = tuple(lo + (hi - lo) * x for (lo, hi), x in zip(RANGES[regime], units, strict=True))
                 cached = (regime, base)
                 self._burst_cache = {burst: cached}
             regime, base = cached
@@ -497,7 +374,7 @@ class Workload:
         h = _mix64_after(self._key_hash, seg)  # hash64(seed, cpu, seg)
         factor = _SEG_FACTOR
         values = []
-        for (lo, hi), b, u in zip(_RANGES[regime], base, h.to_bytes(8, "little"), strict=True):
+        for (lo, hi), b, u in zip(RANGES[regime], base, h.to_bytes(8, "little"), strict=True):
             # min(hi, max(lo, x)) spelt as comparisons (the builtins' call overhead dominates here).
             x = b * factor[u]
             x = x if x > lo else lo
@@ -524,7 +401,7 @@ class Workload:
         k_refs, k_misses = int(llc_refs * kernel_frac), int(llc_misses * kernel_frac)
         k_branches, k_br_misses = int(branches * kernel_frac), int(branch_misses * kernel_frac)
         tma = self._tma_values(phase, seg, regime, ipc, h)
-        recovery = _TMA[regime].recovery
+        recovery = TMA[regime].recovery
         return (
             cycles - k_cycles,
             instr - k_instr,
@@ -544,11 +421,11 @@ class Workload:
             *self._topdown_amounts(k_cycles, tma, recovery),
         )
 
-    def _tma(self, phase: _Phase, seg: int, r: Rates) -> TmaShares:
+    def _tma(self, phase: _Phase, seg: int, rates: Rates) -> TmaShares:
         """Top-down shares of one segment: the regime's profile, varied per phase (per burst in a mixed
         phase) and per segment. Hashes only: the phase RNG is never drawn from."""
         h = _mix64_after(self._key_hash, seg)
-        return TmaShares(*self._tma_values(phase, seg, r.regime, r.ipc, h))
+        return TmaShares(*self._tma_values(phase, seg, rates.regime, rates.ipc, h))
 
     def _tma_values(self, phase: _Phase, seg: int, regime: PhaseKind, ipc: float, seg_hash: int) -> list[float]:
         """_tma's eight shares as a list; `seg_hash` = hash64(seed, cpu, seg)."""
@@ -557,7 +434,7 @@ class Workload:
         if cached is None or cached[0] is not regime:  # once per phase (per burst in a mixed phase)
             # The profile times the per-phase factor, i.e. the first product of vary() below.
             per_phase = hash64(self.seed, self.cpu, key, _TMA_KEY).to_bytes(8, "little")
-            varied = [x * _PHASE_FACTOR[u] for x, u in zip(_TMA[regime][:8], per_phase, strict=True)]
+            varied = [x * _PHASE_FACTOR[u] for x, u in zip(TMA[regime][:8], per_phase, strict=True)]
             cached = (regime, varied)
             self._tma_cache = {key: cached}
         uops, bad_w, fe_w, be_w, heavy, br, fetch, mem = cached[1]
@@ -602,6 +479,6 @@ class Workload:
         issued = retiring + bad - width * recovery
         return (retiring, bad, fe, be, heavy, br, fetch, mem, issued, recovery)
 
-    def _amounts(self, v: _Vec | list[int]) -> Amounts:
+    def _amounts(self, vec: _Vec | list[int]) -> Amounts:
         # _make: a plain tuple build, cheaper than the generated keyword-capable __new__.
-        return Amounts._make((*v[:_BASE], v[0] * self.slots_per_cycle, *v[_BASE:]))
+        return Amounts._make((*vec[:_BASE], vec[0] * self.slots_per_cycle, *vec[_BASE:]))

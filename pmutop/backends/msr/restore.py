@@ -70,15 +70,15 @@ class CpuRecord:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> CpuRecord:
+    def from_json(cls, data: dict[str, Any]) -> CpuRecord:
         return cls(
-            cpu=int(d["cpu"]),
-            gp=tuple(GpRecord(**{**g, "ours": tuple(g["ours"])}) for g in d["gp"]),
-            fixed=tuple(FixedRecord(**f) for f in d["fixed"]),
-            saved_fixed_ctrl=int(d["saved_fixed_ctrl"]),
-            saved_global_ctrl=int(d["saved_global_ctrl"]),
-            status_writable=int(d["status_writable"]),
-            saved_perf_metrics=None if d.get("saved_perf_metrics") is None else int(d["saved_perf_metrics"]),
+            cpu=int(data["cpu"]),
+            gp=tuple(GpRecord(**{**g, "ours": tuple(g["ours"])}) for g in data["gp"]),
+            fixed=tuple(FixedRecord(**f) for f in data["fixed"]),
+            saved_fixed_ctrl=int(data["saved_fixed_ctrl"]),
+            saved_global_ctrl=int(data["saved_global_ctrl"]),
+            status_writable=int(data["status_writable"]),
+            saved_perf_metrics=None if data.get("saved_perf_metrics") is None else int(data["saved_perf_metrics"]),
         )
 
 

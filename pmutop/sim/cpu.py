@@ -1,0 +1,473 @@
+"""One simulated CPU's PMU: its registers, counting from its workload, PERF_METRICS and rdpmc (the behaviour
+and its approximations: pmutop.sim.model's docstring). Registers outside the PMU are the power model's
+(pmutop.sim.power)."""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from pmutop.hw.msr import MsrAccessError
+from pmutop.pmu import registers
+from pmutop.sim import power
+from pmutop.sim.config import CoreShape, SimConfig
+from pmutop.sim.events import FIXED_FNS, CountFn, event_fn
+from pmutop.sim.workload import TOPDOWN_FIELDS, Amounts, Counts, Workload
+
+_RDPMC_TYPE_GP = 0x0000
+_RDPMC_TYPE_FIXED = 0x4000
+_RDPMC_TYPE_METRICS = 0x2000  # ECX = 1 << 29 (Linux INTEL_PMC_FIXED_RDPMC_METRICS)
+_TD_ATTRS = tuple(f"td_{f}" for f in TOPDOWN_FIELDS)  # Amounts fields in PERF_METRICS byte order
+_TD_FIRST = Amounts._fields.index(_TD_ATTRS[0])
+assert Amounts._fields[_TD_FIRST : _TD_FIRST + len(_TD_ATTRS)] == _TD_ATTRS  # contiguous, in byte order
+_FIXED_ENABLE = registers.FIXED_EN_OS | registers.FIXED_EN_USR
+
+
+class SimRdpmcFault(Exception):
+    """rdpmc raised #GP (the real instruction would kill the process with SIGSEGV)."""
+
+
+# What an MSR address is: (kind, counter index).
+_EVTSEL = "evtsel"
+_PMC_SIGN_EXTEND = "pmc"  # IA32_PMCx: WRMSR sign-extends EAX[31:0]
+_PMC_FULL = "a_pmc"  # IA32_A_PMCx: full width, only with PERF_CAPABILITIES[13]
+_PMC_V6 = "gp_ctr"  # IA32_PMC_GPn_CTR: full width with PERF_CAPABILITIES[13], else (assumed) sign-extending
+_FIXED = "fixed"
+
+
+def _register_table(cfg: SimConfig) -> dict[int, tuple[str, int]]:
+    """Every counter and event-select address this PMU answers, built from pmutop's own register maps.
+
+    v6 parts get the v6 range plus the legacy addresses as aliases of counters 0-7 (pmutop.sim.model's docstring).
+    """
+    maps = [registers.LEGACY_REGISTERS] + ([registers.V6_REGISTERS] if cfg.version >= 6 else [])
+    table: dict[int, tuple[str, int]] = {}
+    for regs in maps:
+        for i in range(min(cfg.gp_counters, regs.max_gp)):
+            table[regs.evtsel(i)] = (_EVTSEL, i)
+            if regs.kind == "v6":
+                table[regs.pmc(i)] = (_PMC_V6, i)
+            else:
+                table[regs.pmc(i)] = (_PMC_SIGN_EXTEND, i)
+                table[regs.counter(i, full_width=True)] = (_PMC_FULL, i)
+        for i in range(min(cfg.fixed_counters, regs.max_fixed)):
+            table[regs.fixed_ctr(i)] = (_FIXED, i)
+    return table
+
+
+class Machine(power.PowerMachine, Protocol):
+    """What one CPU's PMU needs from the machine it belongs to (pmutop.sim.model.SimMachine): its config and
+    clock, and what the power model reads there."""
+
+    config: SimConfig
+
+
+@dataclass
+class _Counter:
+    fn: CountFn
+    user: bool
+    kernel: bool
+    pmi: bool
+    width: int
+    status_bit: int
+    regs: list[int]  # the CPU's gp or fixed counter values (never replaced, only written by index)
+    index: int
+
+    def read(self) -> int:
+        return self.regs[self.index]
+
+    def delta(self, old: Counts, new: Counts) -> int:
+        counted = 0
+        if self.user:
+            counted += self.fn(new.user) - self.fn(old.user)
+        if self.kernel:
+            counted += self.fn(new.kernel) - self.fn(old.kernel)
+        return counted
+
+
+# -- one CPU ----------------------------------------------------------------------------------------------
+
+
+class SimCpu:
+    """The PMU state of one logical CPU. Every public method takes the CPU's lock."""
+
+    def __init__(self, machine: Machine, cpu: int, workload: Workload, core: CoreShape) -> None:
+        # This CPU's config: the machine's with its core type's counter numbers (hybrid parts differ).
+        cfg = dataclasses.replace(machine.config, gp_counters=core.gp, fixed_counters=core.fixed)
+        self.machine = machine
+        self.cfg = cfg
+        self.core = core
+        self.cpu = cpu
+        self.workload = workload
+        self.lock = threading.Lock()
+        self.evtsel = [0] * cfg.gp_counters
+        self.gp = [0] * cfg.gp_counters
+        self.fixed = [0] * cfg.fixed_counters
+        self.fixed_ctrl = 0
+        self.global_ctrl = 0
+        self.status = 0
+        self._t = 0  # ns since machine start, never goes back
+        self.thermal: tuple[int, float] = (-1, 0.0)  # (time step, temperature): see sim/power.py
+        self.thermal_points: tuple[object, dict[int, tuple[int, int, int]]] = (None, {})  # sim/power.py
+        self._cum = workload.cumulative(0)
+        self._enabled: list[_Counter] | None = None  # cache, dropped by every register write
+        fixed = range(cfg.fixed_counters)
+        self.metrics_fields = core.metrics
+        self.global_ctrl_valid = registers.global_ctrl_mask(range(cfg.gp_counters), fixed)
+        self.status_valid = registers.status_reset_writable_mask(
+            cfg.version, cfg.gp_counters, fixed, perf_metrics=bool(self.metrics_fields)
+        )
+        if self.metrics_fields:
+            self.global_ctrl_valid |= registers.GLOBAL_CTRL_EN_PERF_METRICS
+        # PERF_METRICS: slots per category (x 255, so a loaded fraction of fixed counter 3 stays an integer)
+        # since it was last written, and the value written while nothing has been counted since.
+        self._metrics_acc = [0] * 8
+        self._metrics_loaded: int | None = None
+        self._metrics_src: _Counter | None = None  # fixed counter 3 while it feeds PERF_METRICS
+        self.gp_mask = (1 << cfg.gp_width) - 1
+        self.fixed_mask = (1 << cfg.fixed_width) - 1
+        self.regs = registers.register_map(cfg.version)
+        self._registers = _register_table(cfg)
+        # The other registers a read answers, built once (not per read).
+        self._readers: dict[int, Callable[[], int]] = {
+            registers.IA32_TIME_STAMP_COUNTER: self.tsc,
+            registers.IA32_PERF_CAPABILITIES: lambda: (
+                (registers.PERF_CAP_FW_WRITE if cfg.full_width_writes else 0)
+                | (registers.PERF_CAP_PERF_METRICS if self.metrics_fields else 0)
+            ),
+            registers.IA32_FIXED_CTR_CTRL: lambda: self.fixed_ctrl,
+            registers.IA32_PERF_GLOBAL_STATUS: lambda: self.status,
+            registers.IA32_PERF_GLOBAL_CTRL: lambda: self.global_ctrl,
+            registers.IA32_PERF_GLOBAL_STATUS_RESET: lambda: 0,
+        }
+        if cfg.version >= 4:
+            self._readers[registers.IA32_PERF_GLOBAL_STATUS_SET] = lambda: 0  # write-only
+            self._readers[registers.IA32_PERF_GLOBAL_INUSE] = self._inuse
+        if self.metrics_fields:
+            self._readers[registers.MSR_PERF_METRICS] = self._perf_metrics
+        # Registers whose value does not move with time: reading them needs no advance. Counting is additive
+        # (a counter adds fn(new) - fn(old)), so fewer, longer advances give exactly the same counts.
+        self._static = frozenset(
+            [a for a, (kind, _) in self._registers.items() if kind == _EVTSEL]
+            + [
+                a
+                for a in self._readers
+                if a
+                not in (
+                    registers.IA32_TIME_STAMP_COUNTER,
+                    registers.IA32_PERF_GLOBAL_STATUS,
+                    registers.MSR_PERF_METRICS,
+                )
+            ]
+        )
+
+    # -- counting -----------------------------------------------------------------------------------
+
+    def _frozen(self) -> bool:
+        return self.cfg.version >= 4 and bool(self.status & registers.STATUS_CTR_FRZ)
+
+    def _active(self) -> list[_Counter]:
+        """Counters that count right now (per-counter enable AND global enable AND not frozen)."""
+        if self._frozen():
+            return []
+        if self._enabled is None:
+            self._enabled = self._enabled_counters()
+        return self._enabled
+
+    def _enabled_counters(self) -> list[_Counter]:
+        out: list[_Counter] = []
+        self._metrics_src = None
+        freeze_on_pmi = self.cfg.version >= 4
+        for i, sel in enumerate(self.evtsel):
+            if (
+                sel & registers.EVTSEL_EN
+                and self.global_ctrl & registers.gp_bit(i)
+                and sel & (registers.EVTSEL_USR | registers.EVTSEL_OS)
+            ):
+                out.append(
+                    _Counter(
+                        event_fn(sel, self.cfg.tsc_hz, self.core.events),
+                        bool(sel & registers.EVTSEL_USR),
+                        bool(sel & registers.EVTSEL_OS),
+                        freeze_on_pmi and bool(sel & registers.EVTSEL_INT),
+                        self.cfg.gp_width,
+                        registers.gp_bit(i),
+                        self.gp,
+                        i,
+                    )
+                )
+        for i in range(self.cfg.fixed_counters):
+            nib = registers.fixed_ctrl_nibble(self.fixed_ctrl, i)
+            if nib & _FIXED_ENABLE and self.global_ctrl & registers.fixed_bit(i):
+                out.append(
+                    _Counter(
+                        FIXED_FNS[i],
+                        bool(nib & registers.FIXED_EN_USR),
+                        bool(nib & registers.FIXED_EN_OS),
+                        freeze_on_pmi and bool(nib & registers.FIXED_PMI),
+                        self.cfg.fixed_width,
+                        registers.fixed_bit(i),
+                        self.fixed,
+                        i,
+                    )
+                )
+                if i == 3 and self.metrics_fields and self.global_ctrl & registers.GLOBAL_CTRL_EN_PERF_METRICS:
+                    self._metrics_src = out[-1]
+        return out
+
+    def _advance(self) -> None:
+        """Bring counters and status up to the clock's present."""
+        now = max(self.machine.elapsed_ns(), self._t)
+        if now == self._t:
+            return
+        new = self.workload.cumulative(now)
+        active = self._active()
+        pmi = [c for c in active if c.pmi]
+        if pmi and self._pmi_overflows(pmi, new):
+            # Freeze where the overflow happened: count up to that instant, then nothing more.
+            lo, hi = self._t, now
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if self._pmi_overflows(pmi, self.workload.cumulative(mid)):
+                    hi = mid
+                else:
+                    lo = mid
+            self._count(active, self.workload.cumulative(hi))
+            active = []
+        self._count(active, new)
+        self._t = now
+        self._cum = new
+
+    def _pmi_overflows(self, pmi: list[_Counter], new: Counts) -> bool:
+        return any((c.read() + c.delta(self._cum, new)) >> c.width for c in pmi)
+
+    def _count(self, active: list[_Counter], new: Counts) -> None:
+        src = self._metrics_src
+        old = self._cum
+        # _Counter.delta inlined: this runs for every enabled counter on every register access.
+        old_user, old_kernel, new_user, new_kernel = old.user, old.kernel, new.user, new.kernel
+        for c in active:
+            fn = c.fn
+            d = fn(new_user) - fn(old_user) if c.user else 0
+            if c.kernel:
+                d += fn(new_kernel) - fn(old_kernel)
+            value = c.regs[c.index] + d
+            if value >> c.width:
+                self.status |= c.status_bit
+                if c.pmi:
+                    self.status |= registers.STATUS_CTR_FRZ
+                if c is src:
+                    self.status |= registers.STATUS_PERF_METRICS_OVF
+                value &= (1 << c.width) - 1
+            c.regs[c.index] = value
+            if c is src:
+                self._count_metrics(c, new)
+        self._cum = new
+
+    def _count_metrics(self, counter: _Counter, new: Counts) -> None:
+        """PERF_METRICS follows fixed counter 3: the same slots, split by category (same USR/OS)."""
+        old = self._cum
+        added = False
+        fields = slice(_TD_FIRST, _TD_FIRST + self.metrics_fields)  # td_* fields are adjacent in Amounts
+        acc = self._metrics_acc
+        for on, a, b in ((counter.user, old.user, new.user), (counter.kernel, old.kernel, new.kernel)):
+            if not on:
+                continue
+            for k, (x, y) in enumerate(zip(a[fields], b[fields], strict=True)):
+                if y != x:
+                    acc[k] += 255 * (y - x)
+                    added = True
+        if added:
+            self._metrics_loaded = None
+
+    def _perf_metrics(self) -> int:
+        if self._metrics_loaded is not None:
+            return self._metrics_loaded
+        acc = self._metrics_acc
+        total = sum(acc[:4])
+        if not total:
+            return 0
+        value = 0
+        for k in range(self.metrics_fields):
+            value |= min(255, (510 * acc[k] + total) // (2 * total)) << 8 * k  # round half up
+        return value
+
+    def _write_perf_metrics(self, value: int) -> bool:
+        if value >> 8 * self.metrics_fields:
+            return False  # reserved bytes (level 2 on a level-1 part)
+        if value == 0:
+            self._metrics_acc = [0] * 8
+            self._metrics_loaded = None
+            return True
+        # A loaded value is the fractions of the slots fixed counter 3 holds now (Linux restores a context by
+        # writing fixed counter 3, then PERF_METRICS).
+        weight = max(self.fixed[3], 1)
+        self._metrics_acc = [(value >> 8 * k & 0xFF) * weight for k in range(8)]
+        self._metrics_loaded = value
+        return True
+
+    # -- registers ----------------------------------------------------------------------------------
+
+    def _inuse(self) -> int:
+        value = 0
+        pmi = False
+        for i, sel in enumerate(self.evtsel):
+            if sel & registers.EVTSEL_EVENT_MASK:
+                value |= registers.gp_bit(i)
+            pmi |= bool(sel & registers.EVTSEL_INT)
+        for i in range(self.cfg.fixed_counters):
+            nib = registers.fixed_ctrl_nibble(self.fixed_ctrl, i)
+            if nib & _FIXED_ENABLE:
+                value |= registers.fixed_bit(i)
+            pmi |= bool(nib & registers.FIXED_PMI)
+        return value | (registers.INUSE_PMI if pmi else 0)
+
+    def tsc(self) -> int:
+        return self.workload.ticks(self._t)
+
+    @property
+    def advanced(self) -> bool:
+        """Whether anything has read or written this CPU's counting registers yet."""
+        return self._t > 0
+
+    @property
+    def cum(self) -> Counts:
+        """What this CPU has run up to its latest register access."""
+        return self._cum
+
+    @property
+    def time_ns(self) -> int:
+        """The time (ns since machine start) this CPU's counters have been brought up to."""
+        return self._t
+
+    def replace_workload(self, workload: Workload) -> None:
+        """Count from `workload` from now on (pmutop.sim.model.SimMachine.replace_workload)."""
+        with self.lock:
+            self._advance()
+            self.workload = workload
+            self._cum = workload.cumulative(self._t)
+
+    def read(self, address: int) -> int:
+        with self.lock:
+            if address not in self._static:
+                self._advance()
+            value = self._read(address)
+        if value is None:
+            raise MsrAccessError(self.cpu, address, "read", errno.EIO)
+        return value
+
+    def _read(self, address: int) -> int | None:
+        reg = self._registers.get(address)
+        if reg is not None:
+            kind, i = reg
+            if kind == _EVTSEL:
+                return self.evtsel[i]
+            return self.fixed[i] if kind == _FIXED else self.gp[i]
+        reader = self._readers.get(address)
+        return power.read(self, address) if reader is None else reader()
+
+    def write(self, address: int, value: int) -> None:
+        with self.lock:
+            self._advance()  # count up to now under the old configuration
+            if not self._write(address, value):
+                raise MsrAccessError(self.cpu, address, "write", errno.EIO)
+            self._enabled = None
+
+    def _write(self, address: int, value: int) -> bool:
+        """Apply a WRMSR; False means #GP (nothing changed)."""
+        cfg = self.cfg
+        kind, i = self._registers.get(address, (None, 0))
+        if kind == _EVTSEL:
+            if value >> 32 or (cfg.version >= 5 and value & registers.EVTSEL_ANY):
+                return False
+            self.evtsel[i] = value
+            return True
+        if kind == _PMC_V6 and cfg.full_width_writes:
+            kind = _PMC_FULL
+        if kind in (_PMC_SIGN_EXTEND, _PMC_V6):
+            self.gp[i] = registers.sign_extend_legacy_pmc_write(value, cfg.gp_width)
+            return True
+        if kind == _PMC_FULL:
+            if not cfg.full_width_writes or value > self.gp_mask:
+                return False
+            self.gp[i] = value
+            return True
+        if kind == _FIXED:
+            if value > self.fixed_mask:
+                return False
+            self.fixed[i] = value
+            return True
+        if address == registers.IA32_FIXED_CTR_CTRL:
+            any_bits = sum(registers.FIXED_ANY << 4 * i for i in range(cfg.fixed_counters))
+            if value >> 4 * cfg.fixed_counters or (cfg.version >= 5 and value & any_bits):
+                return False
+            self.fixed_ctrl = value
+            return True
+        if address == registers.IA32_PERF_GLOBAL_CTRL:
+            if value & ~self.global_ctrl_valid:
+                return False
+            self.global_ctrl = value
+            return True
+        if address == registers.IA32_PERF_GLOBAL_STATUS_RESET:
+            if value & ~self.status_valid:
+                return False
+            self.status &= ~value  # write-1-to-clear
+            return True
+        if address == registers.MSR_PERF_METRICS and self.metrics_fields:
+            return self._write_perf_metrics(value)
+        if address == registers.IA32_PERF_GLOBAL_STATUS_SET and cfg.version >= 4:
+            if value & ~self.status_valid:
+                return False
+            self.status |= value
+            return True
+        return False  # read-only (TSC, capabilities, status, INUSE) or not implemented
+
+    def set_status_bits(self, bits: int) -> None:
+        with self.lock:
+            self._advance()
+            if bits & ~self.status_valid:
+                raise ValueError(f"status bits {bits & ~self.status_valid:#x} do not exist on this PMU")
+            self.status |= bits
+
+    def snapshot(self) -> dict[int, int]:
+        with self.lock:
+            self._advance()
+            regs = {self.regs.evtsel(i): v for i, v in enumerate(self.evtsel)}
+            regs[registers.IA32_FIXED_CTR_CTRL] = self.fixed_ctrl
+            regs[registers.IA32_PERF_GLOBAL_CTRL] = self.global_ctrl
+            regs[registers.IA32_PERF_GLOBAL_STATUS] = self.status
+            return regs
+
+    # -- rdpmc --------------------------------------------------------------------------------------
+
+    def _rdpmc(self, ecx: int) -> int:
+        if not self.cfg.rdpmc_enabled:
+            raise SimRdpmcFault(f"cpu {self.cpu}: rdpmc with CR4.PCE clear")
+        kind, index = ecx >> 16, ecx & 0xFFFF
+        if kind == _RDPMC_TYPE_GP and index < self.cfg.gp_counters:
+            return self.gp[index]
+        if kind == _RDPMC_TYPE_FIXED and index < self.cfg.fixed_counters:
+            return self.fixed[index]
+        if kind == _RDPMC_TYPE_METRICS and index == 0 and self.metrics_fields:
+            return self._perf_metrics()
+        raise SimRdpmcFault(f"cpu {self.cpu}: rdpmc ecx={ecx:#x} is not a counter")
+
+    def rdpmc(self, ecx: int) -> int:
+        if not 0 <= ecx < 1 << 32:
+            raise SimRdpmcFault(f"cpu {self.cpu}: rdpmc ecx={ecx:#x} out of range")
+        with self.lock:
+            self._advance()
+            return self._rdpmc(ecx)
+
+    def read_counters(self, n_fixed: int, n_gp: int, metrics: bool = False) -> tuple[int, list[int]]:
+        with self.lock:
+            self._advance()
+            values = [self._rdpmc(_RDPMC_TYPE_FIXED << 16 | i) for i in range(n_fixed)]
+            values += [self._rdpmc(_RDPMC_TYPE_GP << 16 | i) for i in range(n_gp)]
+            if metrics:
+                values.append(self._rdpmc(_RDPMC_TYPE_METRICS << 16))
+            return self.tsc(), values
