@@ -83,7 +83,6 @@ class MeasurementSession:
         self.cpus = cpus
         self.guard = guard
         self.state: RunState | None = None
-        self.undo: UndoLog | None = None
         self.engine: Engine | None = None
         self.end: RunEnd | None = None
         self.result = RestoreResult()
@@ -120,9 +119,15 @@ class MeasurementSession:
                 say=say,
                 stop=self.guard.stop_requested.is_set,
             )
-        self.undo = UndoLog(self.state)
         self.engine = Engine(
-            backend, platform, platform.clock, self.cpus, interval, undo=self.undo, power=power, threaded=threaded
+            backend,
+            platform,
+            platform.clock,
+            self.cpus,
+            interval,
+            undo=UndoLog(self.state),
+            power=power,
+            threaded=threaded,
         )
         self.end = RunEnd(self.engine, self.state)
         self.guard.set_restore(self.end, report_restore)

@@ -359,10 +359,9 @@ def selftest_main(argv: list[str], guard: ExitGuard) -> int:
     checks: list[Check] = []
     header = _header(platform, backend, runner, cpus)
     # The engine only for its way out: Engine.stop runs the undo log once, shared with the exit guard.
-    with session.open(backend, ["selftest", *argv], interval=1.0, threaded=False):
+    with session.open(backend, ["selftest", *argv], interval=1.0, threaded=False) as engine:
         try:
-            assert session.undo is not None
-            backend.prepare(cpus, session.undo)
+            backend.prepare(cpus, engine.undo)
             # Each CPU is programmed when its turn comes; the state file already names them all, so other
             # runs keep off them and the machine-wide lock can go now (as after a normal run's start).
             session.started()
