@@ -14,7 +14,7 @@ from serve_helpers import ROOT, free_port, scrape, start_serve, stop, values
 from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, read_msr
 from test_signals import ORIGINAL, WATCHDOG, assert_restored
 
-from pmutop.app.main import run_parser
+from pmutop.app.options import run_parser
 from pmutop.core.errors import UsageError
 from pmutop.sinks.exporter import parse_listen
 

@@ -15,7 +15,8 @@ import pytest
 from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
 from test_hardening_download import Serve, certificate, serve_https, valid_site  # noqa: F401  (fixtures: serve)
 
-from pmutop.app.commands.events import events_main, events_parser, run_events
+from pmutop.app.commands.events import events_main, run_events
+from pmutop.app.options import events_parser
 from pmutop.core.errors import PmutopError, UsageError
 from pmutop.core.sysroot import Sysroot
 from pmutop.hw.platform import HostPlatform

@@ -6,14 +6,23 @@ import socket
 
 from pmutop.backends.base import Backend
 from pmutop.core.run_description import RunInfo
+from pmutop.hw.cpus import describe_cpus
 from pmutop.hw.platform import Platform
-from pmutop.pmu.cpuid_decode import decode_core_type, decode_identity
+
+
+def _watchdog_paused(backend: Backend) -> bool:
+    """Did the backend pause the NMI watchdog for the run? The msr backend says so in a notice; a member
+    of its own (`watchdog_paused`) is read first once it has one."""
+    paused = getattr(backend, "watchdog_paused", None)
+    if paused is not None:
+        return bool(paused)
+    return any("NMI watchdog paused" in notice for notice in backend.notices)
 
 
 def collect(platform: Platform, backend: Backend, cpus: list[int], hostname: str | None = None) -> RunInfo:
     """After the backend is prepared: everything the header needs, read once."""
-    cpuid = platform.cpuid_fn(cpus[0])
-    ident = decode_identity(cpuid)
+    survey = describe_cpus(platform, cpus, same_identity=True)
+    ident = survey.get(cpus[0]).identity
     facts = backend.describe()
     if "pmu_version" in facts:
         pmu = (
@@ -25,9 +34,9 @@ def collect(platform: Platform, backend: Backend, cpus: list[int], hostname: str
     core_types: dict[int, str] = {}
     if ident.hybrid:
         for cpu in cpus:
-            ct = decode_core_type(platform.cpuid_fn(cpu))
-            if ct is not None:
-                core_types[cpu] = ct.short
+            core_type = survey.get(cpu).core_type
+            if core_type is not None:
+                core_types[cpu] = core_type.short
     model = ident.brand or f"{ident.vendor} family {ident.family:#x} model {ident.model:#x}"
     return RunInfo(
         hostname=hostname or socket.gethostname(),
@@ -41,6 +50,7 @@ def collect(platform: Platform, backend: Backend, cpus: list[int], hostname: str
         cpus=list(cpus),
         core_types=core_types,
         notices=list(backend.notices),
+        watchdog_paused=_watchdog_paused(backend),
         hardware_problem=getattr(backend, "hardware_problem", None)
         if getattr(backend, "software_only", False)
         else None,

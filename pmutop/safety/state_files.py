@@ -373,3 +373,21 @@ def describe_runs(sysroot: Sysroot) -> list[dict[str, Any]]:
         return []
     finally:
         state_dir.close()
+
+
+def leftover_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """What the runs of describe_runs that ended without restoring left behind, one line each."""
+    lines = []
+    for run in runs:
+        if run["running"]:
+            continue
+        if run["problem"]:
+            lines.append(run["problem"])
+            continue
+        parts = [f"cpu {run['programmed_cpus']} PMU registers"] if run["programmed_cpus"] else []
+        parts += [f"/{rel} = {c['set']} (was {c['original']})" for rel, c in run["settings"].items()]
+        lines.append(
+            f"pmutop pid {run['pid']} (started {run['started']}) ended without restoring: "
+            + (", ".join(parts) or "nothing recorded")
+        )
+    return lines

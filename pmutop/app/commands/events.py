@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from collections.abc import Sequence
@@ -10,20 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pmutop.app.options import events_parser
+from pmutop.app.platform_setup import sysroot_dir
 from pmutop.core.cpulist import format_cpu_list, group_by_cpu
 from pmutop.core.errors import HardwareError, UsageError
-from pmutop.core.sysroot import Sysroot
+from pmutop.hw.cpus import describe_cpus
 from pmutop.hw.platform import HostPlatform, Platform
 from pmutop.pmu import perfmon
-from pmutop.pmu.cpuid_decode import (
-    CoreType,
-    CpuIdentity,
-    PerfmonInfo,
-    decode_core_type,
-    decode_identity,
-    decode_perfmon,
-    identity_to_dict,
-)
+from pmutop.pmu.cpuid_decode import CoreType, CpuIdentity, PerfmonInfo, identity_to_dict
 from pmutop.pmu.events import ARCH_EVENTS, SOFTWARE_EVENTS, EventSpec
 from pmutop.pmu.perfmon import MAPFILE, NO_TABLES_HINT, PERFMON_ENV, PERFMON_URL, IntelEvent, PerfmonTables
 
@@ -56,18 +49,14 @@ class CpuGroup:
 
 def cpu_groups(platform: Platform, problems: dict[int, str] | None = None) -> list[CpuGroup]:
     """Online CPUs grouped by what they read; CPUs whose CPUID cannot be read go to `problems` (cpu -> why)."""
+    survey = describe_cpus(platform, platform.online_cpus())
+    if problems is None and survey.unreadable:
+        raise HardwareError(next(iter(survey.unreadable.values())))
+    if problems is not None:
+        problems.update(survey.unreadable)
     groups: dict[tuple[Any, ...], CpuGroup] = {}
-    for cpu in platform.online_cpus():
-        try:
-            fn = platform.cpuid_fn(cpu)
-            ident = decode_identity(fn)
-            core = decode_core_type(fn)
-            pmu = decode_perfmon(fn)
-        except HardwareError as e:
-            if problems is None:
-                raise
-            problems[cpu] = str(e)
-            continue
+    for cpu, described in survey.described.items():
+        ident, core = described.identity, described.core_type
         key = (
             ident.vendor,
             ident.family,
@@ -79,7 +68,7 @@ def cpu_groups(platform: Platform, problems: dict[int, str] | None = None) -> li
         if key in groups:
             groups[key].cpus.append(cpu)
         else:
-            groups[key] = CpuGroup([cpu], ident, core, pmu)
+            groups[key] = CpuGroup([cpu], ident, core, described.perfmon)
     return list(groups.values())
 
 
@@ -346,35 +335,6 @@ def run_events(
     return "\n".join(lines)
 
 
-def events_parser(parser_class: type[argparse.ArgumentParser] | None = None) -> argparse.ArgumentParser:
-    """Options of `pmutop events`; parser_class defaults to cli.OneLineParser (one-line errors, status 2)."""
-    if parser_class is None:
-        from pmutop.app.main import OneLineParser  # here, not at the top: cli imports this module
-
-        parser_class = OneLineParser
-    p = parser_class(
-        prog="pmutop events",
-        description="List the event names this machine's CPUs accept: architectural, software, "
-        "and Intel's per-model events from Intel's perfmon tables.",
-    )
-    p.add_argument("--sysroot", metavar="DIR", default="/", help="read hardware files under DIR (default /)")
-    p.add_argument("--search", metavar="WORD", help="only events whose name or description contains WORD")
-    p.add_argument("--json", action="store_true", help="one JSON object")
-    p.add_argument(
-        "--perfmon-dir",
-        metavar="DIR",
-        help=f"Intel's perfmon tables (a copy of github.com/intel/perfmon; default ${PERFMON_ENV}, "
-        f"then {perfmon.cache_dir()})",
-    )
-    p.add_argument(
-        "--download",
-        action="store_true",
-        help="first fetch mapfile.csv and this machine's core event tables into --perfmon-dir (or the cache)",
-    )
-    p.add_argument("--perfmon-url", metavar="URL", help=f"where --download fetches from (default {PERFMON_URL})")
-    return p
-
-
 def events_main(argv: Sequence[str]) -> str:
     """`pmutop events ARGS`: parse, check, run; returns the text to print. Errors are PmutopError."""
     args = events_parser().parse_args(list(argv))
@@ -382,10 +342,8 @@ def events_main(argv: Sequence[str]) -> str:
         if not args.download:
             raise UsageError("--perfmon-url needs --download")
         perfmon.check_source(args.perfmon_url)  # a refused scheme is said before anything else is read
-    if not os.path.isdir(args.sysroot):
-        raise UsageError(f"--sysroot {args.sysroot}: not a directory")
     return run_events(
-        HostPlatform(Sysroot(args.sysroot)),
+        HostPlatform(sysroot_dir(args.sysroot)),
         search=args.search,
         as_json=args.json,
         perfmon_dir=args.perfmon_dir,

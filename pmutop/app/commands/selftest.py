@@ -32,18 +32,20 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
+from pmutop.app.backend_factory import build_backend, choose_backend
+from pmutop.app.console import say
+from pmutop.app.options import selftest_parser
+from pmutop.app.platform_setup import SIM_WITH_SYSROOT, sysroot_dir
+from pmutop.app.session import MeasurementSession
 from pmutop.backends.base import Backend, CpuCounters, Reading
-from pmutop.backends.msr.backend import MsrBackend
+from pmutop.backends.choose import BackendChoice, BackendRequest
 from pmutop.core.clock import ManualClock
 from pmutop.core.cpulist import format_cpu_list, select_cpus
 from pmutop.core.errors import HardwareError, NoPmuError, PmuInUseError, PmutopError, UsageError
-from pmutop.core.undo import UndoLog
 from pmutop.derive import topdown
-from pmutop.engine.engine import Engine
+from pmutop.hw.cpus import describe_cpus
 from pmutop.hw.platform import HostPlatform, Platform
-from pmutop.pmu.cpuid_decode import decode_identity, decode_perfmon
 from pmutop.safety.exit_guard import ExitGuard
-from pmutop.safety.state_files import RunState
 
 INSTRUCTIONS_PER_ITERATION = 2  # `dec; jnz` (shim/pmutop_shim.c pmutop_wl_instructions)
 INSTR_TOLERANCE = 0.01  # +-1% of the expected count: interrupts and the reads themselves vary a little
@@ -299,51 +301,29 @@ def run_cpu(platform: Platform, backend: Backend, runner: WorkloadRunner, cpu: i
 
 def no_pmu_reason_msr(platform: Platform, cpus: list[int]) -> str | None:
     """Why the msr backend cannot count here because there is no PMU, or None."""
+    survey = describe_cpus(platform, cpus)
     for cpu in cpus:
-        cpuid = platform.cpuid_fn(cpu)
-        ident = decode_identity(cpuid)
-        if ident.vendor == "GenuineIntel" and decode_perfmon(cpuid).version == 0:
-            vm = " (a VM without a virtual PMU)" if ident.hypervisor else ""
+        described = survey.get(cpu)
+        if described.identity.vendor == "GenuineIntel" and described.perfmon.version == 0:
+            vm = " (a VM without a virtual PMU)" if described.identity.hypervisor else ""
             return f"cpu {cpu}: CPUID leaf 0xA reports no architectural PMU (version 0){vm}"
     return None
 
 
+def _choose(request: BackendRequest, platform: HostPlatform) -> BackendChoice:
+    """choose_backend, where "no backend can run" because the PMU is missing is NoPmuError."""
+    try:
+        choice = choose_backend(request, platform)
+    except PmuInUseError:
+        raise
+    except HardwareError as e:
+        raise NoPmuError(f"no usable PMU: {e}") from None
+    if choice.software_only:
+        raise NoPmuError(f"no usable PMU: perf_event_open fails for hardware events ({choice.hardware_problem})")
+    return choice
+
+
 # -- command line --------------------------------------------------------------------------------------------
-
-
-def selftest_parser() -> argparse.ArgumentParser:
-    from pmutop.app.main import OneLineParser
-
-    p = OneLineParser(
-        prog="pmutop selftest",
-        description="Run known workloads on each CPU and check that the counters count them right. "
-        "Exit status 0: all passed; 1: a check failed; 5: no usable PMU here.",
-    )
-    p.add_argument("--cores", metavar="LIST", help="CPUs to test: 0-3, 0,2,4-7 or all (default: all online)")
-    p.add_argument("--backend", choices=("auto", "msr", "perf", "sim"), default="auto")
-    p.add_argument("--demo", action="store_true", help="same as --backend sim: the simulated PMU")
-    p.add_argument("--read", choices=("rdpmc", "msr"), help="msr backend: how counters are read")
-    p.add_argument("--sysroot", metavar="DIR", default="/", help="read hardware files under DIR (default /)")
-    p.add_argument("--force", action="store_true", help="take over counters another agent is using")
-    p.add_argument("--json", action="store_true", help="one JSON object instead of lines")
-    p.add_argument("--sim-cpus", type=int, default=4, metavar="N", help="simulated CPUs (default 4)")
-    p.add_argument("--sim-model", choices=("skx", "icx", "spr", "adl"), default="spr")
-    return p
-
-
-def _backend_args(args: argparse.Namespace) -> argparse.Namespace:
-    """What pmutop.app.main.build_backend expects: the default events, both rings, top-down where it is free."""
-    return argparse.Namespace(
-        backend=args.backend,
-        events=None,
-        perfmon_dir=None,
-        read=args.read,
-        kernel_only=False,
-        user_only=False,
-        force=args.force,
-        keep_nmi_watchdog=False,
-        topdown=None,
-    )
 
 
 def _sim_platform(args: argparse.Namespace) -> Platform:
@@ -351,74 +331,54 @@ def _sim_platform(args: argparse.Namespace) -> Platform:
     from pmutop.sim.platform import SimPlatform
 
     if args.sysroot != "/":
-        raise UsageError("--sysroot describes real hardware; it cannot be combined with --demo/--backend sim")
+        raise UsageError(SIM_WITH_SYSROOT)
     if not 1 <= args.sim_cpus <= 1024:
         raise UsageError(f"--sim-cpus must be 1..1024 (got {args.sim_cpus})")
     return SimPlatform(SimConfig(cpus=args.sim_cpus, model=args.sim_model), clock=ManualClock())
 
 
 def selftest_main(argv: list[str], guard: ExitGuard) -> int:
-    from pmutop.app import main as cli
-
     args = selftest_parser().parse_args(argv)
     if args.demo:
         args.backend = "sim"
-    platform = _sim_platform(args) if args.backend == "sim" else HostPlatform(cli._sysroot_dir(args.sysroot))
+    platform = _sim_platform(args) if args.backend == "sim" else HostPlatform(sysroot_dir(args.sysroot))
     cpus = select_cpus(args.cores, platform.online_cpus(), platform.possible_cpus())
-    bargs = _backend_args(args)
+    # The default events, both rings, top-down where it is free.
+    request = BackendRequest(backend=args.backend, read=args.read, force=args.force)
+    session = MeasurementSession(platform, cpus, guard)
+    choice = None
     if isinstance(platform, HostPlatform):
-        name, software_only, problem = _choose(bargs, platform)
-        if software_only:
-            raise NoPmuError(f"no usable PMU: perf_event_open fails for hardware events ({problem})")
-        if name == "msr":
+        choice = _choose(request, platform)
+        if choice.name == "msr":
             why = no_pmu_reason_msr(platform, cpus)
             if why:
                 raise NoPmuError(f"no usable PMU: {why}")
-        bargs.backend = name
-        leftovers = cli.recover_leftovers(platform, guard.stop_requested)
-        if leftovers.failures:
-            raise HardwareError("could not restore what a killed pmutop left: " + "; ".join(leftovers.failures[:3]))
+        session.recover_leftovers(retry_hint="")
     runner = _runner(platform, cpus)
-    backend = cli.build_backend(bargs, platform)
-    state = None
-    if isinstance(platform, HostPlatform) and isinstance(backend, MsrBackend):
-        state = RunState.begin(
-            platform.sysroot,
-            cpus,
-            ["selftest", *argv],
-            recover=cli._recover(platform),  # type: ignore[arg-type]
-            say=cli.say,
-            stop=guard.stop_requested.is_set,
-        )
-    undo = UndoLog(state)
-    # The engine only for its way out: Engine.stop runs the undo log once, shared with the exit guard.
-    engine = Engine(backend, platform, platform.clock, cpus, 1.0, threaded=False, undo=undo)
-    end = cli.RunEnd(engine, state)
-    guard.set_restore(end, cli.report_restore)
+    backend = build_backend(request, platform, choice)
     checks: list[Check] = []
     header = _header(platform, backend, runner, cpus)
-    try:
-        backend.prepare(cpus, undo)
-        if state is not None:
+    # The engine only for its way out: Engine.stop runs the undo log once, shared with the exit guard.
+    with session.open(backend, ["selftest", *argv], interval=1.0, threaded=False) as engine:
+        try:
+            backend.prepare(cpus, engine.undo)
             # Each CPU is programmed when its turn comes; the state file already names them all, so other
             # runs keep off them and the machine-wide lock can go now (as after a normal run's start).
-            state.started()
-        if not args.json:
-            print(header, flush=True)
-            for notice in backend.notices:
-                cli.say(notice)
-        for cpu in cpus:
-            if guard.stop_requested.is_set():
-                break
-            cpu_checks = run_cpu(platform, backend, runner, cpu)
-            checks += cpu_checks
+            session.started()
             if not args.json:
-                for c in cpu_checks:
-                    print(c.line(), flush=True)
-    finally:
-        runner.close()
-        result = guard.restore()
-        cli.report_restore(result)
+                print(header, flush=True)
+                for notice in backend.notices:
+                    say(notice)
+            for cpu in cpus:
+                if guard.stop_requested.is_set():
+                    break
+                cpu_checks = run_cpu(platform, backend, runner, cpu)
+                checks += cpu_checks
+                if not args.json:
+                    for c in cpu_checks:
+                        print(c.line(), flush=True)
+        finally:
+            runner.close()
     failed = sum(c.status == "FAIL" for c in checks)
     counts = {s: sum(c.status == s for c in checks) for s in ("PASS", "FAIL", "SKIP")}
     if args.json:
@@ -430,19 +390,7 @@ def selftest_main(argv: list[str], guard: ExitGuard) -> int:
             f"selftest: {counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped{label}", flush=True
         )
     sys.stdout.flush()
-    return guard.exit_code(result, 1 if failed else 0)
-
-
-def _choose(bargs: argparse.Namespace, platform: HostPlatform) -> tuple[str, bool, str | None]:
-    """cli.choose_backend, where "no backend can run" because the PMU is missing is NoPmuError."""
-    from pmutop.app import main as cli
-
-    try:
-        return cli.choose_backend(bargs, platform)
-    except PmuInUseError:
-        raise
-    except HardwareError as e:
-        raise NoPmuError(f"no usable PMU: {e}") from None
+    return guard.exit_code(session.result, 1 if failed else 0)
 
 
 def _runner(platform: Platform, cpus: list[int]) -> WorkloadRunner:

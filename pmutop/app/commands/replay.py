@@ -1,0 +1,38 @@
+"""`pmutop replay FILE`: a recording in the live view, or converted with --batch."""
+
+from __future__ import annotations
+
+from pmutop.app.console import NEEDS_TERMINAL, has_terminal, say, warn
+from pmutop.app.live_view import run_feed_view
+from pmutop.app.options import replay_parser
+from pmutop.core.errors import UsageError
+from pmutop.safety.exit_guard import ExitGuard
+
+
+def run_replay(argv: list[str], guard: ExitGuard) -> int:
+    from pmutop.feeds.replay import ReplayFeed
+    from pmutop.recording.reader import read_recording
+    from pmutop.sinks.batch_replay import replay_batch
+
+    args = replay_parser().parse_args(argv)
+    if not args.batch:
+        if args.count is not None:
+            raise UsageError("--count needs --batch")
+        if args.timestamps:
+            raise UsageError("--timestamps needs --batch")
+        if not has_terminal():
+            raise UsageError(NEEDS_TERMINAL)
+    rec = read_recording(args.file)
+    if rec.truncated:
+        warn(f"{args.file}: the last line was cut short (the recording was stopped abruptly); skipped")
+    if args.batch:
+        if rec.header.mode == "SIMULATED":
+            say("SIMULATED PMU: every number shown is synthetic (a recording of the simulated PMU)")
+        replay_batch(rec, args.format, count=args.count, timestamps=args.timestamps, warn=warn)
+        return 0
+    if not rec.samples:
+        raise UsageError(f"{args.file}: the recording has no samples")
+    from pmutop.tui.replay_controls import ReplayApp
+
+    feed = ReplayFeed(rec, args.speed)
+    return run_feed_view(ReplayApp(feed, rec.header.run_info()), feed.start, feed.close, guard)

@@ -1,0 +1,141 @@
+"""`pmutop [options]`: the live view, --batch, `pmutop serve` (Prometheus), and --connect (remote serves)."""
+
+from __future__ import annotations
+
+import argparse
+
+from pmutop.app.backend_factory import build_backend, request_from_args
+from pmutop.app.console import NEEDS_TERMINAL, has_terminal, say, warn
+from pmutop.app.live_view import run_feed_view, run_live_view
+from pmutop.app.platform_setup import build_platform
+from pmutop.app.session import MeasurementSession
+from pmutop.backends.perf import PerfBackend
+from pmutop.backends.run_facts import collect
+from pmutop.core.cpulist import format_cpu_list, select_cpus
+from pmutop.core.errors import PmutopError, UsageError
+from pmutop.core.run_description import RunInfo
+from pmutop.engine.engine import Engine
+from pmutop.probes.power.monitor import PowerMonitor
+from pmutop.safety.exit_guard import ExitGuard, signal_name
+from pmutop.sinks.exporter import parse_listen
+from pmutop.sinks.recorder import Recorder, make_header
+from pmutop.tui.config import Settings, config_path
+from pmutop.tui.config import load as load_settings
+
+
+def serve_until_stopped(engine: Engine, info: RunInfo, listen: str, guard: ExitGuard) -> None:
+    """The exporter's sink: serve /metrics until a signal asks to stop."""
+    from pmutop.sinks.exporter import Exporter
+
+    host, port = parse_listen(listen)
+    exporter = Exporter(engine, info)
+    exporter.start(host, port)
+    try:
+        if info.simulated:
+            say('SIMULATED PMU: every number served is synthetic (pmutop_info{simulated="true"})')
+        say(f"serving http://{listen}/metrics ({info.backend} backend, cpu {format_cpu_list(engine.cpus)})")
+        guard.stop_requested.wait()
+    finally:
+        exporter.stop()
+
+
+def run_remote(args: argparse.Namespace, guard: ExitGuard) -> int:
+    """The live view of remote `pmutop serve` exporters: no PMU here, so no root and nothing to restore."""
+    if args.batch:
+        raise UsageError("--connect shows the live view; it cannot be combined with --batch")
+    if not has_terminal():
+        raise UsageError("the live view needs a terminal on stdin and stderr")
+    from pmutop.feeds.remote import RemoteFeed, remote_info
+    from pmutop.tui.app import PmutopApp
+
+    settings, problem = load_settings()
+    feed = RemoteFeed(args.connect, args.interval or settings.interval or 1.0)
+    info = remote_info(feed)
+    app = PmutopApp(feed, info, settings=settings, settings_path=config_path(), settings_problem=problem)
+    return run_feed_view(app, feed.start, feed.stop, guard)
+
+
+def _check_modes(args: argparse.Namespace, serving: bool) -> None:
+    """Option combinations that cannot work, refused before anything is touched."""
+    if serving:
+        parse_listen(args.listen)  # a bad address fails before the PMU is touched
+        if args.batch:
+            raise UsageError("serve has no --batch: it serves /metrics")
+
+
+def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
+    if args.demo:
+        args.backend = "sim"
+    serving = getattr(args, "listen", None) is not None
+    _check_modes(args, serving)
+    if getattr(args, "connect", None):
+        return run_remote(args, guard)
+    if args.count is not None and not args.batch:
+        raise UsageError("--count needs --batch")
+    if args.timestamps and not args.batch:
+        raise UsageError("--timestamps needs --batch")
+    if not args.batch and not serving and not has_terminal():
+        raise UsageError(NEEDS_TERMINAL)
+    platform = build_platform(args)
+    cpus = select_cpus(args.cores, platform.online_cpus(), platform.possible_cpus())
+    session = MeasurementSession(platform, cpus, guard)
+    session.recover_leftovers()
+    backend = build_backend(request_from_args(args), platform)
+    mode = "SIMULATED" if platform.simulated else backend.name
+    # The live view starts where the user left it (sort, columns, view, interval); --interval wins.
+    settings = load_settings() if not (args.batch or serving) else (Settings(), None)
+    interval = args.interval or settings[0].interval or 1.0
+    # A batch table shows none of the power readings (CSV, JSON and recordings do): not read at all then.
+    table_only = args.batch and args.format == "table" and not args.record
+    power = None if table_only else PowerMonitor.for_platform(platform, cpus)
+    # Batch mode with perf reads every CPU from the main thread, as `perf stat -I` does: perf reads any CPU's
+    # counters from anywhere, and no sampler threads means no wake-ups and no GIL hand-offs between them.
+    unthreaded = args.batch and isinstance(backend, PerfBackend) and not args.record
+    failed_cpus: dict[int, str] = {}
+    with session.open(backend, argv, interval=interval, power=power, threaded=not unthreaded) as engine:
+        guard.on_stop(engine.wake_waiters)  # a signal ends the batch loop's wait at once (it does not poll)
+        engine.start(guard.stop_requested)
+        session.started()
+        info = collect(platform, backend, cpus)
+        if args.record and not guard.stop_requested.is_set():
+            header = make_header(engine, info, mode, backend.describe(), backend.events)
+            recorder = Recorder(args.record, engine, header)
+            session.record_to(recorder)
+            recorder.start()
+        if guard.stop_requested.is_set():
+            pass
+        elif serving:
+            for notice in backend.notices:
+                say(notice)
+            serve_until_stopped(engine, collect(platform, backend, cpus), args.listen, guard)
+            failed_cpus = engine.failures()
+        elif args.batch:
+            from pmutop.sinks.batch import run_batch
+
+            if platform.simulated:
+                say("SIMULATED PMU: every number shown is synthetic")
+            for notice in backend.notices:  # the live view shows these in its header instead
+                say(notice)
+            failed_cpus = run_batch(
+                engine,
+                args.format,
+                args.count,
+                mode,
+                warn=warn,
+                stop=guard.stop_requested,
+                timestamps=args.timestamps,
+                pace=(lambda: engine.tick_on_schedule(guard.stop_requested)) if unthreaded else None,
+            )
+        else:
+            run_live_view(engine, info, platform, cpus, guard, settings)
+            failed_cpus = engine.failures()
+            for cpu, why in failed_cpus.items():
+                warn(f"cpu {cpu} dropped: {why}")
+    if guard.failure:
+        raise PmutopError(guard.failure)
+    code = guard.exit_code(session.result, 1 if failed_cpus else 0)
+    if guard.signum is not None:
+        say(f"stopped by {signal_name(guard.signum)}")
+    elif failed_cpus and code == 1:
+        say(f"cpu {format_cpu_list(sorted(failed_cpus))} failed during the run (see above)")
+    return code

@@ -1,0 +1,68 @@
+"""Running the live view (Textual) over this machine's engine or over another feed."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from pmutop.app.console import say
+from pmutop.core.errors import PmutopError
+from pmutop.core.run_description import RunInfo
+from pmutop.engine.engine import Engine
+from pmutop.hw.platform import Platform
+from pmutop.probes.tasks import NoTasks, PsutilTasks, SimTasks, TaskSource
+from pmutop.safety.exit_guard import ExitGuard, signal_name
+from pmutop.tui.config import Settings, config_path
+
+LIVE_VIEW_RAN = threading.Event()  # main() then skips the interpreter's teardown
+
+
+def task_source(platform: Platform, cpus: list[int]) -> TaskSource:
+    if platform.simulated:
+        return SimTasks(platform, cpus)
+    if platform.pins_threads:  # this host's CPUs: its processes are the ones running there
+        return PsutilTasks(cpus)
+    return NoTasks()
+
+
+def run_live_view(
+    engine: Engine,
+    info: RunInfo,
+    platform: Platform,
+    cpus: list[int],
+    guard: ExitGuard,
+    settings: tuple[Settings, str | None],
+) -> None:
+    from pmutop.tui.app import PmutopApp
+
+    LIVE_VIEW_RAN.set()
+    app = PmutopApp(
+        engine,
+        info,
+        task_source(platform, cpus),
+        settings=settings[0],
+        settings_path=config_path(),
+        settings_problem=settings[1],
+    )
+    guard.on_stop(app.exit_soon)  # a signal, or an error in another thread: close the UI, then restore
+    app.run()
+    if app.failure:
+        raise PmutopError(app.failure)
+
+
+def run_feed_view(app: Any, start: Callable[[], None], stop: Callable[[], None], guard: ExitGuard) -> int:
+    """The live view over a feed that is not this machine's PMU (a recording, remote exporters)."""
+    LIVE_VIEW_RAN.set()
+    guard.on_stop(app.exit_soon)
+    start()
+    try:
+        app.run()
+    finally:
+        stop()
+    if app.failure:
+        raise PmutopError(app.failure)
+    if guard.signum is not None:
+        say(f"stopped by {signal_name(guard.signum)}")
+        return 128 + guard.signum
+    return 0
