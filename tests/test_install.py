@@ -47,7 +47,7 @@ def test_ctrl_c_during_start_up_is_one_line_and_130(tmp_path: Path, delay: float
     )
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=30)
     if proc.returncode == 0:
         pytest.skip(f"the run ended before the signal at {delay} s")
     assert proc.returncode == 130, err

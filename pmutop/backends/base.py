@@ -94,6 +94,7 @@ class Backend(ABC):
     simulated: bool = False
     # Software events only (perf where the PMU is out of reach), and why hardware events are unavailable then.
     software_only: bool = False
+    watchdog_paused: bool = False  # the NMI watchdog was paused for this run (the msr backend does it)
     hardware_problem: str | None = None
 
     def __init__(

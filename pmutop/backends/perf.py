@@ -69,7 +69,7 @@ def encode_for_perf(spec: EventSpec, pmu: perf_event.PmuInfo | None, cpu: int) -
     raw = spec.raw
     fields = {"event": raw.event, "umask": raw.umask}
     # AnyThread: only the top-down formula's AnyThreadSpec events (PMU v3-v4, where Linux shows `any`).
-    any_thread = int(getattr(spec, "any_thread", False))
+    any_thread = int(spec.any_thread)
     for name, value in (("cmask", raw.cmask), ("inv", int(raw.inv)), ("edge", int(raw.edge)), ("any", any_thread)):
         if value:
             fields[name] = value

@@ -10,15 +10,6 @@ from pmutop.hw.cpus import describe_cpus
 from pmutop.hw.platform import Platform
 
 
-def _watchdog_paused(backend: Backend) -> bool:
-    """Did the backend pause the NMI watchdog for the run? The msr backend says so in a notice; a member
-    of its own (`watchdog_paused`) is read first once it has one."""
-    paused = getattr(backend, "watchdog_paused", None)
-    if paused is not None:
-        return bool(paused)
-    return any("NMI watchdog paused" in notice for notice in backend.notices)
-
-
 def collect(platform: Platform, backend: Backend, cpus: list[int], hostname: str | None = None) -> RunInfo:
     """After the backend is prepared: everything the header needs, read once."""
     survey = describe_cpus(platform, cpus, same_identity=True)
@@ -50,8 +41,6 @@ def collect(platform: Platform, backend: Backend, cpus: list[int], hostname: str
         cpus=list(cpus),
         core_types=core_types,
         notices=list(backend.notices),
-        watchdog_paused=_watchdog_paused(backend),
-        hardware_problem=getattr(backend, "hardware_problem", None)
-        if getattr(backend, "software_only", False)
-        else None,
+        watchdog_paused=backend.watchdog_paused,
+        hardware_problem=backend.hardware_problem if backend.software_only else None,
     )

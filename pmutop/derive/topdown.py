@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from pmutop.core import topdown_methods
+
 Counts = Mapping[str, int | float]
 Fractions = dict[str, float | None]
 
@@ -79,27 +81,33 @@ DESCRIPTIONS: dict[str, str] = {
 # Issue (dispatch) width per formula method; perf_metrics counts its slots itself (TOPDOWN.SLOTS).
 # Widths: Pipeline_Width in [TL] (4 skl, 5 adl_grt, 6 mtl_cmt/srf, 8 lnl_skt); 6 / 8 × ls_not_halted_cyc [Z4].
 WIDTHS: dict[str, int] = {
-    "slots4": 4,
-    "slots4_smt": 4,
-    "gracemont": 5,
-    "crestmont": 6,
-    "skymont": 8,
-    "zen4": 6,
-    "zen5": 8,
+    topdown_methods.SLOTS4: 4,
+    topdown_methods.SLOTS4_SMT: 4,
+    topdown_methods.GRACEMONT: 5,
+    topdown_methods.CRESTMONT: 6,
+    topdown_methods.SKYMONT: 8,
+    topdown_methods.ZEN4: 6,
+    topdown_methods.ZEN5: 8,
 }
-METHODS: tuple[str, ...] = ("perf_metrics", *WIDTHS)
+METHODS: tuple[str, ...] = (topdown_methods.PERF_METRICS, *WIDTHS)
 
 _ECORE = ("topdown_fe_bound_all", "topdown_bad_speculation_all", "topdown_be_bound_all", "topdown_retiring_all")
 _REQUIRED: dict[str, tuple[str, ...]] = {
-    "perf_metrics": ("slots", "topdown_retiring", "topdown_bad_spec", "topdown_fe_bound", "topdown_be_bound"),
-    "slots4": (
+    topdown_methods.PERF_METRICS: (
+        "slots",
+        "topdown_retiring",
+        "topdown_bad_spec",
+        "topdown_fe_bound",
+        "topdown_be_bound",
+    ),
+    topdown_methods.SLOTS4: (
         "cycles",
         "uops_issued_any",
         "uops_retired_retire_slots",
         "idq_uops_not_delivered_core",
         "int_misc_recovery_cycles",
     ),
-    "slots4_smt": (
+    topdown_methods.SLOTS4_SMT: (
         "cpu_clk_unhalted_thread_any",
         "uops_issued_any",
         "uops_retired_retire_slots",
@@ -108,13 +116,13 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     ),
     # Gracemont: bad speculation is the remainder, as perf (alderlake cpu_atom tma_bad_speculation) and
     # toplev (adl_grt_ratios.py) compute it; TOPDOWN_BAD_SPECULATION.ALL is not needed there.
-    "gracemont": ("cycles", "topdown_fe_bound_all", "topdown_be_bound_all", "topdown_retiring_all"),
-    "crestmont": ("cycles", *_ECORE),
-    "skymont": ("cycles", *_ECORE),
+    topdown_methods.GRACEMONT: ("cycles", "topdown_fe_bound_all", "topdown_be_bound_all", "topdown_retiring_all"),
+    topdown_methods.CRESTMONT: ("cycles", *_ECORE),
+    topdown_methods.SKYMONT: ("cycles", *_ECORE),
     # perf event names [Z4] with '.' -> '_': de_no_dispatch_per_slot.no_ops_from_frontend (0x1A0/0x01),
     # de_no_dispatch_per_slot.backend_stalls (0x1A0/0x1E), de_src_op_disp.all (0xAA/0x07), ex_ret_ops (0xC1),
     # ls_not_halted_cyc (0x76).
-    "zen4": (
+    topdown_methods.ZEN4: (
         "ls_not_halted_cyc",
         "de_no_dispatch_per_slot_no_ops_from_frontend",
         "de_no_dispatch_per_slot_backend_stalls",
@@ -122,12 +130,12 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
         "ex_ret_ops",
     ),
 }
-_REQUIRED["zen5"] = _REQUIRED["zen4"]
+_REQUIRED[topdown_methods.ZEN5] = _REQUIRED[topdown_methods.ZEN4]
 
 # Level 2 that a method measures: (measured child, derived sibling, parent, count key). Only PERF_METRICS
 # bytes 4..7 (Sapphire Rapids and later) for now [K-TD]; each pair is used when its key was counted.
 _LEVEL2: dict[str, tuple[tuple[str, str, str, str], ...]] = {
-    "perf_metrics": (
+    topdown_methods.PERF_METRICS: (
         ("tma_heavy_operations", "tma_light_operations", "tma_retiring", "topdown_heavy_ops"),
         ("tma_branch_mispredicts", "tma_machine_clears", "tma_bad_speculation", "topdown_br_mispredict"),
         ("tma_fetch_latency", "tma_fetch_bandwidth", "tma_frontend_bound", "topdown_fetch_lat"),
@@ -180,19 +188,19 @@ def _zen_formula(width: int) -> str:
 
 # Formula text per method, one line per step (the detail view and README show it).
 FORMULAS: dict[str, str] = {
-    "perf_metrics": (
+    topdown_methods.PERF_METRICS: (
         "SLOTS = TOPDOWN.SLOTS (fixed counter 3); per category: slots × PERF_METRICS byte / 0xFF\n"
         "sum = retiring + bad-spec + fe-bound + be-bound slots\n"
         "Retiring = topdown-retiring / sum; Bad speculation = topdown-bad-spec / sum\n"
         "Frontend bound = topdown-fe-bound / sum; Backend bound = topdown-be-bound / sum\n" + _L2_TEXT
     ),
-    "slots4": _slots4_formula("CPU_CLK_UNHALTED.THREAD", "INT_MISC.RECOVERY_CYCLES"),
-    "slots4_smt": _slots4_formula("CPU_CLK_UNHALTED.THREAD_ANY / 2", "INT_MISC.RECOVERY_CYCLES_ANY / 2"),
-    "gracemont": _ecore_formula(5, "1 − Retiring − Frontend bound − Backend bound"),
-    "crestmont": _ecore_formula(6, "TOPDOWN_BAD_SPECULATION.ALL / SLOTS"),
-    "skymont": _ecore_formula(8, "TOPDOWN_BAD_SPECULATION.ALL / SLOTS"),
-    "zen4": _zen_formula(6),
-    "zen5": _zen_formula(8),
+    topdown_methods.SLOTS4: _slots4_formula("CPU_CLK_UNHALTED.THREAD", "INT_MISC.RECOVERY_CYCLES"),
+    topdown_methods.SLOTS4_SMT: _slots4_formula("CPU_CLK_UNHALTED.THREAD_ANY / 2", "INT_MISC.RECOVERY_CYCLES_ANY / 2"),
+    topdown_methods.GRACEMONT: _ecore_formula(5, "1 − Retiring − Frontend bound − Backend bound"),
+    topdown_methods.CRESTMONT: _ecore_formula(6, "TOPDOWN_BAD_SPECULATION.ALL / SLOTS"),
+    topdown_methods.SKYMONT: _ecore_formula(8, "TOPDOWN_BAD_SPECULATION.ALL / SLOTS"),
+    topdown_methods.ZEN4: _zen_formula(6),
+    topdown_methods.ZEN5: _zen_formula(8),
 }
 
 
@@ -208,23 +216,23 @@ def level2_keys(method: str | None) -> tuple[str, ...]:
 
 def slots_of(method: str | None, counts: Counts) -> int | float | None:
     """The interval's issue slots of one CPU (the weight of its fractions in `combine`); None if unknown."""
-    if method == "perf_metrics":
+    if method == topdown_methods.PERF_METRICS:
         return counts.get("slots")
     width = WIDTHS.get(method or "")
     if width is None:
         return None
-    if method == "slots4_smt":
+    if method == topdown_methods.SLOTS4_SMT:
         # With SMT on, CPU_CLK_UNHALTED.THREAD_ANY counts the physical core's cycles on both threads: each
         # thread gets half of them (CORE_CLKS in skl_client_ratios.py) [TL].
         any_clks = counts.get("cpu_clk_unhalted_thread_any")
         return None if any_clks is None else width * (any_clks / 2)
-    cycles = counts.get("ls_not_halted_cyc" if method in ("zen4", "zen5") else "cycles")
+    cycles = counts.get("ls_not_halted_cyc" if method in (topdown_methods.ZEN4, topdown_methods.ZEN5) else "cycles")
     return None if cycles is None else width * cycles
 
 
 def _raw_level1(method: str, c: Counts, slots: float) -> tuple[float, float, float, float]:
     """(retiring, bad speculation, frontend, backend) as fractions of `slots`, before clamping."""
-    if method == "perf_metrics":
+    if method == topdown_methods.PERF_METRICS:
         # The kernel reports each category as slots × byte / 0xFF [K-CORE]; the msr backend does the same.
         return (
             c["topdown_retiring"] / slots,
@@ -232,23 +240,29 @@ def _raw_level1(method: str, c: Counts, slots: float) -> tuple[float, float, flo
             c["topdown_fe_bound"] / slots,
             c["topdown_be_bound"] / slots,
         )
-    if method in ("slots4", "slots4_smt"):
+    if method in (topdown_methods.SLOTS4, topdown_methods.SLOTS4_SMT):
         # skl_client_ratios.py Frontend_Bound, Bad_Speculation, Retiring, Backend_Bound [TL]; perf's
         # skx-metrics.json has the same expressions [PERF].
-        recovery = c["int_misc_recovery_cycles"] if method == "slots4" else c["int_misc_recovery_cycles_any"] / 2
+        recovery = (
+            c["int_misc_recovery_cycles"] if method == topdown_methods.SLOTS4 else c["int_misc_recovery_cycles_any"] / 2
+        )
         issued = c["uops_issued_any"]
         retired = c["uops_retired_retire_slots"]
         frontend = c["idq_uops_not_delivered_core"] / slots
         bad = (issued - retired + 4 * recovery) / slots
         backend = 1 - frontend - (issued + 4 * recovery) / slots
         return retired / slots, bad, frontend, backend
-    if method in ("gracemont", "crestmont", "skymont"):
+    if method in (topdown_methods.GRACEMONT, topdown_methods.CRESTMONT, topdown_methods.SKYMONT):
         retiring = c["topdown_retiring_all"] / slots
         frontend = c["topdown_fe_bound_all"] / slots
         backend = c["topdown_be_bound_all"] / slots
         # Gracemont: the remainder (adl_grt_ratios.py Bad_Speculation) [TL]; Crestmont and Skymont count it
         # (mtl_cmt_ratios.py, lnl_skt_ratios.py) [TL].
-        bad = 1 - retiring - frontend - backend if method == "gracemont" else c["topdown_bad_speculation_all"] / slots
+        bad = (
+            1 - retiring - frontend - backend
+            if method == topdown_methods.GRACEMONT
+            else c["topdown_bad_speculation_all"] / slots
+        )
         return retiring, bad, frontend, backend
     # zen4 / zen5: pipeline.json frontend_bound, bad_speculation, backend_bound, retiring [Z4].
     retired = c["ex_ret_ops"]

@@ -38,6 +38,7 @@ class EventSpec:
     software: int | None = None  # PERF_TYPE_SOFTWARE config: a kernel software event (perf backend only)
     from_tables: bool = False  # an Intel event name: resolved per CPU from the perfmon tables
     description: str = ""
+    any_thread: bool = False  # counts for both hyper-threads of the core (AnyThreadSpec)
 
     @property
     def key(self) -> str:

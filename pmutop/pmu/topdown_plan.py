@@ -144,7 +144,7 @@ def _event_text(e: EventSpec) -> str:
         where.append(
             f"event={e.raw.event:#04x},umask={e.raw.umask:#04x}" + (f",cmask={e.raw.cmask}" if e.raw.cmask else "")
         )
-    if getattr(e, "any_thread", False):
+    if e.any_thread:
         where.append("any")
     return f"{e.name} ({', '.join(where)})" if where else e.name
 

@@ -52,6 +52,8 @@ class Header:
         data.setdefault("simulated", self.mode == "SIMULATED")
         data.setdefault("hypervisor", False)
         data.setdefault("cpus", list(self.cpus))
+        # Recordings made before the flag was a field said it only in a notice.
+        data.setdefault("watchdog_paused", any("NMI watchdog paused" in n for n in data.get("notices", [])))
         info = RunInfo(**data)
         info.replay = f"{self.host} {self.start_text}"
         return info

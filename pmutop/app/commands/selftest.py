@@ -279,7 +279,7 @@ def run_cpu(platform: Platform, backend: Backend, runner: WorkloadRunner, cpu: i
         try:
             platform.pin_current_thread(cpu)
             counters = backend.counters(cpu)
-            method = getattr(counters, "topdown_method", None) or backend.topdown_method(cpu)
+            method = counters.topdown_method or backend.topdown_method(cpu)
             test = CpuSelftest(cpu, counters, runner, method)
             out.append(test.run())
         except BaseException as e:  # reported by the caller as one line

@@ -214,6 +214,7 @@ class MsrBackend(Backend):
                 f"the NMI watchdog is on and owns a PMU counter, and pausing it failed "
                 f"(/{NMI_WATCHDOG}: {e.strerror or e}); use --backend perf"
             ) from None
+        self.watchdog_paused = True
         self.notices.append(
             f"NMI watchdog paused for this run (it owns a PMU counter); /{NMI_WATCHDOG} is set back to "
             f"{original} on exit"

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from pmutop.backends.base import CpuCounters, Reading
 from pmutop.backends.msr.restore import CpuRecord, FixedRecord, GpRecord, restore_cpu
+from pmutop.core import topdown_methods
 from pmutop.core.clock import Clock
 from pmutop.core.errors import HardwareError
 from pmutop.core.undo import RestoreResult
@@ -45,7 +46,7 @@ TOPDOWN_KEYS = (
     "topdown_fetch_lat",
     "topdown_mem_bound",
 )
-TOPDOWN_METHOD = "perf_metrics"
+TOPDOWN_METHOD = topdown_methods.PERF_METRICS
 # No counter can tick faster than ~8 events per cycle at 6 GHz. An interval longer than
 # 2^width / MAX_EVENTS_PER_S may hide a second wrap, which neither the value nor the status bit shows.
 MAX_EVENTS_PER_S = 5e10
@@ -64,7 +65,7 @@ def _evtsel(event: EventSpec, *, user: bool, kernel: bool) -> int:
     """The event select for a planned event. AnyThread only for the top-down planner's per-core events (on
     the PMU versions 3-4 that have it): encode_evtsel never sets it for anything a user asks for."""
     value = registers.encode_evtsel(event.raw, user=user, kernel=kernel)  # type: ignore[arg-type]
-    return value | registers.EVTSEL_ANY if getattr(event, "any_thread", False) else value
+    return value | registers.EVTSEL_ANY if event.any_thread else value
 
 
 @dataclass
@@ -349,7 +350,7 @@ class MsrCpuCounters(CpuCounters):
             self._acc_ovf[SLOTS_KEY] = self._acc_ovf.get(SLOTS_KEY, 0) + 1
         if status & registers.STATUS_PERF_METRICS_OVF:
             # The metrics' own overflow (Linux handles it by reading and zeroing both, as every collect does).
-            self._acc_ovf["perf_metrics"] = self._acc_ovf.get("perf_metrics", 0) + 1
+            self._acc_ovf[TOPDOWN_METHOD] = self._acc_ovf.get(TOPDOWN_METHOD, 0) + 1
         self._td_zero()
         self._td_slots += slots
         acc = self._td_acc
