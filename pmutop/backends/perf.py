@@ -26,6 +26,7 @@ from pmutop.pmu import topdown_plan
 from pmutop.pmu.cpuid_decode import decode_core_type, decode_identity, decode_perfmon
 from pmutop.pmu.events import ARCH_EVENTS, DEFAULT_EVENTS, DEFAULT_SOFTWARE_EVENTS, SOFTWARE_EVENTS, EventSpec
 from pmutop.pmu.perfmon import PerfmonTables, Resolver
+from pmutop.pmu.topdown_plan import TopdownPlan
 from pmutop.probes.cputimes import CpuBusy
 
 U64 = (1 << 64) - 1
@@ -166,7 +167,7 @@ class PerfBackend(Backend):
         self._tables = tables
         self._tables_looked_up = tables is not None
         self._counters: dict[int, PerfCpuCounters] = {}
-        self._topdown_plans: dict[int, topdown_plan.TopdownPlan] = {}  # cpu -> the plan (also when not measured)
+        self._topdown_plans: dict[int, TopdownPlan] = {}  # cpu -> the plan (also when not measured)
         self._topdown_groups: dict[int, list[perf_event.EventSpec]] = {}  # cpu -> its top-down group, before opening
         self._topdown_methods: dict[int, str] = {}  # cpu -> method whose group is open
         self._topdown_notes: dict[str, list[int]] = {}  # message -> cpus, told once after prepare
@@ -178,7 +179,7 @@ class PerfBackend(Backend):
         """The top-down method measured on `cpu` (pmutop.derive.topdown's names), or None."""
         return self._topdown_methods.get(cpu)
 
-    def topdown_plan(self, cpu: int) -> topdown_plan.TopdownPlan | None:
+    def topdown_plan(self, cpu: int) -> TopdownPlan | None:
         """What top-down on `cpu` would take, or why not (None before prepare, or with topdown=False)."""
         return self._topdown_plans.get(cpu)
 
@@ -195,7 +196,7 @@ class PerfBackend(Backend):
                     self._tables = None
         return self._tables
 
-    def _plan_topdown(self, cpu: int, pmu: perf_event.PmuInfo | None) -> topdown_plan.TopdownPlan:
+    def _plan_topdown(self, cpu: int, pmu: perf_event.PmuInfo | None) -> TopdownPlan:
         cpuid = self.platform.cpuid_fn(cpu)
         smt = topdown_plan.smt_from_sysfs(self.platform.read_setting, cpu)
         if smt is None:
@@ -319,12 +320,11 @@ class PerfBackend(Backend):
         busy = CpuBusy(self.platform.online_cpus()) if self.software_only else None
         opened: list[perf_event.PerfGroup] = []
 
-        def close_all() -> list[str]:
+        def close_all() -> None:
             for g in opened:
                 g.close()
             if busy is not None:
                 busy.close()
-            return []
 
         undo.push("perf events", close_all)
         explicit = {e.key for e in self.events or []}

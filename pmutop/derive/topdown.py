@@ -301,8 +301,9 @@ def compute(method: str | None, counts: Counts) -> Fractions:
             continue
         # Same denominator as level 1 (toplev divides level 2 by PERF_METRICS_SUM too) [TL]; 8-bit rounding
         # can make a child exceed its parent by a little, hence the clamp.
-        out[child] = _clamp(_clamp(value / slots) / total, parent_value)
-        out[sibling] = parent_value - out[child]
+        child_value = _clamp(_clamp(value / slots) / total, parent_value)
+        out[child] = child_value
+        out[sibling] = parent_value - child_value
     return out
 
 

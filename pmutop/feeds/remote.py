@@ -78,8 +78,8 @@ def parse(text: str) -> Scrape:
     for cpu, labels, value in each(PREFIX + "event_counted_seconds"):
         out.counted.setdefault(cpu, {})[labels["event"]] = value
     by_family: dict[str, list[str]] = {}
-    for keys in out.counted.values():
-        for k in keys:
+    for counted in out.counted.values():
+        for k in counted:
             by_family.setdefault(metric_name(k), [])
             if k not in by_family[metric_name(k)]:
                 by_family[metric_name(k)].append(k)

@@ -10,6 +10,7 @@ import errno
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from pmutop.core.clock import Clock, MonotonicClock
@@ -19,7 +20,7 @@ from pmutop.core.sysroot import CHAR_DEVICE, REGULAR, Sysroot, UnsafePathError
 from pmutop.hw import shim
 from pmutop.hw.cpuid import CpuidSource
 from pmutop.hw.msr import MsrDevice, MsrFile
-from pmutop.pmu.cpuid_decode import decode_identity
+from pmutop.pmu.cpuid_decode import CpuidFn, decode_identity
 from pmutop.pmu.registers import IA32_TIME_STAMP_COUNTER, LEGACY_REGISTERS, MSR_PERF_METRICS, CounterRegisters
 
 NMI_WATCHDOG = "proc/sys/kernel/nmi_watchdog"
@@ -99,8 +100,11 @@ class Platform(ABC):
     @abstractmethod
     def cpuid(self, cpu: int, leaf: int, subleaf: int = 0) -> tuple[int, int, int, int]: ...
 
-    def cpuid_fn(self, cpu: int):  # -> CpuidFn for the decoders
-        return lambda leaf, subleaf=0: self.cpuid(cpu, leaf, subleaf)
+    def cpuid_fn(self, cpu: int) -> CpuidFn:
+        def cpuid(leaf: int, subleaf: int = 0) -> tuple[int, int, int, int]:
+            return self.cpuid(cpu, leaf, subleaf)
+
+        return cpuid
 
     @abstractmethod
     def msr_state(self, cpu: int) -> MsrDeviceState: ...
@@ -175,7 +179,7 @@ class HostPlatform(Platform):
     def cpuid_method(self, cpu: int) -> str:
         return self._cpuid.method(cpu)
 
-    def _msr_path(self, cpu: int):
+    def _msr_path(self, cpu: int) -> Path:
         return self.sysroot.path(f"dev/cpu/{cpu}/msr")
 
     def _intel(self, cpu: int) -> bool:

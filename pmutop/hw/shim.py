@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pmutop.core.errors import HardwareError
 
 try:
-    from pmutop.hw._shim import ffi, lib  # type: ignore[import-not-found]
+    from pmutop.hw._shim import ffi, lib
 except ImportError:  # running from a source tree that was never built
     ffi = lib = None
 

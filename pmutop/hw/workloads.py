@@ -103,4 +103,4 @@ class HostWorkloadRunner:
         return int(shim.lib.pmutop_wl_jumps(passes))
 
     def close(self) -> None:
-        self._buf = None  # type: ignore[assignment]
+        self._buf = None

@@ -20,6 +20,7 @@ import sys
 import termios
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from pmutop.core.undo import RestoreResult
 
@@ -63,9 +64,9 @@ class ExitGuard:
         self._thread: threading.Thread | None = None
         self._closing = False
         self._closed = threading.Event()  # set by uninstall(): the guardian must end, not exit
-        self._old_mask: set[signal.Signals] | None = None
+        self._old_mask: set[int | signal.Signals] | None = None
         self._old_excepthook = threading.excepthook
-        self._tty_attrs: list | None = None  # type: ignore[type-arg]
+        self._tty_attrs: list[Any] | None = None
 
     # -- set-up
 

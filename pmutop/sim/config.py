@@ -51,18 +51,20 @@ class SimConfig:
     """The simulated machine. Fields left None take the model's value (`MODELS`)."""
 
     cpus: int = 8
-    version: int | None = None  # 2..6 supported
-    gp_counters: int | None = None  # 1..8, or 1..32 from v6 (what the version's register map can address)
-    fixed_counters: int | None = None  # 0..4
+    # None (the default) takes the model's value in __post_init__: after it these are never None, so they are
+    # typed as what every reader sees.
+    version: int = None  # type: ignore[assignment]  # 2..6 supported
+    gp_counters: int = None  # type: ignore[assignment]  # 1..8, or 1..32 from v6 (what the version's register map can address)
+    fixed_counters: int = None  # type: ignore[assignment]  # 0..4
     gp_width: int = 48
     fixed_width: int = 48
     tsc_hz: int = 2_400_000_000
     seed: int = 1
-    e_cores: int | None = None  # the last e_cores CPUs are hybrid E-cores (model default: half on "adl", else 0)
+    e_cores: int = None  # type: ignore[assignment]  # the last e_cores CPUs are hybrid E-cores (model default: half on "adl", else 0)
     full_width_writes: bool = True  # IA32_PERF_CAPABILITIES[13]
     rdpmc_enabled: bool = True  # models CR4.PCE: when False every rdpmc faults
     model: str = "skx"  # one of MODELS
-    mix: str | None = None  # workload mix: "classic" or "tma" (adds branchy and frontend-bound phases)
+    mix: str = None  # type: ignore[assignment]  # workload mix: "classic" or "tma" (adds branchy and frontend-bound phases)
     # The fields given explicitly (they apply to E-cores too); the others took the model's values.
     explicit: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
 
@@ -81,7 +83,6 @@ class SimConfig:
         for name, value in defaults.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
-        assert self.version is not None and self.e_cores is not None
         max_gp = registers.register_map(self.version).max_gp if 2 <= self.version <= 6 else 0
         checks = [
             (self.cpus >= 1, "cpus must be >= 1"),

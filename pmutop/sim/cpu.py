@@ -277,7 +277,8 @@ class SimCpu:
         for on, a, b in ((counter.user, old.user, new.user), (counter.kernel, old.kernel, new.kernel)):
             if not on:
                 continue
-            for k, (x, y) in enumerate(zip(a[fields], b[fields], strict=True)):
+            # Amounts sliced by a slice object: mypy types a NamedTuple's index as one field.
+            for k, (x, y) in enumerate(zip(a[fields], b[fields], strict=True)):  # type: ignore[call-overload]
                 if y != x:
                     acc[k] += 255 * (y - x)
                     added = True

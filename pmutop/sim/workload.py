@@ -261,7 +261,7 @@ class Workload:
             after = self._prefix(pi, k + 1) if off else before
         if off:  # linear within the segment, floored
             st = self.seg_ticks
-            vec = [b + (a - b) * off // st for b, a in zip(before, after, strict=True)]
+            vec: tuple[int, ...] | list[int] = [b + (a - b) * off // st for b, a in zip(before, after, strict=True)]
         else:
             vec = before
         counts = Counts(ticks, self._amounts(vec[:_N]), self._amounts(vec[_N:]))

@@ -12,6 +12,7 @@ import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -109,7 +110,7 @@ class PmuCollector(Collector):
     def _families(self) -> list[Metric]:
         info = self.info
         base = ["cpu", "core_type"] if info.core_types else ["cpu"]
-        fams: dict[str, Metric] = {}
+        fams: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
 
         def counter(name: str, doc: str, extra: tuple[str, ...] = ()) -> CounterMetricFamily:
             if name not in fams:
@@ -203,7 +204,7 @@ class Exporter:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
         self._stop = threading.Event()
-        self._server = None
+        self._server: WSGIServer | None = None
         self._folder: threading.Thread | None = None
 
     def start(self, host: str, port: int) -> None:

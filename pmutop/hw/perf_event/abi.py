@@ -140,6 +140,8 @@ class PerfEventAttr(ctypes.Structure):
     A kernel older than the struct accepts it as long as the fields it does not know are zero.
     """
 
+    flags: int  # the bitfield word (ctypes gives it at run time; declared for the type checker)
+
     _fields_ = (
         ("type", ctypes.c_uint32),
         ("size", ctypes.c_uint32),

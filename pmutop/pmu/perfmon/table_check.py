@@ -89,12 +89,12 @@ def table_problem(data: bytes) -> str | None:
         return "no event list"
     if not events:
         return "no events"
-    for i, e in enumerate(events, 1):
-        if not isinstance(e, dict):
+    for i, event in enumerate(events, 1):
+        if not isinstance(event, dict):
             return f"event {i} is not an object"
-        why = _event_problem(e)
+        why = _event_problem(event)
         if why is not None:
-            name = e.get("EventName")
+            name = event.get("EventName")
             named = f" ({name[:60]})" if isinstance(name, str) and not CONTROL_CHARS.search(name) else ""
             return f"event {i}{named}: {why}"
     return None
