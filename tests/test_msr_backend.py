@@ -466,3 +466,27 @@ def test_foreign_reprogramming_is_found_within_the_check_period_at_one_register_
             assert s1.suspect is not None and "IA32_PERFEVTSEL1" in s1.suspect
     assert found_at is not None and found_at - changed_at <= FOREIGN_CHECK_NS + 100_000_000
     engine.stop()
+
+
+def test_installed_without_the_c_shim_it_reads_through_the_msr_files_and_says_why_once(
+    clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    platform, backend, engine = make(clock)
+    monkeypatch.setattr(platform, "shim_missing", lambda: True, raising=False)
+    engine.start()
+    assert backend.read_method == "msr"
+    said = [n for n in backend.notices if "C shim is not built" in n]
+    assert len(said) == 1 and "rdpmc" in said[0] and "self-test" in said[0] and "C compiler" in said[0]
+    clock.advance(1.0)
+    assert all(s.counts["cycles"] > 0 for s in engine.tick())
+    engine.stop()
+
+
+def test_explicit_rdpmc_without_the_c_shim_is_one_clear_error(
+    clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    platform, _, engine = make(clock, read_method="rdpmc")
+    monkeypatch.setattr(platform, "shim_missing", lambda: True, raising=False)
+    with pytest.raises(HardwareError, match="--read rdpmc: the pmutop C shim is not built"):
+        engine.start()
+    engine.stop()

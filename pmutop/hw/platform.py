@@ -125,6 +125,10 @@ class Platform(ABC):
         """Can rdpmc be executed at all for these CPUs (own host with the shim, or the simulator)?"""
         return False
 
+    def shim_missing(self) -> bool:
+        """This host's CPUs, but pmutop was installed without its C shim (no C compiler then)."""
+        return False
+
     def probe_rdpmc(self, cpu: int, n_fixed: int, n_gp: int, metrics: bool = False) -> RdpmcProbe:
         """Does the read rdpmc_reader(cpu, n_fixed, n_gp, metrics) will do work on that CPU?"""
         return RdpmcProbe(False, "rdpmc is not available for these CPUs")
@@ -240,6 +244,9 @@ class HostPlatform(Platform):
 
     def rdpmc_possible(self) -> bool:
         return self.sysroot.is_host and shim.available()
+
+    def shim_missing(self) -> bool:
+        return self.sysroot.is_host and shim.lib is None
 
     def probe_rdpmc(self, cpu: int, n_fixed: int, n_gp: int, metrics: bool = False) -> RdpmcProbe:
         if not self.rdpmc_possible():

@@ -21,7 +21,10 @@ try:
 except ImportError:  # running from a source tree that was never built
     ffi = lib = None
 
-BUILD_HINT = "the pmutop C shim is not built; install with `pip install .`"
+BUILD_HINT = (
+    "the pmutop C shim is not built (there was no C compiler when pmutop was installed): rdpmc and the"
+    " self-test's workloads are unavailable; install gcc and the Python headers, then reinstall pmutop"
+)
 
 
 def available() -> bool:

@@ -16,6 +16,7 @@ from pmutop.core.clock import Clock
 from pmutop.core.cpulist import format_cpu_list
 from pmutop.core.errors import HardwareError, PmuInUseError, UsageError
 from pmutop.core.undo import UndoLog, setting_undo
+from pmutop.hw import shim
 from pmutop.hw.platform import NMI_WATCHDOG, RDPMC_SYSFS, Platform
 from pmutop.pmu import registers, topdown_plan
 from pmutop.pmu.cpuid_decode import CORE_TYPE_CORE, PerfmonInfo, decode_core_type, decode_identity, decode_perfmon
@@ -294,9 +295,14 @@ class MsrBackend(Backend):
         return registers.perf_metrics_fields(ident.family, ident.model)
 
     def _choose_read_method(self, cpus: list[int], undo: UndoLog) -> str:
+        explicit = self.requested_read == "rdpmc"
+        if self.requested_read != "msr" and self.platform.shim_missing():
+            if explicit:
+                raise HardwareError(f"--read rdpmc: {shim.BUILD_HINT}")
+            self.notices.append(f"reading counters through the MSR files: {shim.BUILD_HINT}")  # said once, here
+            return "msr"
         if self.requested_read == "msr" or not self.platform.rdpmc_possible():
             return "msr"
-        explicit = self.requested_read == "rdpmc"
         settings = {rel: self.platform.read_setting(rel) for rel in RDPMC_SYSFS}
         settings = {rel: v for rel, v in settings.items() if v is not None}
 
