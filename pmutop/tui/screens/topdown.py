@@ -24,8 +24,9 @@ class TopdownScreen(ViewScreen):
 
     def compose(self) -> ComposeResult:
         yield Static(id="tma-title")
-        yield Static(legend(), id="tma-legend")
-        yield DataTable(id="tma", cursor_type="row", zebra_stripes=True)
+        yield Static(legend(self.app.no_color), id="tma-legend")
+        # The cells' colours win over the cursor's: the highlighted row keeps its breakdown.
+        yield DataTable(id="tma", cursor_type="row", zebra_stripes=True, cursor_foreground_priority="renderable")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -71,14 +72,14 @@ class TopdownScreen(ViewScreen):
             table.clear()
             self._shown.clear()
             for key, core in rows:
-                cells = row_cells(core, self._bar_width)
+                cells = row_cells(core, self._bar_width, self.app.no_color)
                 table.add_row(*cells, key=key)
                 for col, cell in zip(columns, cells, strict=True):
                     self._shown[(key, col.value or "")] = (cell.plain, repr(cell.spans))
             self._rows = keys
             return
         for key, core in rows:  # only the cells whose text or colours changed
-            for col, cell in zip(columns, row_cells(core, self._bar_width), strict=True):
+            for col, cell in zip(columns, row_cells(core, self._bar_width, self.app.no_color), strict=True):
                 shown = (cell.plain, repr(cell.spans))
                 if self._shown.get((key, col.value or "")) != shown:
                     self._shown[(key, col.value or "")] = shown
