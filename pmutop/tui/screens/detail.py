@@ -68,18 +68,27 @@ class DetailScreen(ViewScreen):
         self.query_one("#plots", HistoryPanels).show(core, model, app.feed.interval)
         self.query_one("#deltas", Static).update(self._deltas(core))
         self.query_one("#formulas", Static).update(self._formulas(app.shown_formulas()))
-        self.query_one("#tma-detail", Static).update(self._topdown(core))
+        self.query_one("#tma-detail", Static).update(self._topdown(core, model))
 
     @staticmethod
-    def _topdown(core: CoreState) -> RenderableType:
+    def _topdown(core: CoreState, model: ViewModel) -> RenderableType:
         """Level 1 history (one line each, 0..100%) and the latest level 2, where measured."""
-        method = core.latest.topdown if core.latest is not None else None
+        if core is model.total:  # the all row's sum has no method of its own: its cores' methods
+            methods = [c.latest.topdown for c in model.cores.values() if c.latest is not None]
+            method = "/".join(sorted({m for m in methods if m})) or None
+            measured = sum(1 for m in methods if m)
+            if method and measured < len(model.cores):  # a hybrid part's E-cores, say: the sum is of fewer
+                method += f", {measured} of {len(model.cores)} CPUs"
+            missing = "not measured on any CPU (see `pmutop info`)"
+        else:
+            method = core.latest.topdown if core.latest is not None else None
+            missing = "not measured on this core (see `pmutop info`)"
         grid = RichTable.grid(padding=(0, 1))
         grid.add_column(style="bold", no_wrap=True)
         grid.add_column(no_wrap=True)
         grid.add_column(justify="right")
         if method is None:
-            grid.add_row("top-down", Text("not measured on this core (see `pmutop info`)", style="dim"), "")
+            grid.add_row("top-down", Text(missing, style="dim"), "")
             return grid
         grid.add_row(Text(f"top-down ({method})", style="bold"), "history, 0..100%", "last")
         tma = core.tma or {}
