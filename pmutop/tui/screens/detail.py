@@ -15,7 +15,7 @@ from textual.widgets import Footer, Static
 
 from pmutop.derive import topdown
 from pmutop.tui import format as fmt
-from pmutop.tui.model import CoreState, ViewModel
+from pmutop.tui.model import CoreState, ViewModel, resample
 from pmutop.tui.screens.base import VIEW_KEYS, ViewScreen
 from pmutop.tui.topdown_view import COLOURS
 from pmutop.tui.widgets.history_panel import HistoryPanels
@@ -68,11 +68,12 @@ class DetailScreen(ViewScreen):
         self.query_one("#plots", HistoryPanels).show(core, model, app.feed.interval)
         self.query_one("#deltas", Static).update(self._deltas(core))
         self.query_one("#formulas", Static).update(self._formulas(app.shown_formulas()))
-        self.query_one("#tma-detail", Static).update(self._topdown(core, model))
+        self.query_one("#tma-detail", Static).update(self._topdown(core, model, app.feed.interval))
 
     @staticmethod
-    def _topdown(core: CoreState, model: ViewModel) -> RenderableType:
-        """Level 1 history (one line each, 0..100%) and the latest level 2, where measured."""
+    def _topdown(core: CoreState, model: ViewModel, step: float) -> RenderableType:
+        """Level 1 history (one line each, 0..100%, a cell per `step` seconds, as the plots) and the latest
+        level 2, where measured."""
         if core is model.total:  # the all row's sum has no method of its own: its cores' methods
             methods = [c.latest.topdown for c in model.cores.values() if c.latest is not None]
             method = "/".join(sorted({m for m in methods if m})) or None
@@ -92,11 +93,15 @@ class DetailScreen(ViewScreen):
             return grid
         grid.add_row(Text(f"top-down ({method})", style="bold"), "history, 0..100%", "last")
         tma = core.tma or {}
+
+        def history(key: str) -> list[float | None]:
+            return resample(core.history[key], core.spans, model.latest_time, step, HISTORY_WIDTH)
+
         for k in topdown.LEVEL1:
             value = tma.get(k)
             grid.add_row(
                 Text(topdown.LABELS[k], style=COLOURS[k]),
-                Text(fmt.sparkline(core.history[k], HISTORY_WIDTH, 1.0), style=COLOURS[k]),
+                Text(fmt.sparkline(history(k), HISTORY_WIDTH, 1.0), style=COLOURS[k]),
                 "-" if value is None else f"{100 * value:.1f}%",
             )
         for k in topdown.TMA_FIELDS[4:]:

@@ -106,8 +106,11 @@ class HistoryPanels(Widget):
             plot.display = i < shown
 
     def show(self, core: CoreState, model: ViewModel, interval: float, who: str | None = None) -> None:
-        """Plot `core`'s history (scaled to itself: its shape is the point); `who` prefixes the titles."""
+        """Plot `core`'s history (scaled to itself: its shape is the point) against time, a column per
+        `interval` seconds up to the newest interval, marking where the interval changed; `who` prefixes the
+        titles."""
+        marks = [at for at, _, _ in model.kept_marks()]
         for spec in self.specs:
             plot = self.query_one(f"#{self.plot_id(spec)}", HistoryPlot)
             plot.set_title(f"{who} · {spec.title}" if who else spec.title)
-            plot.set_values(core.history[spec.series], interval)
+            plot.set_values(core.history[spec.series], interval, spans=core.spans, end=model.latest_time, marks=marks)
