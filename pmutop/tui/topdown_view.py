@@ -60,6 +60,8 @@ def row_cells(core: CoreState, bar_width: int, patterns: bool = False) -> list[T
     tma = core.tma
     if tma is None or tma.get("tma_retiring") is None:
         why = "waiting for a sample" if core.latest is None else NOT_MEASURED
+        if len(why) > bar_width and why == NOT_MEASURED:  # narrow: the gist, not a cut sentence
+            why = "not measured"
         if core.latest is not None and core.latest.topdown is not None:
             why = "idle (no slots this interval)"
         return [label, Text(why[:bar_width], style="dim"), *(Text("") for _ in SHORT), Text("")]
