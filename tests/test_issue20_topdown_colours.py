@@ -126,7 +126,7 @@ async def test_no_color_draws_the_bars_in_glyphs(monkeypatch: pytest.MonkeyPatch
 async def test_the_detail_views_top_down_history_uses_the_same_colours() -> None:
     app, engine, _, _ = demo_app(model="adl", intervals=10)
     try:
-        async with app.run_test(size=(120, 40)) as pilot:
+        async with app.run_test(size=(160, 70)) as pilot:
             await app.push_screen(DetailScreen(0))
             await pilot.pause()
             colours = {}

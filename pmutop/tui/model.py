@@ -256,8 +256,8 @@ class ViewModel:
         core.metrics = for_sample(s)
         for k in SERIES:
             core.history[k].append(getattr(core.metrics, k))
-        for k, v in power_values(s).items():
-            core.history[k].append(v)
+        for k, power in power_values(s).items():
+            core.history[k].append(power)
         if self.rate_keys:
             self._append_rates(core, s)
         if s.topdown is not None:

@@ -88,8 +88,8 @@ class DetailScreen(ViewScreen):
             with Horizontal(id="facts"):
                 yield Static(id="deltas")
                 yield Static(id="formulas")
-            yield Static(id="power")
             yield Static(id="tma-detail")
+            yield Static(id="power")
         yield Footer()
 
     def on_mount(self) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static
@@ -59,7 +60,7 @@ class HeatmapScreen(ViewScreen):
     def on_mount(self) -> None:
         self.refresh_from(self.live.model)
 
-    def on_resize(self, event) -> None:  # type: ignore[no-untyped-def]
+    def on_resize(self, event: events.Resize) -> None:
         self.refresh_from(self.live.model)
 
     def set_metric(self, key: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Static
@@ -36,7 +37,7 @@ class TopdownScreen(ViewScreen):
         self._build(self.size.width)
         self.refresh_from(self.live.model)
 
-    def on_resize(self, event) -> None:  # type: ignore[no-untyped-def]
+    def on_resize(self, event: events.Resize) -> None:
         if self._build(event.size.width):
             self.refresh_from(self.live.model)
 

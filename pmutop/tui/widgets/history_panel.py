@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from textual import events
 from textual.app import ComposeResult
 from textual.widget import Widget
 
@@ -86,7 +87,7 @@ class HistoryPanels(Widget):
     def plot_id(self, spec: PlotSpec) -> str:
         return f"{self.prefix}-{spec.series.replace(':', '-')}"
 
-    def on_resize(self, event) -> None:  # type: ignore[no-untyped-def]
+    def on_resize(self, event: events.Resize) -> None:
         self.arrange_for(event.size.width, event.size.height)
 
     def arrange_for(self, width: int, height: int) -> None:

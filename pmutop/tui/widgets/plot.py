@@ -115,8 +115,9 @@ class HistoryPlot(Widget):
             marks = [round((at - left) / step) for at in self._marks if left < at <= self._end + step]
             marks = [min(c, cols - 1) for c in marks]
         else:
-            tail = self._values[-cols:]
-            tail = [None] * (cols - len(tail)) + tail
+            kept = self._values[-cols:]
+            padding: list[float | None] = [None] * (cols - len(kept))
+            tail = padding + kept
         top = self._top
         # Each point's height in eighths of a cell, computed once for all rows.
         eighths = rows_n * 8
