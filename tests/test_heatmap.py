@@ -80,12 +80,13 @@ def test_the_legend_names_the_metric_and_the_scale_ends_with_units() -> None:
     assert len(legend(BY_KEY["tma_bad_speculation"], Scale(0.0, 1.0)).plain) < 78  # fits at 80 columns
 
 
-def test_the_time_axis_spans_the_columns_from_the_oldest_point_to_now() -> None:
+def test_the_time_axis_puts_round_times_on_their_columns_and_now_under_the_newest() -> None:
     axis = time_axis(60, 1.0)
-    assert len(axis) == 60 and axis.startswith("60 s ago") and axis.endswith("now")
-    assert time_axis(60, 10.0).startswith("10 min ago")
-    assert time_axis(30, 0.5, cell=2).startswith("15 s ago") and len(time_axis(30, 0.5, cell=2)) == 60
-    assert time_axis(5, 1.0) == "  now"  # too narrow for both ends: "now" wins
+    assert len(axis) == 60 and axis.endswith("now")
+    assert axis.index("-15s") + 2 == 60 - 15 and axis.index("-45s") + 2 == 60 - 45  # centred on their edge
+    assert "-2m" in time_axis(60, 10.0) and "-8m" in time_axis(60, 10.0)
+    assert len(time_axis(30, 0.5, cell=2)) == 60 and "-5s" in time_axis(30, 0.5, cell=2)
+    assert time_axis(5, 1.0) == "  now"  # too narrow for a label: "now" wins
 
 
 # -- rows and groups
@@ -154,7 +155,7 @@ async def test_the_screen_shows_one_row_per_core_coloured_by_the_history() -> No
             assert "SIMULATED" in static(app, "#hm-title") and "per core" in static(app, "#hm-title")
             assert static(app, "#hm-legend").startswith("IPC")
             axis = static(app, "#hm-axis")
-            assert "60 s ago" in axis and axis.rstrip().endswith("now")
+            assert "-15s" in axis and axis.rstrip().endswith("now")
             # The newest column of core 0 has the colour of its last IPC on the screen's scale.
             line = screen.query_one(HeatmapRows).lines[0]
             scale = scale_for(BY_KEY["ipc"], app.model.series_top("ipc"))
@@ -220,7 +221,7 @@ async def test_resizing_refolds_and_widens_the_cells() -> None:
             await pilot.resize_terminal(250, 70)
             await pilot.pause()
             assert not screen.grouped and len(rows_of(app)) == 65
-            assert screen.cell == 3 and screen.points == 60
+            assert screen.cell == 3 and screen.points == 81  # the whole width, in cells of 3
             assert all(len(r) <= screen.query_one(HeatmapRows).size.width for r in rows_of(app))
     finally:
         engine.stop()

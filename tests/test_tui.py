@@ -185,7 +185,7 @@ async def test_changing_the_interval_keeps_the_elapsed_time_and_marks_the_histor
         await pilot.press("enter")
         await pilot.pause()
         title = text_of(app.screen.query_one("#detail-title", Static))
-        assert "interval 1 s → 2 s 3 points ago" in title
+        assert "interval 1 s → 2 s 6 s ago" in title  # three 2 s intervals
     engine.stop()
 
 

@@ -88,3 +88,50 @@ def duration(seconds: float) -> str:
 
 def interval_text(seconds: float) -> str:
     return f"{seconds:g} s"
+
+
+# -- time axes (the history plots, the heatmap)
+
+TICK_STEPS = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400)
+MARK = "▲"  # under the column where the interval changed
+
+
+def seconds_text(seconds: float) -> str:
+    """A compact time span for an axis: 0.5s, 45s, 2m30s, 1h05m."""
+    s = round(seconds)
+    if s < 120:
+        return f"{seconds:.0f}s" if abs(seconds - s) < 1e-6 else f"{seconds:.1f}s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m{s:02d}s" if s else f"{m}m"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
+
+
+def time_axis(columns: int, step: float, cell: int = 1, marks: Sequence[int] = (), min_gap: int = 12) -> str:
+    """The line under `columns` columns of `step` seconds, `cell` characters each: "now" under the newest,
+    round times ago ("-30s", "-1m") centred on the column edges they fall on, at least `min_gap` characters
+    apart (so plots of one width carry the same labels), and MARK under the `marks` columns."""
+    width = columns * cell
+    if width < 3:
+        return "now"[:width]
+    line = [" "] * width
+    taken = [False] * width
+
+    def put(text: str, start: int) -> None:
+        end = start + len(text)
+        if start >= 0 and end <= width and not any(taken[max(start - 1, 0) : end + 1]):
+            line[start:end] = text
+            taken[start:end] = [True] * len(text)
+
+    for c in marks:
+        x = min(max(c, 0), columns - 1) * cell + cell // 2
+        line[x], taken[x] = MARK, True
+    line[width - 3 :], taken[width - 3 :] = "now", [True] * 3  # "now" wins over a mark
+    tick = next((t for t in TICK_STEPS if t / step * cell >= min_gap), None) if step > 0 else None
+    k = 1
+    while tick is not None and k * tick <= columns * step + 1e-9:
+        label = f"-{seconds_text(k * tick)}"
+        put(label, round((columns - k * tick / step) * cell) - len(label) // 2)
+        k += 1
+    return "".join(line)

@@ -16,9 +16,9 @@ from rich.text import Text
 
 from pmutop.core.cpulist import format_cpu_list
 from pmutop.tui import format as fmt
-from pmutop.tui.model import CoreState
+from pmutop.tui.model import HISTORY, CoreState
 
-HISTORY = 60  # intervals across: wide cells read better than many thin ones
+WIDE_FROM = 60  # columns: cells widen (up to MAX_CELL characters) only while this many columns still fit
 
 # Viridis in 9 steps: perceptually uniform, readable by colour-blind people, dark = low, bright = high.
 RAMP: tuple[str, ...] = (
@@ -40,6 +40,7 @@ class Metric:
     unit: str = ""
     floor: float = 1.0  # the smallest "nice" ceiling (an idle machine must not look busy)
     percent: bool = False  # 0..1 shown as 0..100 %
+    per_package: bool = False  # measured once per package (on its first CPU): one row per package
 
 
 METRICS: tuple[Metric, ...] = (
@@ -55,7 +56,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("busy", "Busy %", "nice", "%", floor=100.0),
     Metric("bzy_mhz", "Bzy MHz", "nice", "MHz", floor=1000.0),
     Metric("temp_c", "Temperature", "nice", "°C", floor=100.0),
-    Metric("pkg_watts", "Package W", "nice", "W", floor=10.0),
+    Metric("pkg_watts", "Package W", "nice", "W", floor=10.0, per_package=True),
 )
 BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
 
@@ -120,21 +121,10 @@ def legend(metric: Metric, scale: Scale) -> Text:
     return t
 
 
-def ago_text(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:.3g} h ago"
-    if seconds >= 120:
-        return f"{seconds / 60:.3g} min ago"
-    return f"{seconds:.3g} s ago"
-
-
-def time_axis(points: int, interval: float, cell: int = 1) -> str:
-    """The line under the cells: '60 s ago' under the oldest column, 'now' under the newest."""
-    width = points * cell
-    left, right = ago_text(points * interval), "now"
-    if width < len(left) + len(right) + 1:
-        return right.rjust(width)[-width:] if width else ""
-    return left + right.rjust(width - len(left))
+def time_axis(points: int, interval: float, cell: int = 1, marks: Sequence[int] = ()) -> str:
+    """The line under the cells: round times ago on the columns they fall on, 'now' under the newest, a mark
+    under the columns where the interval changed (the same axis as the history plots')."""
+    return fmt.time_axis(points, interval, cell, marks)
 
 
 # -- rows: single cores, or groups of them when they do not fit
@@ -245,7 +235,9 @@ def row_text(label: str, label_width: int, steps: Levels, cell: int = 1) -> Text
 
 
 def geometry(width: int, label_width: int) -> tuple[int, int]:
-    """(history points shown, cells per point) for a screen `width` wide."""
+    """(time columns shown, characters per column) for a screen `width` wide: the whole width, in wider cells
+    while WIDE_FROM columns still fit (they read better than many thin ones), never more columns than the
+    history keeps."""
     room = max(width - label_width - 3, 1)  # the label's gap and the padding
-    points = min(HISTORY, room)
-    return points, max(1, min(MAX_CELL, room // HISTORY))
+    cell = max(1, min(MAX_CELL, room // WIDE_FROM))
+    return min(HISTORY, room // cell), cell

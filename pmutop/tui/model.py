@@ -5,7 +5,9 @@ Pure state, no widgets: the app feeds it samples and asks it for values; tests d
 
 from __future__ import annotations
 
+import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pmutop.core.ring import SampleRing
@@ -19,6 +21,7 @@ from pmutop.probes.tasks import TopTask
 HISTORY = 120  # intervals kept for sparklines, plots and the heatmap (a 250-column screen shows them all)
 SERIES = ("ipc", "ghz", "util", "llc_misses_per_s")
 TMA_SERIES = topdown.LEVEL1
+Span = tuple[float, float]  # (start, end) of a history point, in seconds since the run started
 
 
 @dataclass
@@ -35,6 +38,9 @@ class CoreState:
     seen: int = 0  # samples consumed from the ring
     tma: dict[str, float | None] | None = None  # top-down fractions of the latest sample; None: not measured
     name: str | None = None  # shown instead of the number (a remote host's "host:cpu")
+    # When each history point was measured, newest last (the histories end at the same point): plots are
+    # drawn against time, so points of different intervals take the room they lasted.
+    spans: deque[Span] = field(default_factory=lambda: deque(maxlen=HISTORY))
 
     def __post_init__(self) -> None:
         if not self.history:
@@ -76,6 +82,53 @@ def summed(samples: list[Sample]) -> Sample | None:
     )
 
 
+def resample(
+    values: Sequence[float | None], spans: Sequence[Span], end: float, step: float, columns: int
+) -> list[float | None]:
+    """The history as `columns` columns of `step` seconds each, the last ending at `end`: a column is the mean
+    of the points that cover it (a point longer than a column covers several, one shorter shares its column);
+    None where nothing was measured. `values` and `spans` are aligned at their newest point."""
+    if columns <= 0 or step <= 0:
+        return [None] * max(columns, 0)
+    sums = [0.0] * columns
+    counts = [0] * columns
+    left = end - columns * step
+    for i in range(1, min(len(values), len(spans)) + 1):
+        v = values[-i]
+        t0, t1 = spans[-i]
+        if v is None or t1 <= left or t0 >= end:
+            continue
+        # Boundaries rounded to the nearest column edge: back-to-back points fill back-to-back columns.
+        c0, c1 = round((t0 - left) / step), round((t1 - left) / step)
+        if c1 <= c0:  # shorter than half a column: the column of its middle
+            c0 = math.floor(((t0 + t1) / 2 - left) / step)
+            c1 = c0 + 1
+        for c in range(max(c0, 0), min(c1, columns)):
+            sums[c] += v
+            counts[c] += 1
+    return [total / n if n else None for total, n in zip(sums, counts, strict=True)]
+
+
+def one_point_per_column(spans: Sequence[Span], end: float, step: float) -> bool:
+    """True when every kept point lasted `step` and they follow one another up to `end`: then column k from
+    the right is simply point k from the newest (the common case, and cheap for hundreds of cores)."""
+    previous = end
+    for t0, t1 in reversed(spans):
+        if abs(t1 - previous) > 0.25 * step or abs((t1 - t0) - step) > 0.25 * step:
+            return False
+        previous = t0
+    return True
+
+
+def ago_text(seconds: float) -> str:
+    """How long ago, for notes: "8 s ago", "2.5 min ago"."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:.3g} h ago"
+    if seconds >= 120:
+        return f"{seconds / 60:.3g} min ago"
+    return f"{seconds:.2g} s ago" if seconds < 1 else f"{seconds:.0f} s ago"
+
+
 def rate_series(key: str) -> str:
     """The history key of an event's per-second rate."""
     return f"ev:{key}"
@@ -101,9 +154,10 @@ class ViewModel:
         self.new_suspects: list[str] = []
         self._tops: dict[tuple[str, bool], float] = {}  # (series, total row?) -> largest value kept
         self.measures_topdown = False  # some CPU measures top-down (its samples say how)
-        # Interval changes, as (intervals seen before it, old seconds, new seconds): histories then mix
-        # intervals of two lengths, and the views say where.
-        self.interval_marks: list[tuple[int, float, float]] = []
+        # Interval changes, as (time of the change, old seconds, new seconds): histories then mix intervals
+        # of two lengths, and the views mark where.
+        self.interval_marks: list[tuple[float, float, float]] = []
+        self.latest_time = 0.0  # end of the newest interval (s since the start): the plots' "now"
 
     def _core(self, cpu: int, core_type: str | None) -> CoreState:
         return CoreState(
@@ -116,15 +170,23 @@ class ViewModel:
             core.history[rate_series(k)].append(None if v is None or not s.interval else v / s.interval)  # type: ignore[union-attr]
 
     def mark_interval_change(self, old: float, new: float) -> None:
-        self.interval_marks.append((self.intervals, old, new))
+        """The next interval is `new` seconds long: it starts where the newest one ended. Steps taken before
+        the next interval (`-` pressed twice) are one change."""
+        if self.interval_marks and self.interval_marks[-1][0] == self.latest_time:
+            old = self.interval_marks.pop()[1]
+        if old != new:
+            self.interval_marks.append((self.latest_time, old, new))
+
+    def kept_marks(self) -> list[tuple[float, float, float]]:
+        """The interval changes inside the kept history (or made since its newest point)."""
+        oldest = self.total.spans[0][0] if self.total.spans else self.latest_time
+        return [m for m in self.interval_marks if m[0] >= oldest]
 
     def interval_note(self) -> str:
-        """Where the kept history changed interval, e.g. "interval 1 s → 0.5 s 12 points ago"."""
-        notes = []
-        for at, old, new in self.interval_marks:
-            ago = self.intervals - at
-            if ago < HISTORY:
-                notes.append(f"interval {old:g} s → {new:g} s {ago} points ago")
+        """Where the kept history changed interval, e.g. "interval 1 s → 0.5 s 12 s ago"."""
+        notes = [
+            f"interval {old:g} s → {new:g} s {ago_text(self.latest_time - at)}" for at, old, new in self.kept_marks()
+        ]
         return "; ".join(notes[-2:])
 
     def ingest(self, rings: dict[int, SampleRing]) -> bool:
@@ -141,6 +203,9 @@ class ViewModel:
         for seq in sorted(by_interval):
             self.intervals += 1
             ok = [s for s in by_interval[seq] if not (s.error or s.suspect)]
+            end = max(s.time for s in by_interval[seq])
+            self.total.spans.append((end - max(s.interval for s in by_interval[seq]), end))
+            self.latest_time = end
             m = combined(ok)
             self.total.metrics = m
             for k in SERIES:
@@ -176,6 +241,7 @@ class ViewModel:
             return
         core.error = None  # a remote host that came back (a local sampler never recovers)
         core.latest = s
+        core.spans.append((s.time - s.interval, s.time))
         for k, v in s.overflows.items():
             core.overflow_totals[k] = core.overflow_totals.get(k, 0) + v
         if s.suspect:
@@ -190,8 +256,8 @@ class ViewModel:
         core.metrics = for_sample(s)
         for k in SERIES:
             core.history[k].append(getattr(core.metrics, k))
-        for k, v in power_values(s).items():
-            core.history[k].append(v)
+        for k, power in power_values(s).items():
+            core.history[k].append(power)
         if self.rate_keys:
             self._append_rates(core, s)
         if s.topdown is not None:

@@ -9,19 +9,30 @@ from rich.text import Text
 from pmutop.derive import topdown
 from pmutop.tui.model import CoreState
 
+# Explicit colours, not ANSI names: the theme maps "red" and "magenta" to one colour. Chosen (after
+# Okabe & Ito) to stay four different colours at 256 and 16 colours (bright cyan, bright red, bright
+# yellow, bright blue) and for protan-, deutan- and tritanopes (tests/test_issue20_topdown_colours.py).
 COLOURS: dict[str, str] = {
-    "tma_retiring": "green",
-    "tma_bad_speculation": "red",
-    "tma_frontend_bound": "magenta",
-    "tma_backend_bound": "blue",
+    "tma_retiring": "#0FF0C3",
+    "tma_bad_speculation": "#E15A1E",
+    "tma_frontend_bound": "#F0E13C",
+    "tma_backend_bound": "#0F78E1",
+}
+# Without colour (NO_COLOR) each category is a texture; neighbours differ most.
+GLYPHS: dict[str, str] = {
+    "tma_retiring": "█",
+    "tma_bad_speculation": "░",
+    "tma_frontend_bound": "▓",
+    "tma_backend_bound": "▒",
 }
 SHORT = {"tma_retiring": "Ret%", "tma_bad_speculation": "Bad%", "tma_frontend_bound": "FE%", "tma_backend_bound": "BE%"}
 FIXED_COLUMNS = {"cpu": 6, **{k: 5 for k in SHORT}, "dominant": 15}
 NOT_MEASURED = "not measured on this core (see `pmutop info`)"
 
 
-def stacked_bar(fractions: dict[str, float | None] | None, width: int) -> Text:
-    """Four coloured segments whose lengths add up to `width` (largest remainders get the spare cells)."""
+def stacked_bar(fractions: dict[str, float | None] | None, width: int, patterns: bool = False) -> Text:
+    """Four coloured segments whose lengths add up to `width` (largest remainders get the spare cells);
+    `patterns`: each category in its own glyph (no colour to tell them apart)."""
     if not fractions or any(fractions.get(k) is None for k in topdown.LEVEL1):
         return Text("".ljust(width))
     exact = [(fractions[k] or 0.0) * width for k in topdown.LEVEL1]
@@ -30,27 +41,29 @@ def stacked_bar(fractions: dict[str, float | None] | None, width: int) -> Text:
         cells[i] += 1
     bar = Text()
     for k, n in zip(topdown.LEVEL1, cells, strict=True):
-        bar.append("█" * n, style=COLOURS[k])
+        bar.append((GLYPHS[k] if patterns else "█") * n, style=COLOURS[k])
     return bar
 
 
-def legend() -> Text:
+def legend(patterns: bool = False) -> Text:
     t = Text()
     for k in topdown.LEVEL1:
-        t.append("██ ", style=COLOURS[k])
-        t.append(f"{topdown.LABELS[k]}   ")
+        t.append((GLYPHS[k] if patterns else "█") * 2, style=COLOURS[k])
+        t.append(f" {topdown.LABELS[k]}   ")
     return t
 
 
-def row_cells(core: CoreState, bar_width: int) -> list[Text]:
+def row_cells(core: CoreState, bar_width: int, patterns: bool = False) -> list[Text]:
     label = Text("all" if core.cpu < 0 else core.label, style="bold" if core.cpu < 0 else "")
     if core.error is not None:
         return [label, Text("failed", style="bold red"), *(Text("") for _ in SHORT), Text("")]
     tma = core.tma
     if tma is None or tma.get("tma_retiring") is None:
         why = "waiting for a sample" if core.latest is None else NOT_MEASURED
+        if len(why) > bar_width and why == NOT_MEASURED:  # narrow: the gist, not a cut sentence
+            why = "not measured"
         if core.latest is not None and core.latest.topdown is not None:
             why = "idle (no slots this interval)"
         return [label, Text(why[:bar_width], style="dim"), *(Text("") for _ in SHORT), Text("")]
     pct = [Text(f"{100 * (tma[k] or 0.0):5.1f}", style=COLOURS[k]) for k in SHORT]
-    return [label, stacked_bar(tma, bar_width), *pct, Text(topdown.dominant(tma) or "", style="bold")]
+    return [label, stacked_bar(tma, bar_width, patterns), *pct, Text(topdown.dominant(tma) or "", style="bold")]

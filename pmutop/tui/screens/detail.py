@@ -13,14 +13,60 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Footer, Static
 
+from pmutop.core.sample import Sample
 from pmutop.derive import topdown
 from pmutop.tui import format as fmt
-from pmutop.tui.model import CoreState, ViewModel
+from pmutop.tui.model import CoreState, ViewModel, resample
 from pmutop.tui.screens.base import VIEW_KEYS, ViewScreen
 from pmutop.tui.topdown_view import COLOURS
 from pmutop.tui.widgets.history_panel import HistoryPanels
 
 HISTORY_WIDTH = 40  # cells of the detail view's top-down history
+
+
+def power_rows(samples: list[Sample]) -> list[tuple[str, str]]:
+    """turbostat's view of one CPU's last interval, or of several (means, the hottest, counts): Busy %, Avg
+    and Bzy MHz, each idle state's residency, temperature, package power, what throttles the clock. Only
+    what was measured; empty when nothing was."""
+    several = len(samples) > 1
+    mean_note = " (mean)" if several else ""
+    rows: list[tuple[str, str]] = []
+
+    def mean(values: list[float]) -> float | None:
+        return sum(values) / len(values) if values else None
+
+    busy = mean([s.busy for s in samples if s.busy is not None])
+    bzy = mean([s.bzy_mhz for s in samples if s.bzy_mhz is not None])
+    # turbostat's Avg_MHz: the clock averaged over the whole interval, idle included (= Busy% × Bzy_MHz).
+    avg = mean([s.busy * s.bzy_mhz / 100 for s in samples if s.busy is not None and s.bzy_mhz is not None])
+    if busy is not None:
+        rows.append(("Busy %", f"{busy:.1f}%{mean_note}"))
+    if avg is not None:
+        rows.append(("Avg MHz", f"{avg:.0f}{mean_note}"))
+    if bzy is not None:
+        rows.append(("Bzy MHz", f"{bzy:.0f}{mean_note}"))
+    states = list(dict.fromkeys(k for s in samples for k in s.cstates))
+    for state in states:  # a CPU without the state counts as 0 % in it
+        residency = mean([s.cstates.get(state, 0.0) for s in samples if s.cstates])
+        rows.append((state, f"{residency:.1f}%{mean_note}"))
+    temps = [s.temp_c for s in samples if s.temp_c is not None]
+    if temps:
+        rows.append(("Temperature", f"{max(temps):.0f} °C" + (" (hottest)" if several else "")))
+    pkg_temps = [s.pkg_temp_c for s in samples if s.pkg_temp_c is not None]
+    if pkg_temps:
+        rows.append(("Package °C", f"{max(pkg_temps):.0f} °C"))
+    watts = [s.energy_j["package"] / s.interval for s in samples if "package" in s.energy_j and s.interval > 0]
+    if watts:
+        rows.append(("Package W", f"{sum(watts):.1f} W" + (f" ({len(watts)} packages)" if len(watts) > 1 else "")))
+    watched = [s for s in samples if "throttle" in s.power_src]
+    if watched:
+        reasons = list(dict.fromkeys(r for s in watched for r in s.throttle))
+        throttled = sum(1 for s in watched if s.throttle)
+        text = ", ".join(reasons) if reasons else "nothing"
+        if several and reasons:
+            text += f" ({throttled} of {len(watched)} CPUs)"
+        rows.append(("Throttled by", text))
+    return rows
 
 
 class DetailScreen(ViewScreen):
@@ -43,6 +89,7 @@ class DetailScreen(ViewScreen):
                 yield Static(id="deltas")
                 yield Static(id="formulas")
             yield Static(id="tma-detail")
+            yield Static(id="power")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -67,32 +114,66 @@ class DetailScreen(ViewScreen):
         # Scaled to this core (its shape is the point here); the table's sparklines compare cores.
         self.query_one("#plots", HistoryPanels).show(core, model, app.feed.interval)
         self.query_one("#deltas", Static).update(self._deltas(core))
+        self.query_one("#power", Static).update(self._power(core, model))
         self.query_one("#formulas", Static).update(self._formulas(app.shown_formulas()))
-        self.query_one("#tma-detail", Static).update(self._topdown(core))
+        self.query_one("#tma-detail", Static).update(self._topdown(core, model, app.feed.interval))
 
     @staticmethod
-    def _topdown(core: CoreState) -> RenderableType:
-        """Level 1 history (one line each, 0..100%) and the latest level 2, where measured."""
-        method = core.latest.topdown if core.latest is not None else None
+    def _topdown(core: CoreState, model: ViewModel, step: float) -> RenderableType:
+        """Level 1 history (one line each, 0..100%, a cell per `step` seconds, as the plots) and the latest
+        level 2, where measured."""
+        if core is model.total:  # the all row's sum has no method of its own: its cores' methods
+            methods = [c.latest.topdown for c in model.cores.values() if c.latest is not None]
+            method = "/".join(sorted({m for m in methods if m})) or None
+            measured = sum(1 for m in methods if m)
+            if method and measured < len(model.cores):  # a hybrid part's E-cores, say: the sum is of fewer
+                method += f", {measured} of {len(model.cores)} CPUs"
+            missing = "not measured on any CPU (see `pmutop info`)"
+        else:
+            method = core.latest.topdown if core.latest is not None else None
+            missing = "not measured on this core (see `pmutop info`)"
         grid = RichTable.grid(padding=(0, 1))
         grid.add_column(style="bold", no_wrap=True)
         grid.add_column(no_wrap=True)
         grid.add_column(justify="right")
         if method is None:
-            grid.add_row("top-down", Text("not measured on this core (see `pmutop info`)", style="dim"), "")
+            grid.add_row("top-down", Text(missing, style="dim"), "")
             return grid
         grid.add_row(Text(f"top-down ({method})", style="bold"), "history, 0..100%", "last")
         tma = core.tma or {}
+
+        def history(key: str) -> list[float | None]:
+            return resample(core.history[key], core.spans, model.latest_time, step, HISTORY_WIDTH)
+
         for k in topdown.LEVEL1:
             value = tma.get(k)
             grid.add_row(
                 Text(topdown.LABELS[k], style=COLOURS[k]),
-                Text(fmt.sparkline(core.history[k], HISTORY_WIDTH, 1.0), style=COLOURS[k]),
+                Text(fmt.sparkline(history(k), HISTORY_WIDTH, 1.0), style=COLOURS[k]),
                 "-" if value is None else f"{100 * value:.1f}%",
             )
         for k in topdown.TMA_FIELDS[4:]:
             if tma.get(k) is not None:
                 grid.add_row(Text("  " + topdown.LABELS[k]), "", f"{100 * tma[k]:.1f}%")  # type: ignore[operator]
+        return grid
+
+    @staticmethod
+    def _power(core: CoreState, model: ViewModel) -> RenderableType:
+        """turbostat's columns (pmutop.probes.power), for the core or, on the all row, all live CPUs."""
+        cores = list(model.cores.values()) if core is model.total else [core]
+        samples = [c.latest for c in cores if c.latest is not None and c.error is None and not c.latest.suspect]
+        rows = power_rows(samples)
+        grid = RichTable.grid(padding=(0, 1))
+        grid.add_column(style="cyan", no_wrap=True)
+        grid.add_column(justify="right", no_wrap=True)
+        if not rows:
+            return grid
+        grid.add_column(style="dim", no_wrap=True)
+        sources = sorted({src for s in samples for src in s.power_src.values()})
+        grid.add_row(Text("power and idle", style="bold"), "", ", ".join(sources))
+        why = {"Avg MHz": "Busy% × Bzy MHz (turbostat Avg_MHz)", "Bzy MHz": "the clock while not idle"}
+        for name, value in rows:
+            grid.add_row(name, value, why.get(name, ""))
         return grid
 
     @staticmethod

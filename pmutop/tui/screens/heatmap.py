@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static
 
+from pmutop.tui.format import MARK
 from pmutop.tui.heatmap import (
     BY_KEY,
     CHROME_ROWS,
@@ -24,7 +26,7 @@ from pmutop.tui.heatmap import (
     tail,
     time_axis,
 )
-from pmutop.tui.model import ViewModel
+from pmutop.tui.model import CoreState, ViewModel, one_point_per_column, resample
 from pmutop.tui.screens.base import VIEW_KEYS, ViewScreen
 from pmutop.tui.widgets.heatmap_rows import HeatmapRows
 
@@ -45,7 +47,7 @@ class HeatmapScreen(ViewScreen):
         self.points = 0
         self.cell = 1
         self.label_width = 4
-        self._layout_for: tuple[int, int, int] | None = None  # (width, height, cores) the layout was made for
+        self._layout_for: tuple[object, ...] | None = None  # (width, height, rows) the layout was made for
         self._shown: dict[str, str] = {}  # widget id -> text shown (title, legend, axis: set only on change)
 
     def compose(self) -> ComposeResult:
@@ -58,7 +60,7 @@ class HeatmapScreen(ViewScreen):
     def on_mount(self) -> None:
         self.refresh_from(self.live.model)
 
-    def on_resize(self, event) -> None:  # type: ignore[no-untyped-def]
+    def on_resize(self, event: events.Resize) -> None:
         self.refresh_from(self.live.model)
 
     def set_metric(self, key: str) -> None:
@@ -74,15 +76,22 @@ class HeatmapScreen(ViewScreen):
     def grouped(self) -> bool:
         return any(len(g.cpus) > 1 for g in self.groups)
 
+    @staticmethod
+    def package_rows(model: ViewModel) -> list[Group]:
+        """One row per package, from the CPU that reads its values (the others have none to show)."""
+        carriers = [c for c in model.cores.values() if c.latest is not None and "package" in c.latest.energy_j]
+        return [Group(f"pkg {c.latest.package if c.latest.package is not None else c.cpu}", (c.cpu,)) for c in carriers]  # type: ignore[union-attr]
+
     def _layout(self, model: ViewModel) -> None:
-        """Groups for the height, columns for the width: only when either (or the core count) changes."""
+        """Groups for the height, columns for the width: only when either (or the rows) change."""
         width, height = self.size
-        key = (width, height, len(model.cores))
+        packages = self.package_rows(model) if self.metric.per_package else None
+        key = (width, height, len(model.cores), tuple(packages) if packages is not None else None)
         if key == self._layout_for:
             return
         self._layout_for = key
         core_rows = max(height - CHROME_ROWS - 1, 1)  # one row is the all row
-        self.groups = fold(list(model.cores.values()), core_rows)
+        self.groups = packages[:core_rows] if packages is not None else fold(list(model.cores.values()), core_rows)
         self.label_width = max(3, *(len(g.label) for g in self.groups))
         self.points, self.cell = geometry(width, self.label_width)
 
@@ -93,8 +102,10 @@ class HeatmapScreen(ViewScreen):
             self.query_one(f"#{widget_id}", Static).update(text)
 
     def title_text(self, model: ViewModel) -> Text:
-        t = Text(f"Heatmap: {self.metric.title} per core", style="bold")
-        if self.grouped:  # short enough that the SIMULATED badge still fits at 80 columns
+        t = Text(f"Heatmap: {self.metric.title} per {'package' if self.metric.per_package else 'core'}", style="bold")
+        if self.metric.per_package and not self.groups:
+            t.append("   not measured here", style="dim")
+        elif self.grouped:  # short enough that the SIMULATED badge still fits at 80 columns
             size = max(len(g.cpus) for g in self.groups)
             t = Text(f"Heatmap: {self.metric.title}, rows are groups of ≤{size} CPUs (mean)", style="bold")
         if self.live.info.simulated:
@@ -113,15 +124,26 @@ class HeatmapScreen(ViewScreen):
         self._layout(model)
         metric, points, cell = self.metric, self.points, self.cell
         scale = scale_for(metric, model.series_top(metric.key))
-        interval = self.live.feed.interval
+        # Against time: a column is one interval of today's length, whatever the older points lasted.
+        step, end = self.live.feed.interval, model.latest_time
+        uniform = one_point_per_column(model.total.spans, end, step)
+
+        def columns(core: CoreState) -> list[float | None]:
+            history = core.history[metric.key]
+            return tail(history, points) if uniform else resample(history, core.spans, end, step, points)
+
+        left = end - points * step
+        marks = [min(round((at - left) / step), points - 1) for at, _, _ in model.kept_marks() if at > left]
         self._set("hm-title", self.title_text(model))
         self._set("hm-legend", legend(metric, scale))
-        axis = Text(" " * (self.label_width + 1) + time_axis(points, interval, cell), style="dim")
+        axis = Text(" " * (self.label_width + 1))
+        axis.append(time_axis(points, step, cell, marks), style="dim")
+        axis.highlight_words([MARK], style="yellow")
         self._set("hm-axis", axis)
         rows = []
         for g in self.groups:  # only the visible rows, only the visible columns
-            values = group_values([model.cores[cpu].history[metric.key] for cpu in g.cpus], points)
+            values = group_values([columns(model.cores[cpu]) for cpu in g.cpus], points)
             rows.append((g.label, levels(values, scale)))
-        rows.append(("all", levels(tail(model.total.history[metric.key], points), scale)))
+        rows.append(("all", levels(columns(model.total), scale)))
         with self.app.batch_update():
             return self.query_one("#hm-rows", HeatmapRows).set_rows(rows, self.label_width, cell)

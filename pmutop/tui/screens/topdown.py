@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Static
@@ -24,8 +25,9 @@ class TopdownScreen(ViewScreen):
 
     def compose(self) -> ComposeResult:
         yield Static(id="tma-title")
-        yield Static(legend(), id="tma-legend")
-        yield DataTable(id="tma", cursor_type="row", zebra_stripes=True)
+        yield Static(legend(self.app.no_color), id="tma-legend")
+        # The cells' colours win over the cursor's: the highlighted row keeps its breakdown.
+        yield DataTable(id="tma", cursor_type="row", zebra_stripes=True, cursor_foreground_priority="renderable")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -35,7 +37,7 @@ class TopdownScreen(ViewScreen):
         self._build(self.size.width)
         self.refresh_from(self.live.model)
 
-    def on_resize(self, event) -> None:  # type: ignore[no-untyped-def]
+    def on_resize(self, event: events.Resize) -> None:
         if self._build(event.size.width):
             self.refresh_from(self.live.model)
 
@@ -71,14 +73,14 @@ class TopdownScreen(ViewScreen):
             table.clear()
             self._shown.clear()
             for key, core in rows:
-                cells = row_cells(core, self._bar_width)
+                cells = row_cells(core, self._bar_width, self.app.no_color)
                 table.add_row(*cells, key=key)
                 for col, cell in zip(columns, cells, strict=True):
                     self._shown[(key, col.value or "")] = (cell.plain, repr(cell.spans))
             self._rows = keys
             return
         for key, core in rows:  # only the cells whose text or colours changed
-            for col, cell in zip(columns, row_cells(core, self._bar_width), strict=True):
+            for col, cell in zip(columns, row_cells(core, self._bar_width, self.app.no_color), strict=True):
                 shown = (cell.plain, repr(cell.spans))
                 if self._shown.get((key, col.value or "")) != shown:
                     self._shown[(key, col.value or "")] = shown

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.segment import Segment
 from rich.text import Text
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -27,6 +27,7 @@ class HeatmapRows(Widget):
         if len(keys) != len(old):
             self.lines = [Text()] * len(keys)
             changed = list(range(max(len(keys), len(old))))
+            self.refresh(layout=True)  # as tall as its rows: the time axis follows right below
         else:
             changed = [y for y, (a, b) in enumerate(zip(keys, old, strict=True)) if a != b]
         self._keys = keys
@@ -38,6 +39,9 @@ class HeatmapRows(Widget):
             self._strips.pop(y, None)
             self.refresh(Region(0, y, width, 1))
         return len(changed)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.lines)
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width

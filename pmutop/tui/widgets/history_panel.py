@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from textual import events
 from textual.app import ComposeResult
 from textual.widget import Widget
 
@@ -86,7 +87,7 @@ class HistoryPanels(Widget):
     def plot_id(self, spec: PlotSpec) -> str:
         return f"{self.prefix}-{spec.series.replace(':', '-')}"
 
-    def on_resize(self, event) -> None:  # type: ignore[no-untyped-def]
+    def on_resize(self, event: events.Resize) -> None:
         self.arrange_for(event.size.width, event.size.height)
 
     def arrange_for(self, width: int, height: int) -> None:
@@ -106,8 +107,11 @@ class HistoryPanels(Widget):
             plot.display = i < shown
 
     def show(self, core: CoreState, model: ViewModel, interval: float, who: str | None = None) -> None:
-        """Plot `core`'s history (scaled to itself: its shape is the point); `who` prefixes the titles."""
+        """Plot `core`'s history (scaled to itself: its shape is the point) against time, a column per
+        `interval` seconds up to the newest interval, marking where the interval changed; `who` prefixes the
+        titles."""
+        marks = [at for at, _, _ in model.kept_marks()]
         for spec in self.specs:
             plot = self.query_one(f"#{self.plot_id(spec)}", HistoryPlot)
             plot.set_title(f"{who} · {spec.title}" if who else spec.title)
-            plot.set_values(core.history[spec.series], interval)
+            plot.set_values(core.history[spec.series], interval, spans=core.spans, end=model.latest_time, marks=marks)

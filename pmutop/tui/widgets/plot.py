@@ -11,22 +11,13 @@ from rich.style import Style
 from textual.strip import Strip
 from textual.widget import Widget
 
-from pmutop.tui.format import SPARK, nice_ceiling
+from pmutop.tui.format import MARK, SPARK, nice_ceiling, time_axis
+from pmutop.tui.model import Span, resample
 
 _DIM = Style(dim=True)
+_MARK = Style(color="yellow")
 MIN_PLOT_ROWS = 3  # below this (plus the time axis) only the sparkline-like body is drawn
-
-
-def seconds_text(seconds: float) -> str:
-    """A compact time span for the axis: 45s, 2m30s, 1h05m."""
-    s = round(seconds)
-    if s < 120:
-        return f"{seconds:.0f}s" if seconds >= 1 or seconds == 0 else f"{seconds:.1f}s"
-    m, s = divmod(s, 60)
-    if m < 60:
-        return f"{m}m{s:02d}s" if s else f"{m}m"
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m"
+VALUE_LABEL = 5  # characters of the value axis' labels: plots side by side get the same width of time
 
 
 @lru_cache(maxsize=4096)
@@ -45,6 +36,9 @@ class HistoryPlot(Widget):
         self._floor = floor
         self._style = style
         self._values: list[float | None] = []
+        self._spans: list[Span] | None = None  # when each point was measured; None: one column per point
+        self._end = 0.0
+        self._marks: list[float] = []  # times where the interval changed
         self._top = floor
         self._interval = 1.0
         self._version = 0  # bumped by each update: the cached strips are for one version and size
@@ -56,11 +50,24 @@ class HistoryPlot(Widget):
         if self.border_title != title:
             self.border_title = title
 
-    def set_values(self, values: Sequence[float | None], interval: float | None = None) -> None:
-        """The history, oldest first; `interval` (s) labels the time axis."""
+    def set_values(
+        self,
+        values: Sequence[float | None],
+        interval: float | None = None,
+        *,
+        spans: Sequence[Span] | None = None,
+        end: float | None = None,
+        marks: Sequence[float] = (),
+    ) -> None:
+        """The history, oldest first. With `spans` (when each point was measured) it is drawn against time:
+        one column per `interval` seconds up to `end`, a mark where the interval changed (`marks`, times);
+        without, one column per point of `interval` seconds."""
         if interval:
             self._interval = interval
         self._values = list(values)  # a few plots, at most HISTORY points each
+        self._spans = list(spans) if spans is not None else None
+        self._end = end if end is not None else (self._spans[-1][1] if self._spans else 0.0)
+        self._marks = list(marks)
         present = [v for v in values if v is not None]
         top = nice_ceiling(max(present, default=0.0), self._floor)
         now = self._fmt(present[-1]) if present and values[-1] is not None else "-"
@@ -97,11 +104,20 @@ class HistoryPlot(Widget):
         dim, bar = _DIM, Style.parse(self._style)
         axes = height >= MIN_PLOT_ROWS + 1 and width >= 20
         labels = [self._fmt(self._top), self._fmt(self._top / 2), "0"] if axes else []
-        gutter = max(map(len, labels)) + 1 if axes else 0
+        gutter = max(VALUE_LABEL, *map(len, labels)) + 1 if axes else 0
         rows_n = height - 1 if axes else height
         cols = width - gutter
-        tail = self._values[-cols:]
-        tail = [None] * (cols - len(tail)) + tail
+        step = self._interval
+        marks: list[int] = []
+        if self._spans is not None:  # against time: a column is `step` seconds, whatever the points lasted
+            tail = resample(self._values, self._spans, self._end, step, cols)
+            left = self._end - cols * step
+            marks = [round((at - left) / step) for at in self._marks if left < at <= self._end + step]
+            marks = [min(c, cols - 1) for c in marks]
+        else:
+            kept = self._values[-cols:]
+            padding: list[float | None] = [None] * (cols - len(kept))
+            tail = padding + kept
         top = self._top
         # Each point's height in eighths of a cell, computed once for all rows.
         eighths = rows_n * 8
@@ -115,19 +131,29 @@ class HistoryPlot(Widget):
             if axes:
                 label = labels[0] if r == 0 else labels[1] if r == rows_n // 2 else labels[2] if r == rows_n - 1 else ""
                 line.append(Segment(label.rjust(gutter - 1) + "┤" if label else " " * (gutter - 1) + "│", dim))
-            line.append(Segment(cells, bar))
+            line.extend(self._marked(cells, marks, bar))
             out.append(line)
         if axes:
-            left = f"-{seconds_text(cols * self._interval)}"
-            right = "now"
-            mid = f"-{seconds_text(cols * self._interval / 2)}"
-            axis = [" "] * cols
-            for i, ch in enumerate(left):
-                if i < cols:
-                    axis[i] = ch
-            centre = cols // 2 - len(mid) // 2
-            if centre > len(left) + 1 and centre + len(mid) < cols - len(right) - 1:
-                axis[centre : centre + len(mid)] = list(mid)
-            axis[cols - len(right) :] = list(right)
-            out.append([Segment((" " * (gutter - 1) + "└" if gutter else "") + "".join(axis), dim)])
+            axis = time_axis(cols, step, marks=marks)
+            line = [Segment(" " * (gutter - 1) + "└", dim)]
+            start = 0
+            for x, ch in enumerate(axis):
+                if ch == MARK:
+                    line += [Segment(axis[start:x], dim), Segment(MARK, _MARK)]
+                    start = x + 1
+            line.append(Segment(axis[start:], dim))
+            out.append(line)
+        return out
+
+    @staticmethod
+    def _marked(cells: str, marks: list[int], bar: Style) -> list[Segment]:
+        """A row of the plot, with a dotted line in the empty cells of the columns where the interval changed."""
+        if not marks:
+            return [Segment(cells, bar)]
+        out, start = [], 0
+        for c in sorted(set(marks)):
+            if cells[c] == " ":
+                out += [Segment(cells[start:c], bar), Segment("┊", _MARK)]
+                start = c + 1
+        out.append(Segment(cells[start:], bar))
         return out
