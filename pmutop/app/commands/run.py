@@ -99,7 +99,8 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
         info = collect(platform, backend, cpus)
         if args.record and not guard.stop_requested.is_set():
             header = make_header(engine, info, mode, backend.describe(), backend.events)
-            recorder = Recorder(args.record, engine, header)
+            # A recording that cannot be written whole stops the run: the user learns it now, not at the end.
+            recorder = Recorder(args.record, engine, header, on_failure=guard.request_stop)
             session.record_to(recorder)
             recorder.start()
         if guard.stop_requested.is_set():
@@ -133,6 +134,10 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
                 warn(f"cpu {cpu} dropped: {why}")
     if guard.failure:
         raise PmutopError(guard.failure)
+    if session.recording_error:
+        if not session.result.failures:
+            raise PmutopError(session.recording_error)
+        say(session.recording_error)  # and the exit status says what could not be put back (4)
     code = guard.exit_code(session.result, 1 if failed_cpus else 0)
     if guard.signum is not None:
         say(f"stopped by {signal_name(guard.signum)}")
