@@ -89,7 +89,8 @@ def run_parser(serve: bool = False) -> OneLineParser:
             "--connect",
             action="append",
             metavar="URL",
-            help="show a remote `pmutop serve` (http://HOST:PORT) instead of this machine; repeat for several hosts",
+            help="show a remote `pmutop serve` (HOST:PORT or http://HOST:PORT) instead of this machine; repeat for "
+            "several hosts; works with --batch and --record",
         )
     p.add_argument("--cores", metavar="LIST", help="CPUs to monitor: 0-3, 0,2,4-7 or all (default: all online)")
     p.add_argument(

@@ -50,9 +50,7 @@ class RunEnd:
                     self.state.lock_for_restore()
                 result = self.engine.stop()
                 if self.recorder is not None:  # after the samplers stopped: the last samples are in the rings
-                    note = self.recorder.close()
-                    if note:
-                        result.notes.append(note)
+                    self.recorder.close()  # an incomplete recording is the run's failure: see recording_error
                 if self.state is not None:
                     try:
                         self.state.finish(result, result.failed_cpus)
@@ -146,3 +144,9 @@ class MeasurementSession:
         """`recorder` is closed by the restore, after the samplers stopped."""
         assert self.end is not None
         self.end.recorder = recorder
+
+    @property
+    def recording_error(self) -> str | None:
+        """The one line when the recording could not be written whole (the run then exits 1)."""
+        recorder = self.end.recorder if self.end is not None else None
+        return recorder.error if recorder is not None else None

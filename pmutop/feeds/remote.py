@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -32,11 +33,24 @@ Labels = tuple[tuple[str, str], ...]
 
 
 def normalise_url(text: str) -> str:
+    """[http(s)://]HOST:PORT[/path] -> the URL scraped; anything else is a usage error (status 2). Without a
+    scheme the port is required (`notaurl` is a typo, not a host on port 80)."""
     url = text if "://" in text else f"http://{text}"
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"--connect {text!r}: expected http://HOST:PORT")
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or out of 0..65535
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1 or (port is None and url != text):
+        raise UsageError(f"--connect {text!r}: expected http://HOST:PORT, e.g. http://127.0.0.1:9464")
     return url if parts.path not in ("", "/") else url.rstrip("/") + "/metrics"
+
+
+def same_address(url: str) -> tuple[str, str, int, str]:
+    """What tells two URLs apart: scheme, host (case-insensitive), port (the scheme's default if none), path."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, (parts.hostname or "").lower(), port, parts.path
 
 
 @dataclass
@@ -44,6 +58,7 @@ class Scrape:
     """One host's exporter output, per CPU."""
 
     info: dict[str, str] = field(default_factory=dict)
+    started: float | None = None  # the exporter's start (Unix s): with the hostname, which exporter this is
     totals: dict[int, dict[str, float]] = field(default_factory=dict)  # cpu -> key -> total
     counted: dict[int, dict[str, float]] = field(default_factory=dict)  # cpu -> key -> counted seconds
     overflows: dict[int, dict[str, float]] = field(default_factory=dict)
@@ -52,6 +67,25 @@ class Scrape:
     methods: dict[int, str] = field(default_factory=dict)
     core_types: dict[int, str] = field(default_factory=dict)
     down: dict[int, bool] = field(default_factory=dict)
+    # Beside the counters (what the power sources measured): cumulative seconds / cycles, per-package energy.
+    busy: dict[int, dict[str, float]] = field(default_factory=dict)  # cpu -> busy_seconds, busy_cycles
+    cstates: dict[int, dict[str, float]] = field(default_factory=dict)  # cpu -> state -> seconds resident
+    temp_c: dict[int, float] = field(default_factory=dict)
+    packages: dict[int, int] = field(default_factory=dict)  # cpu -> package
+    energy_j: dict[int, dict[str, float]] = field(default_factory=dict)  # package -> domain -> joules
+    pkg_temp_c: dict[int, float] = field(default_factory=dict)  # package -> temperature
+
+    def advanced(self, cpu: int, since: Scrape) -> bool:
+        """`cpu` has samples folded in after `since` was scraped."""
+        seconds = self.special.get(cpu, {}).get("sampled_seconds", 0.0)
+        return seconds > since.special.get(cpu, {}).get("sampled_seconds", 0.0)
+
+    def restarted(self, since: Scrape) -> bool:
+        """The exporter began again after `since` (its totals start from zero)."""
+        return any(
+            self.special.get(cpu, {}).get("sampled_seconds", 0.0) < old.get("sampled_seconds", 0.0)
+            for cpu, old in since.special.items()
+        )
 
 
 def parse(text: str) -> Scrape:
@@ -67,11 +101,16 @@ def parse(text: str) -> Scrape:
 
     for s in fams[PREFIX + "info"].samples if PREFIX + "info" in fams else ():
         out.info = dict(s.labels)
+    for s in fams[PREFIX + "start_time_seconds"].samples if PREFIX + "start_time_seconds" in fams else ():
+        out.started = s.value
     for cpu, labels, _ in each(PREFIX + "cpu_info"):
         out.methods[cpu] = labels.get("topdown_method", "")
         if labels.get("core_type"):
             out.core_types[cpu] = labels["core_type"]
+        if labels.get("package", "").isdigit():
+            out.packages[cpu] = int(labels["package"])
         out.totals.setdefault(cpu, {})
+    _parse_power(fams, each, out)
     for cpu, _, value in each(PREFIX + "cpu_up"):
         out.down[cpu] = value == 0
     # The exact event keys come from event_counted_seconds' `event` label; their families from metric_name.
@@ -99,6 +138,28 @@ def parse(text: str) -> Scrape:
     return out
 
 
+def _parse_power(fams: dict[str, Any], each: Callable[[str], Any], out: Scrape) -> None:
+    """What serve exports beside the counters: Busy% and Bzy MHz (as busy seconds and cycles), C-states,
+    temperatures and package energy."""
+    for name in ("busy_seconds", "busy_cycles"):
+        for cpu, _, value in each(PREFIX + name):
+            out.busy.setdefault(cpu, {})[name] = value
+    for cpu, labels, value in each(PREFIX + "cstate_residency_seconds"):
+        out.cstates.setdefault(cpu, {})[labels["state"]] = value
+    for cpu, _, value in each(PREFIX + "temperature_celsius"):
+        out.temp_c[cpu] = value
+    for family, into in (("energy_joules", out.energy_j), ("package_temperature_celsius", out.pkg_temp_c)):
+        fam = fams.get(PREFIX + family)
+        for s in fam.samples if fam else ():
+            if s.name.endswith("_created") or not s.labels.get("package", "").isdigit():
+                continue
+            package = int(s.labels["package"])
+            if "domain" in s.labels:
+                out.energy_j.setdefault(package, {})[s.labels["domain"]] = s.value
+            else:
+                into[package] = s.value
+
+
 def fetch(url: str, timeout: float = TIMEOUT_S) -> str:
     with urllib.request.urlopen(url, timeout=timeout) as r:  # the user's own URL: http(s) only
         return str(r.read().decode("utf-8", "replace"))
@@ -122,7 +183,12 @@ class Host:
 
 
 class RemoteFeed(SampleFeed, HostLabels, LostHosts):
-    """SampleFeed over HTTP. `fetch_text` is replaceable for tests."""
+    """SampleFeed over HTTP. `fetch_text` is replaceable for tests.
+
+    Polls publish in rounds: one sample for every CPU of every host (an error sample for a host that does
+    not answer), so sample n of every CPU covers the same poll, as a local engine's do, and a recording of
+    the feed groups into intervals like a local one. A round waits (up to 3 intervals or 10 s) until every
+    answering host has something new on every CPU; the deltas then span the polls waited."""
 
     def __init__(self, urls: list[str], interval: float, fetch_text: Callable[[str], str] = fetch) -> None:
         self._fetch = fetch_text
@@ -132,41 +198,76 @@ class RemoteFeed(SampleFeed, HostLabels, LostHosts):
         self.rings: dict[int, SampleRing] = {}
         self.labels: dict[int, str] = {}  # cpu id -> "host:cpu", what the view shows
         self.core_types: dict[int, str] = {}
+        self.notes: list[str] = []  # one line each, for stderr (duplicates dropped)
         self._keys: dict[int, list[str]] = {}
         self._methods: dict[int, str | None] = {}
         self._seq: dict[int, int] = {}
+        self._round_at = time.monotonic()  # when the last round was published
         self._new = threading.Event()
         self._stop = threading.Event()
         self._start = time.monotonic()
         self.info: dict[str, str] = {}
-        for i, raw in enumerate(urls):
-            url = normalise_url(raw)
+        checked = [(raw, normalise_url(raw)) for raw in urls]  # every URL checked before any is fetched
+        kept: dict[str, list[str]] = {}  # the URL shown -> the others that name the same exporter
+        by_address: dict[tuple[str, str, int, str], str] = {}
+        by_identity: dict[tuple[str, float], str] = {}
+        for raw, url in checked:
+            if same_address(url) in by_address:
+                kept[by_address[same_address(url)]].append(raw)
+                continue
             try:
                 scrape = parse(self._fetch(url))
             except Exception as e:
                 raise PmutopError(f"--connect {raw}: {_why(e)}") from None
             if not scrape.info:
                 raise PmutopError(f"--connect {raw}: no pmutop_info there (is it `pmutop serve`?)")
-            name = scrape.info.get("hostname") or urlsplit(url).hostname or url
-            host = Host(i, url, name, sorted(scrape.totals), last=scrape)
-            self.hosts.append(host)
-            self.info = self.info or scrape.info
-            for cpu in host.cpus:
-                gid = i * HOST_STRIDE + cpu
-                self.cpus.append(gid)
-                self.rings[gid] = SampleRing()
-                self.labels[gid] = f"{name}:{cpu}"
-                self._keys[gid] = list(scrape.totals.get(cpu, {}))
-                self._methods[gid] = scrape.methods.get(cpu) or None
-                self._seq[gid] = 0
-                if cpu in scrape.core_types:
-                    self.core_types[gid] = scrape.core_types[cpu]
+            identity = (scrape.info.get("hostname", ""), scrape.started) if scrape.started else None
+            if identity is not None and identity in by_identity:  # another name of an exporter already shown
+                kept[by_identity[identity]].append(raw)
+                continue
+            by_address[same_address(url)] = raw
+            if identity is not None:
+                by_identity[identity] = raw
+            kept[raw] = []
+            self._add_host(url, scrape)
+        for first, others in kept.items():
+            if others:
+                self.notes.append(f"--connect {' and '.join(others)}: the same exporter as {first}; shown once")
         if len({h.name for h in self.hosts}) < len(self.hosts):  # same hostname twice: tell them by address
             for h in self.hosts:
                 h.name = urlsplit(h.url).netloc
                 for cpu in h.cpus:
                     self.labels[h.index * HOST_STRIDE + cpu] = f"{h.name}:{cpu}"
         self._thread = threading.Thread(target=self._poll_loop, name="pmutop-remote", daemon=True)
+
+    def _add_host(self, url: str, scrape: Scrape) -> None:
+        i = len(self.hosts)
+        name = scrape.info.get("hostname") or urlsplit(url).hostname or url
+        host = Host(i, url, name, sorted(scrape.totals), last=scrape)
+        self.hosts.append(host)
+        self.info = self.info or scrape.info
+        for cpu in host.cpus:
+            gid = i * HOST_STRIDE + cpu
+            self.cpus.append(gid)
+            self.rings[gid] = SampleRing()
+            self.labels[gid] = f"{name}:{cpu}"
+            self._keys[gid] = list(scrape.totals.get(cpu, {}))
+            self._methods[gid] = scrape.methods.get(cpu) or None
+            self._seq[gid] = 0
+            if cpu in scrape.core_types:
+                self.core_types[gid] = scrape.core_types[cpu]
+
+    @property
+    def simulated(self) -> bool:
+        return any((h.last.info if h.last else {}).get("simulated") == "true" for h in self.hosts)
+
+    def describe(self) -> dict[str, Any]:
+        """The recording header's backend facts: which exporters, and each CPU id's row name."""
+        return {
+            "backend": "remote",
+            "hosts": [{"name": h.name, "url": h.url} for h in self.hosts],
+            "labels": dict(self.labels),
+        }
 
     # -- SampleFeed
 
@@ -192,8 +293,8 @@ class RemoteFeed(SampleFeed, HostLabels, LostHosts):
     def wait_for_samples(self, counts, timeout, on_wait=None, stop=None) -> bool:  # type: ignore[no-untyped-def]
         deadline = time.monotonic() + timeout
         while True:
-            # Any CPU: a poll publishes all reachable hosts at once, and a lost host must not hold the others.
-            if any(self.rings[c].count > n for c, n in counts.items()):
+            # Every CPU: a round gives each one a sample (a lost host's an error), so none holds the others.
+            if all(self.rings[c].count > n for c, n in counts.items()):
                 return True
             if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
                 return False
@@ -212,7 +313,8 @@ class RemoteFeed(SampleFeed, HostLabels, LostHosts):
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(TIMEOUT_S + 1)
+        if self._thread.is_alive():
+            self._thread.join(TIMEOUT_S + 1)
 
     def lost(self) -> list[str]:
         """One line per host that cannot be reached now."""
@@ -223,18 +325,39 @@ class RemoteFeed(SampleFeed, HostLabels, LostHosts):
             self.poll()
 
     def poll(self) -> None:
+        """Scrape every host; publish a round when each answering host has news on every CPU (or waited)."""
+        scrapes: dict[int, Scrape] = {}
         for host in self.hosts:
             try:
-                scrape = parse(self._fetch(host.url))
+                scrapes[host.index] = parse(self._fetch(host.url))
             except Exception as e:
                 if host.down_since is None:
                     host.down_since, host.why = time.monotonic(), _why(e)
-                    self._push_errors(host, f"{host.name}: connection lost ({host.why})")
+        rebased: set[int] = set()
+        behind = False
+        for host in self.hosts:
+            new = scrapes.get(host.index)
+            if new is None:
                 continue
-            if host.down_since is not None:
-                host.down_since, host.why = None, ""
-            self._push_deltas(host, host.last, scrape)
-            host.last = scrape
+            if host.down_since is not None or host.last is None or new.restarted(host.last):
+                # Back after an outage, or its totals began again: this scrape is the new baseline.
+                host.down_since, host.why, host.last = None, "", new
+                rebased.add(host.index)
+            elif any(not (new.down.get(c) or new.advanced(c, host.last)) for c in host.cpus):
+                behind = True  # a remote sampler has not published since the last round (yet)
+        waited = time.monotonic() - self._round_at
+        if behind and waited < max(3 * self._interval, 10.0):
+            return  # the next poll's deltas span this one too
+        self._round_at = time.monotonic()
+        for host in self.hosts:
+            new = scrapes.get(host.index)
+            if new is None:
+                self._push_errors(host, f"{host.name}: connection lost ({host.why})")
+            elif host.index in rebased:
+                self._push_errors(host, f"{host.name}: connected again, waiting for its next sample")
+            else:
+                self._push_deltas(host, host.last, new, waited)
+                host.last = new
         self._new.set()
 
     def _push_errors(self, host: Host, message: str) -> None:
@@ -250,31 +373,34 @@ class RemoteFeed(SampleFeed, HostLabels, LostHosts):
         base.update(kw)
         self.rings[gid].push(Sample(**base))  # type: ignore[arg-type]
 
-    def _push_deltas(self, host: Host, old: Scrape | None, new: Scrape) -> None:
+    def _push_deltas(self, host: Host, old: Scrape | None, new: Scrape, waited: float) -> None:
+        first_of_package: dict[int, int] = {}
+        for cpu in sorted(host.cpus, reverse=True):
+            if cpu in new.packages:
+                first_of_package[new.packages[cpu]] = cpu
         for cpu in host.cpus:
-            now_s = new.special.get(cpu, {}).get("sampled_seconds", 0.0)
-            was_s = old.special.get(cpu, {}).get("sampled_seconds", 0.0) if old else 0.0
-            if cpu not in new.totals or now_s <= was_s:
-                continue  # nothing new from this CPU yet, or the exporter restarted (its totals began again)
             if new.down.get(cpu):
                 self._push(host, cpu, error=f"{host.name}: cpu {cpu} stopped on the remote side")
                 continue
-            span = now_s - was_s
+            if old is None or not new.advanced(cpu, old):
+                self._push(host, cpu, error=f"{host.name}: no new sample from cpu {cpu} for {waited:.0f} s")
+                continue
+            span = new.special[cpu]["sampled_seconds"] - old.special.get(cpu, {}).get("sampled_seconds", 0.0)
             counts: dict[str, int] = {}
             estimated: dict[str, float] = {}
             for k, v in new.totals[cpu].items():
-                before = old.totals.get(cpu, {}).get(k, 0.0) if old else 0.0
+                before = old.totals.get(cpu, {}).get(k, 0.0)
                 counts[k] = round(v - before)
-                counted = new.counted.get(cpu, {}).get(k, 0.0) - (old.counted.get(cpu, {}).get(k, 0.0) if old else 0.0)
+                counted = new.counted.get(cpu, {}).get(k, 0.0) - old.counted.get(cpu, {}).get(k, 0.0)
                 if counted < span * 0.999:
                     estimated[k] = max(0.0, counted / span)
             overflows = {
-                k: round(v - (old.overflows.get(cpu, {}).get(k, 0.0) if old else 0.0))
-                for k, v in new.overflows.get(cpu, {}).items()
+                k: round(v - old.overflows.get(cpu, {}).get(k, 0.0)) for k, v in new.overflows.get(cpu, {}).items()
             }
             tsc_now = new.special.get(cpu, {}).get("tsc")
-            tsc_was = old.special.get(cpu, {}).get("tsc", 0.0) if old else 0.0
+            tsc_was = old.special.get(cpu, {}).get("tsc", 0.0)
             gauges = new.gauges.get(cpu, {})
+            package = new.packages.get(cpu)
             self._push(
                 host,
                 cpu,
@@ -286,7 +412,35 @@ class RemoteFeed(SampleFeed, HostLabels, LostHosts):
                 estimated=estimated,
                 util=None if "ref_cycles" in counts else gauges.get("utilization"),
                 topdown=new.methods.get(cpu) or None,
+                **_power_deltas(old, new, cpu, span, package is not None and first_of_package.get(package) == cpu),
             )
+
+
+def _power_deltas(old: Scrape, new: Scrape, cpu: int, span: float, first_of_package: bool) -> dict[str, Any]:
+    """Busy%, Bzy MHz, C-state % and temperatures of one CPU over `span` seconds; the package's energy on
+    its first CPU (as a local sample carries it). Only what the exporter served."""
+    out: dict[str, Any] = {}
+    now, was = new.busy.get(cpu, {}), old.busy.get(cpu, {})
+    if "busy_seconds" in now:
+        busy_s = now["busy_seconds"] - was.get("busy_seconds", 0.0)
+        out["busy"] = max(0.0, min(100.0, 100 * busy_s / span))
+        if "busy_cycles" in now and busy_s > 0:
+            out["bzy_mhz"] = (now["busy_cycles"] - was.get("busy_cycles", 0.0)) / busy_s / 1e6
+    cstates = new.cstates.get(cpu, {})
+    if cstates:
+        before = old.cstates.get(cpu, {})
+        out["cstates"] = {k: max(0.0, 100 * (v - before.get(k, 0.0)) / span) for k, v in cstates.items()}
+    if cpu in new.temp_c:
+        out["temp_c"] = new.temp_c[cpu]
+    package = new.packages.get(cpu)
+    if package is not None:
+        out["package"] = package
+        if first_of_package:
+            energy, before_j = new.energy_j.get(package, {}), old.energy_j.get(package, {})
+            out["energy_j"] = {k: max(0.0, j - before_j.get(k, 0.0)) for k, j in energy.items()}
+            if package in new.pkg_temp_c:
+                out["pkg_temp_c"] = new.pkg_temp_c[package]
+    return out
 
 
 def remote_info(feed: RemoteFeed) -> RunInfo:
@@ -300,7 +454,7 @@ def remote_info(feed: RemoteFeed) -> RunInfo:
         pmu=first.get("pmu", "PMU") + (f" (+{more} more hosts)" if more else ""),
         backend="remote " + first.get("backend", "?"),
         read_method="http",
-        simulated=any((h.last.info if h.last else {}).get("simulated") == "true" for h in feed.hosts),
+        simulated=feed.simulated,
         hypervisor=False,
         cpus=feed.cpus,
         core_types=feed.core_types,

@@ -9,10 +9,14 @@ under a lock that only the exporter takes, never a sampler.
 from __future__ import annotations
 
 import re
+import socket
+import socketserver
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from wsgiref.simple_server import WSGIServer
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -26,6 +30,10 @@ from pmutop.derive.metrics import for_sample
 from pmutop.derive.prometheus_names import PREFIX, TOPDOWN_CATEGORIES, metric_name
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
+LANDING_PAGE = (
+    b"<!doctype html><html><head><title>pmutop exporter</title></head><body><h1>pmutop exporter</h1>"
+    b'<p>Per-CPU hardware counters for Prometheus: <a href="/metrics">/metrics</a></p></body></html>\n'
+)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -47,6 +55,8 @@ class CpuTotals:
     overflows: dict[str, int] = field(default_factory=dict)
     energy_j: dict[str, float] = field(default_factory=dict)  # RAPL domain -> joules (a package's first CPU)
     cstate_s: dict[str, float] = field(default_factory=dict)  # idle state -> seconds resident
+    busy_s: float | None = None  # seconds not idle (Busy% x interval), where measured
+    busy_cycles: float | None = None  # clock cycles while not idle (Bzy MHz x busy seconds)
     package: int | None = None
     tsc: int = 0
     seconds: float = 0.0
@@ -61,6 +71,7 @@ class PmuCollector(Collector):
     def __init__(self, feed: SampleFeed, info: RunInfo) -> None:
         self.feed = feed
         self.info = info
+        self.started = time.time()  # with the hostname, tells `--connect` two names of one exporter apart
         self._lock = threading.Lock()  # the exporter's own: the folding thread and scrapes
         self.totals = {cpu: CpuTotals() for cpu in feed.cpus}
 
@@ -91,6 +102,11 @@ class PmuCollector(Collector):
             t.energy_j[k] = t.energy_j.get(k, 0.0) + j
         for state, pct in s.cstates.items():  # percent of the interval -> seconds, node_exporter style
             t.cstate_s[state] = t.cstate_s.get(state, 0.0) + pct / 100 * s.interval
+        if s.busy is not None:
+            busy_s = s.busy / 100 * s.interval
+            t.busy_s = (t.busy_s or 0.0) + busy_s
+            if s.bzy_mhz is not None:
+                t.busy_cycles = (t.busy_cycles or 0.0) + s.bzy_mhz * 1e6 * busy_s
         if s.package is not None:
             t.package = s.package
 
@@ -131,13 +147,17 @@ class PmuCollector(Collector):
         i.add_metric(
             [info.hostname, info.backend, info.read_method, info.cpu_model, info.uarch or "", info.pmu, sim], 1
         )
-        out: list[Metric] = [i]
-        ci = gauge(PREFIX + "cpu_info", "per-CPU facts: how top-down is measured", ("topdown_method",))
+        started = GaugeMetricFamily(PREFIX + "start_time_seconds", "when this exporter started (Unix time)")
+        started.add_metric([], self.started)
+        out: list[Metric] = [i, started]
+        ci = gauge(
+            PREFIX + "cpu_info", "per-CPU facts: how top-down is measured, the package", ("topdown_method", "package")
+        )
         up = gauge(PREFIX + "cpu_up", "1 while the CPU's sampler runs, 0 after it stopped")
         failures = self.feed.failures()
         for cpu, t in self.totals.items():
             _, lv = self._labels(cpu)
-            ci.add_metric([*lv, self.feed.topdown_method(cpu) or ""], 1)
+            ci.add_metric([*lv, self.feed.topdown_method(cpu) or "", "" if t.package is None else str(t.package)], 1)
             up.add_metric(lv, 0 if cpu in failures else 1)
             counter(PREFIX + "sampled_seconds", "wall seconds of the samples folded in").add_metric(lv, t.seconds)
             counter(PREFIX + "suspect_samples", "samples left out because their numbers were suspect").add_metric(
@@ -171,6 +191,13 @@ class PmuCollector(Collector):
                 package = str(t.package if t.package is not None else "")
                 for k, j in t.energy_j.items():
                     fams[PREFIX + "energy_joules"].add_metric([package, k], j)
+            if t.busy_s is not None:
+                counter(PREFIX + "busy_seconds", "seconds not idle (turbostat Busy% x time)").add_metric(lv, t.busy_s)
+            if t.busy_cycles is not None:
+                counter(
+                    PREFIX + "busy_cycles",
+                    "clock cycles while not idle (Bzy MHz = rate of this / rate of busy_seconds)",
+                ).add_metric(lv, t.busy_cycles)
             for state, seconds in t.cstate_s.items():
                 counter(PREFIX + "cstate_residency_seconds", "time in each idle state", ("state",)).add_metric(
                     [*lv, state], seconds
@@ -180,6 +207,12 @@ class PmuCollector(Collector):
                 continue
             if s.temp_c is not None:
                 gauge(PREFIX + "temperature_celsius", "core temperature, last interval").add_metric(lv, s.temp_c)
+            if s.pkg_temp_c is not None and s.package is not None:
+                if PREFIX + "package_temperature_celsius" not in fams:
+                    fams[PREFIX + "package_temperature_celsius"] = GaugeMetricFamily(
+                        PREFIX + "package_temperature_celsius", "package temperature, last interval", labels=["package"]
+                    )
+                fams[PREFIX + "package_temperature_celsius"].add_metric([str(s.package)], s.pkg_temp_c)
             if s.tsc_hz:
                 gauge(PREFIX + "tsc_hertz", "TSC frequency").add_metric(lv, s.tsc_hz)
             m = for_sample(s)
@@ -208,12 +241,20 @@ class Exporter:
         self._folder: threading.Thread | None = None
 
     def start(self, host: str, port: int) -> None:
-        from prometheus_client import start_http_server
+        from prometheus_client import make_wsgi_app
 
         try:
-            self._server, _ = start_http_server(port, addr=host, registry=self.registry)
+            family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         except OSError as e:
             raise PmutopError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+        server_class = type("PmutopHttpServer", (_ThreadingServer,), {"address_family": family})
+        try:
+            self._server = make_server(
+                host, port, routes(make_wsgi_app(self.registry)), server_class, handler_class=_QuietHandler
+            )
+        except OSError as e:
+            raise PmutopError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+        threading.Thread(target=self._server.serve_forever, name="pmutop-http", daemon=True).start()
         self._folder = threading.Thread(target=self._fold_loop, name="pmutop-exporter", daemon=True)
         self._folder.start()
 
@@ -231,3 +272,43 @@ class Exporter:
             self._server.server_close()
         if self._folder is not None:
             self._folder.join(2.0)
+
+
+class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True  # a slow scraper never holds the exit
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """No access log on stderr (it is for pmutop's own lines)."""
+
+
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+
+
+def routes(metrics: WsgiApp) -> WsgiApp:
+    """/metrics (GET, and HEAD: the same headers, no body), a small page at /, 404 for anything else."""
+
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path, method = environ.get("PATH_INFO") or "/", environ.get("REQUEST_METHOD", "GET")
+        if path == "/metrics" and method == "HEAD":
+            got: list[Any] = []
+            body = b"".join(metrics(dict(environ, REQUEST_METHOD="GET"), lambda *a: got.extend(a)))
+            headers = [(k, v) for k, v in got[1] if k.lower() != "content-length"]
+            start_response(got[0], [*headers, ("Content-Length", str(len(body)))])
+            return [b""]
+        if path == "/metrics":
+            return metrics(environ, start_response)
+        if path == "/" and method in ("GET", "HEAD"):
+            start_response(
+                "200 OK", [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(LANDING_PAGE)))]
+            )
+            return [b"" if method == "HEAD" else LANDING_PAGE]
+        text = b"not found: pmutop serves /metrics\n"
+        start_response(
+            "404 Not Found", [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(text)))]
+        )
+        return [text]
+
+    return app

@@ -3,6 +3,10 @@
 It never runs in the sampler's path: it reads the rings like the live view does. The file is flushed after
 every interval (for gzip with Z_SYNC_FLUSH, so everything written so far can be decompressed), so a crash
 or SIGKILL loses at most the interval being written.
+
+A write that fails (a full disk, /dev/full) ends the recording for good: `error` says so in one line naming
+--record and the file, and `on_failure` asks the run to stop (a recording with a hole is not a recording of
+the run; the caller exits 1).
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ import json
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from typing import IO, Any
 
 from pmutop import __version__
-from pmutop.core.errors import UsageError
+from pmutop.core.errors import PmutopError, UsageError
 from pmutop.core.feed import SampleFeed
 from pmutop.core.run_description import RunInfo
 from pmutop.recording.format import FORMAT_VERSION, Header, event_encodings, header_to_dict, sample_to_dict
@@ -63,11 +68,16 @@ def open_for_writing(path: str) -> IO[bytes]:
 
 
 class Recorder:
-    """Writes the header at once, then every sample as it arrives, until close() (idempotent, any thread)."""
+    """Writes the header at once, then every sample as it arrives, until close() (idempotent, any thread).
 
-    def __init__(self, path: str, feed: SampleFeed, header: Header) -> None:
+    Raises PmutopError (status 1) when not even the header can be written."""
+
+    def __init__(
+        self, path: str, feed: SampleFeed, header: Header, on_failure: Callable[[], None] | None = None
+    ) -> None:
         self.path = path
         self.feed = feed
+        self.on_failure = on_failure
         self._out = open_for_writing(path)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -75,8 +85,14 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self.error: str | None = None
         self._closed = False
-        self._write_line(header_to_dict(header))
-        self._flush()
+        self._saved_until: float | None = None  # run time of the last sample known to be in the file
+        try:
+            self._write_line(header_to_dict(header))
+            self._flush()
+        except OSError as e:
+            self._failed(e)
+            self.close()
+            raise PmutopError(f"--record {path}: {e.strerror or e}") from None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="pmutop-record", daemon=True)
@@ -94,46 +110,58 @@ class Recorder:
         if isinstance(raw, io.BufferedWriter):
             raw.flush()
 
+    def _failed(self, e: OSError) -> None:
+        """The first write that failed ends the recording (nothing after a hole); the run is asked to stop."""
+        if self.error is not None:
+            return
+        kept = "no samples" if self._saved_until is None else f"the first {self._saved_until:.1f} s of the run"
+        self.error = f"--record {self.path}: {e.strerror or e}: the recording is incomplete (it holds {kept})"
+        if self.on_failure is not None:
+            self.on_failure()
+
     def drain(self) -> int:
-        """Write every sample not written yet; returns how many."""
+        """Write every sample not written yet; returns how many (none once a write failed)."""
         n = 0
         with self._lock:
-            if self._closed:
+            if self._closed or self.error is not None:
                 return 0
-            for cpu in self.feed.cpus:
-                for s in self.feed.rings[cpu].since(self._seen[cpu]):
-                    self._seen[cpu] = s.seq
-                    self._write_line({"sample": sample_to_dict(s)})
-                    n += 1
-            if n:
-                self._flush()
+            last: float | None = None
+            try:
+                for cpu in self.feed.cpus:
+                    for s in self.feed.rings[cpu].since(self._seen[cpu]):
+                        self._seen[cpu] = s.seq
+                        self._write_line({"sample": sample_to_dict(s)})
+                        last = s.time if last is None else max(last, s.time)
+                        n += 1
+                if n:
+                    self._flush()
+            except OSError as e:
+                self._failed(e)
+                return n
+            if last is not None:
+                self._saved_until = last
         return n
 
     def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                self.feed.wait_for_samples(dict(self._seen), timeout=0.5, stop=self._stop)
-                self.drain()
-        except OSError as e:  # disk full: the run goes on, the user is told at the end
-            self.error = f"recording to {self.path} stopped: {e.strerror or e}"
+        while not self._stop.is_set() and self.error is None:
+            self.feed.wait_for_samples(dict(self._seen), timeout=0.5, stop=self._stop)
+            self.drain()
 
     def close(self) -> str | None:
-        """Write what is left and close the file. Returns one line when the recording is incomplete."""
+        """Write what is left and close the file. Returns the one line when the recording is incomplete."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
-        try:
-            self.drain()
-        except OSError as e:
-            self.error = self.error or f"recording to {self.path} stopped: {e.strerror or e}"
+        self.drain()
         with self._lock:
             if not self._closed:
                 self._closed = True
-                try:
-                    raw = getattr(self._out, "fileobj", None)
-                    self._out.close()
-                    if raw is not None:
-                        raw.close()
-                except OSError as e:
-                    self.error = self.error or f"recording to {self.path}: {e.strerror or e}"
+                raw = getattr(self._out, "fileobj", None)
+                for f in (self._out, raw):  # gzip's trailer, then the file under it: both, whatever fails
+                    if f is None:
+                        continue
+                    try:
+                        f.close()
+                    except OSError as e:
+                        self._failed(e)
         return self.error

@@ -40,19 +40,69 @@ def serve_until_stopped(engine: Engine, info: RunInfo, listen: str, guard: ExitG
 
 
 def run_remote(args: argparse.Namespace, guard: ExitGuard) -> int:
-    """The live view of remote `pmutop serve` exporters: no PMU here, so no root and nothing to restore."""
-    if args.batch:
-        raise UsageError("--connect shows the live view; it cannot be combined with --batch")
-    if not has_terminal():
-        raise UsageError("the live view needs a terminal on stdin and stderr")
-    from pmutop.feeds.remote import RemoteFeed, remote_info
-    from pmutop.tui.app import PmutopApp
+    """The live view (or --batch) of remote `pmutop serve` exporters, optionally recorded: no PMU here, so no
+    root and nothing to restore."""
+    if args.count is not None and not args.batch:
+        raise UsageError("--count needs --batch")
+    if args.timestamps and not args.batch:
+        raise UsageError("--timestamps needs --batch")
+    from pmutop.feeds.remote import RemoteFeed, normalise_url, remote_info
 
-    settings, problem = load_settings()
+    for url in args.connect:
+        normalise_url(url)  # a bad URL is a usage error before anything else
+    if not args.batch and not has_terminal():
+        raise UsageError(NEEDS_TERMINAL)
+    settings, problem = load_settings() if not args.batch else (Settings(), None)
     feed = RemoteFeed(args.connect, args.interval or settings.interval or 1.0)
+    for note in feed.notes:
+        say(note)
     info = remote_info(feed)
-    app = PmutopApp(feed, info, settings=settings, settings_path=config_path(), settings_problem=problem)
-    return run_feed_view(app, feed.start, feed.stop, guard)
+    mode = "SIMULATED" if feed.simulated else "remote"
+    recorder = None
+    if args.record:
+        recorder = Recorder(args.record, feed, make_header(feed, info, mode, feed.describe(), None), guard.request_stop)
+    guard.on_stop(feed.wake_waiters)
+    try:
+        if args.batch:
+            from pmutop.sinks.batch import run_batch
+
+            if info.simulated:
+                say("SIMULATED PMU: every number shown is synthetic (a remote `pmutop serve --demo`)")
+            feed.start()
+            if recorder is not None:
+                recorder.start()
+            try:
+                run_batch(
+                    feed,
+                    args.format,
+                    args.count,
+                    mode,
+                    warn=warn,
+                    stop=guard.stop_requested,
+                    timestamps=args.timestamps,
+                )
+            finally:
+                feed.stop()
+            code = 0
+        else:
+            from pmutop.tui.app import PmutopApp
+
+            app = PmutopApp(feed, info, settings=settings, settings_path=config_path(), settings_problem=problem)
+
+            def start() -> None:
+                feed.start()
+                if recorder is not None:
+                    recorder.start()
+
+            code = run_feed_view(app, start, feed.stop, guard)
+    finally:
+        error = recorder.close() if recorder is not None else None
+    if error:
+        raise PmutopError(error)
+    if args.batch and guard.signum is not None:
+        say(f"stopped by {signal_name(guard.signum)}")
+        return 128 + guard.signum
+    return code
 
 
 def _check_modes(args: argparse.Namespace, serving: bool) -> None:
@@ -99,7 +149,8 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
         info = collect(platform, backend, cpus)
         if args.record and not guard.stop_requested.is_set():
             header = make_header(engine, info, mode, backend.describe(), backend.events)
-            recorder = Recorder(args.record, engine, header)
+            # A recording that cannot be written whole stops the run: the user learns it now, not at the end.
+            recorder = Recorder(args.record, engine, header, on_failure=guard.request_stop)
             session.record_to(recorder)
             recorder.start()
         if guard.stop_requested.is_set():
@@ -133,6 +184,10 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
                 warn(f"cpu {cpu} dropped: {why}")
     if guard.failure:
         raise PmutopError(guard.failure)
+    if session.recording_error:
+        if not session.result.failures:
+            raise PmutopError(session.recording_error)
+        say(session.recording_error)  # and the exit status says what could not be put back (4)
     code = guard.exit_code(session.result, 1 if failed_cpus else 0)
     if guard.signum is not None:
         say(f"stopped by {signal_name(guard.signum)}")
