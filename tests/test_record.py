@@ -139,8 +139,9 @@ def test_a_damaged_line_in_the_middle_is_an_error_but_a_cut_last_line_is_not(tmp
     rec = read_recording(str(tmp_path / "cut.jsonl"))
     assert rec.truncated and len(rec.samples) == 1 and rec.samples[0].counts == {"cycles": 5}
     (tmp_path / "mid.jsonl").write_text(good + sample[:20] + "\n" + sample + "\n")
+    mid = read_recording(str(tmp_path / "mid.jsonl"))  # streamed: the damage shows when the reading gets there
     with pytest.raises(RecordingError, match="damaged recording at line 3"):
-        read_recording(str(tmp_path / "mid.jsonl"))
+        mid.intervals()
 
 
 def test_sigkilled_recording_replays_up_to_the_last_flushed_interval(tmp_path: Path) -> None:

@@ -6,15 +6,18 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 
+from pmutop.core.errors import PmutopError
 from pmutop.core.feed import ReplayControls, SampleFeed
 from pmutop.core.ring import SampleRing
 from pmutop.core.sample import Sample
+from pmutop.recording.index import RecordingIndex
 from pmutop.recording.reader import Recording
 
 SPEEDS = ("1", "2", "10", "max")
 HISTORY_ON_SEEK = 60  # intervals pushed at once after a seek, so plots and heatmaps have their history
+SEEK_WAIT = 0.3  # seconds a seek past what is indexed waits for the index before it stops at its end
 
 
 def speed_factor(speed: str) -> float | None:
@@ -24,14 +27,22 @@ def speed_factor(speed: str) -> float | None:
 
 class ReplayFeed(SampleFeed, ReplayControls):
     """A SampleFeed over a recording: a thread pushes the recorded samples into rings at `speed` times the
-    recorded pace. pause/resume/seek/seek_to/set_speed are what the replay keys call."""
+    recorded pace. pause/resume/seek/seek_to/set_speed are what the replay keys call.
+
+    The file is streamed: the first interval is pushed at once while a second thread indexes the file for
+    seeking (`notice` says how far); memory holds the rings and the index, never the whole recording."""
 
     def __init__(self, recording: Recording, speed: str = "1", ring_capacity: int = 600) -> None:
         self.recording = recording
         h = recording.header
         self.cpus = list(h.cpus)
         self.rings = {cpu: SampleRing(ring_capacity) for cpu in self.cpus}
-        self._intervals = recording.intervals()
+        self.index = RecordingIndex(recording)
+        self.index.start()
+        self._reader: Generator[list[Sample], None, None] = recording.iter_intervals()  # what the next step() pushes
+        self._peeked: list[Sample] | None = None
+        self._at_end = False
+        self.error: str | None = None  # the reading stopped at a damaged place
         self._keys = h.keys
         self._topdown = h.topdown
         self.speed = speed
@@ -95,16 +106,32 @@ class ReplayFeed(SampleFeed, ReplayControls):
 
     @property
     def length(self) -> int:
-        return len(self._intervals)
+        """Intervals in the whole recording (waits for the index to be complete)."""
+        self.index.wait()
+        return self.index.count
 
     @property
     def duration(self) -> float:
-        last = self._intervals[-1] if self._intervals else []
-        return max((s.time for s in last), default=0.0)
+        """Recorded seconds so far indexed (all of them once the index is complete)."""
+        return self.index.duration
 
     @property
     def finished(self) -> bool:
-        return self._pos >= len(self._intervals)
+        with self._cond:
+            return self._peek() is None
+
+    @property
+    def notice(self) -> str | None:
+        """One line for the status: how far the index is (seeks stop at its end until it is complete), what
+        stopped the reading, or that the last line was cut short; None when there is nothing to say."""
+        index = self.index
+        if self.error or index.error:
+            return self.error or index.error
+        if not index.complete:
+            return f"indexing {index.progress * 100:.0f}%"
+        if self.recording.truncated_if_known:
+            return "last line cut short (recording stopped abruptly): skipped"
+        return None
 
     def set_paused(self, paused: bool) -> None:
         with self._cond:
@@ -128,19 +155,33 @@ class ReplayFeed(SampleFeed, ReplayControls):
 
     def seek_to(self, seconds: float) -> None:
         """Jump to the first interval at or after `seconds` of recorded time."""
-        target = next(
-            (i for i, group in enumerate(self._intervals) if max(s.time for s in group) >= seconds - 1e-9),
-            len(self._intervals),
-        )
-        self._jump(target + 1)
+        index = self.index
+        found = index.first_at(seconds)
+        if found is None and not index.complete:  # not indexed yet: give the index a moment
+            index.wait(timeout=SEEK_WAIT)
+            found = index.first_at(seconds)
+        self._jump((index.count if found is None else found) + 1)
 
     def _jump(self, target: int) -> None:
         """Show interval `target - 1` now, with the intervals before it as history; go on from there."""
+        index = self.index
+        if target > index.count:
+            index.wait(target, timeout=SEEK_WAIT)  # past what is indexed yet: stop at its end
         with self._cond:
-            target = max(1, min(target, len(self._intervals)))
-            for group in self._intervals[max(0, target - HISTORY_ON_SEEK) : target]:
+            if not index.count:
+                return  # nothing indexed yet to go to
+            target = max(1, min(target, index.count))
+            first = max(0, target - HISTORY_ON_SEEK)
+            reader = self.recording.iter_intervals(index.restart(first))
+            self._close_reader()
+            self._reader, self._peeked, self._at_end = reader, None, False
+            self._pos = first
+            for _ in range(target - first):
+                group = self._take()
+                if group is None:
+                    break
                 self._push(group)
-            self._pos = target
+                self._pos += 1
             self._cond.notify_all()
 
     # -- the pacing thread
@@ -157,18 +198,46 @@ class ReplayFeed(SampleFeed, ReplayControls):
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+        self.index.stop()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2.0)
+        with self._cond:
+            self._close_reader()
 
     def step(self) -> bool:
         """Push the next interval now; False at the end (tests and the pacing thread)."""
+        return self._step() is not None
+
+    def _step(self) -> list[Sample] | None:
         with self._cond:
-            if self._pos >= len(self._intervals):
-                return False
-            self._push(self._intervals[self._pos])
+            group = self._take()
+            if group is None:
+                return None
+            self._push(group)
             self._pos += 1
             self._cond.notify_all()
-            return True
+            return group
+
+    # -- reading the file (under self._cond)
+
+    def _peek(self) -> list[Sample] | None:
+        """The next interval, read but not pushed; None at the end (or where the file is damaged)."""
+        if self._peeked is None and not self._at_end:
+            try:
+                self._peeked = next(self._reader, None)
+            except PmutopError as e:  # damaged or unreadable from here on: the replay ends here, and says why
+                self.error = str(e)
+                self._peeked = None
+            self._at_end = self._peeked is None
+        return self._peeked
+
+    def _take(self) -> list[Sample] | None:
+        group = self._peek()
+        self._peeked = None
+        return group
+
+    def _close_reader(self) -> None:
+        self._reader.close()  # its file
 
     def _push(self, group: list[Sample]) -> None:
         for s in group:
@@ -184,13 +253,14 @@ class ReplayFeed(SampleFeed, ReplayControls):
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._closed and (self._paused or self._pos >= len(self._intervals)):
+                while not self._closed and (self._paused or self._peek() is None):
                     self._cond.wait(0.2)
                 if self._closed:
                     return
-                group = self._intervals[self._pos]
                 factor = speed_factor(self.speed)
-            self.step()
+            group = self._step()
+            if group is None:  # a seek to the end came in between
+                continue
             wait = 0.0 if factor is None else max(s.interval for s in group) / factor
             deadline = time.monotonic() + wait
             with self._cond:

@@ -1,74 +1,344 @@
-"""Reading a recording: the header, then the samples. A last line cut short (the recorder was killed) is
-skipped; anything else wrong is one clear line (RecordingError), never a traceback."""
+"""Reading a recording, streamed: the header at once, the samples only as they are asked for, so printing
+the first interval of a 400 MB file reads its first kilobytes and memory never holds the whole file.
+
+A last line cut short (the recorder was killed) is skipped; anything else wrong is one clear line
+(RecordingError), never a traceback. A damaged line in the middle is reported when a reader gets to it.
+Seeking goes through pmutop.recording.index, built from the restart points the readers here offer.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import zlib
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any, overload
 
 from pmutop.core.errors import PmutopError
 from pmutop.core.sample import Sample
 from pmutop.recording.format import FORMAT_VERSION, MAGIC, Header, header_from_dict, sample_from_dict
+
+CHUNK = 1 << 16  # compressed bytes read at a time from a .gz file
+CHECKPOINT_SPAN = 1 << 21  # decoded bytes between two gzip checkpoints: what a seek decompresses at most
+MAX_PENDING = 1000  # intervals held back waiting for a CPU that never writes again (a damaged recording)
+_BAD_LINE = (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError)
 
 
 class RecordingError(PmutopError):
     """Not a recording, a newer format, or damaged beyond its last line."""
 
 
-@dataclass
+@dataclass(frozen=True)
+class Checkpoint:
+    """Where a reader can start again: line number `line` (the header is line 1) begins at byte `offset` of a
+    plain file; in a gzip file it begins after `offset` compressed bytes, with the inflater state `inflater`
+    and the decoded bytes `pending` not yet split into lines (zran-style)."""
+
+    line: int
+    offset: int
+    inflater: Any = None  # a zlib decompressobj copy; None: a fresh one (the file's start)
+    pending: bytes = b""
+
+
+class LineReader:
+    """The lines of a recording from a checkpoint on, as (line number, byte offset in a plain file or -1,
+    line). `consumed` is how far into the file it has read (for a progress line); for gzip, every
+    CHECKPOINT_SPAN decoded bytes a Checkpoint goes to `on_checkpoint`."""
+
+    def __init__(
+        self,
+        path: str,
+        gz: bool,
+        start: Checkpoint,
+        on_checkpoint: Callable[[Checkpoint], None] | None = None,
+    ) -> None:
+        self.path, self.gz, self.start, self.on_checkpoint = path, gz, start, on_checkpoint
+        self.consumed = start.offset
+
+    def __iter__(self) -> Iterator[tuple[int, int, bytes]]:
+        return self._gzip() if self.gz else self._plain()
+
+    def _plain(self) -> Iterator[tuple[int, int, bytes]]:
+        no, pos = self.start.line, self.start.offset
+        with open(self.path, "rb") as f:
+            f.seek(pos)
+            for line in f:
+                yield no, pos, line
+                no += 1
+                pos += len(line)
+                self.consumed = pos
+
+    def _gzip(self) -> Iterator[tuple[int, int, bytes]]:
+        # Decompressed by hand: gzip.open raises on a stream without its end (a killed recorder), losing what
+        # was flushed before; and only an inflater of our own can be copied for a checkpoint.
+        start = self.start
+        inflater = start.inflater.copy() if start.inflater is not None else zlib.decompressobj(wbits=31)
+        pending, no, decoded = start.pending, start.line, 0
+        with open(self.path, "rb") as f:
+            f.seek(start.offset)
+            while chunk := f.read(CHUNK):
+                try:
+                    data = inflater.decompress(chunk)
+                except zlib.error:
+                    raise RecordingError(f"{self.path}: corrupt gzip data") from None
+                self.consumed += len(chunk)
+                decoded += len(data)
+                pending += data
+                *full, pending = pending.split(b"\n")
+                if self.on_checkpoint is not None and decoded >= CHECKPOINT_SPAN and not inflater.eof:
+                    self.on_checkpoint(Checkpoint(no + len(full), f.tell(), inflater.copy(), pending))
+                    decoded = 0
+                for line in full:
+                    yield no, -1, line + b"\n"
+                    no += 1
+                if inflater.eof:
+                    break
+        if pending:
+            yield no, -1, pending  # no newline: possibly cut short
+
+
+class Grouper:
+    """Samples into intervals (sample n of every CPU), items in file order within an interval. The recorder
+    writes each CPU's samples in order, but when it lags it writes several intervals of one CPU before the
+    next CPU's: an interval is complete once every CPU still sampling has gone past it (a CPU whose sampler
+    failed wrote an error sample and writes no more)."""
+
+    def __init__(self, cpus: Sequence[int], done: frozenset[int] = frozenset()) -> None:
+        self.done = set(done)
+        self._latest = {cpu: 0 for cpu in cpus if cpu not in done}
+        self._at = Counter(self._latest.values())  # latest seq -> how many CPUs are there: the floor is its min
+        self.pending: dict[int, list[Any]] = {}
+
+    def add(self, cpu: int, seq: int, failed: bool, item: Any) -> list[list[Any]]:
+        """Add one sample; returns the intervals it completes, in order."""
+        self.pending.setdefault(seq, []).append(item)
+        old = self._latest.get(cpu)
+        if old is not None:
+            self._forget(old)
+            if failed:
+                del self._latest[cpu]
+            else:
+                self._latest[cpu] = seq
+                self._at[seq] += 1
+        if failed:
+            self.done.add(cpu)
+        floor = min(self._at) if self._at else None
+        out = []
+        while self.pending:
+            first = min(self.pending)
+            if floor is not None and first > floor and len(self.pending) <= MAX_PENDING:
+                break
+            out.append(self.pending.pop(first))
+        return out
+
+    def _forget(self, seq: int) -> None:
+        self._at[seq] -= 1
+        if not self._at[seq]:
+            del self._at[seq]
+
+    def flush(self) -> list[list[Any]]:
+        """The intervals still held back (the end of the file)."""
+        out = [self.pending[k] for k in sorted(self.pending)]
+        self.pending.clear()
+        return out
+
+
+@dataclass(frozen=True)
+class Restart:
+    """Where interval `skip` intervals before the wanted one starts cleanly: read from `checkpoint`, drop
+    the lines before `line`, group with the CPUs in `done` already finished."""
+
+    checkpoint: Checkpoint
+    line: int
+    done: frozenset[int] = frozenset()
+    skip: int = 0
+
+
 class Recording:
-    path: str
-    header: Header
-    samples: list[Sample]
-    truncated: bool = False  # the last line was cut short (the recorder was killed)
+    """A recording opened by read_recording: the header is read, the samples are read when iterated."""
+
+    def __init__(self, path: str, header: Header, gz: bool, body: Checkpoint, size: int) -> None:
+        self.path, self.header, self.gz, self.size = path, header, gz, size
+        self.body = body  # where the first line after the header starts
+        self._truncated: bool | None = None  # known once a reader got to the end
+        self.samples: _Samples = _Samples(self)  # compatible with the list it used to be; streamed
+
+    @property
+    def truncated(self) -> bool:
+        """The last line was cut short (the recorder was killed). Free for a plain file (its tail is read)
+        or once a reader got to the end; otherwise a .gz file is decompressed to its end once to tell."""
+        if self._truncated is None:
+            self._truncated = self._last_line_cut((_gzip_tail_line if self.gz else _tail_line)(self.path, self.size))
+        return self._truncated
+
+    @property
+    def truncated_if_known(self) -> bool | None:
+        """`truncated` when knowing costs nothing more (a plain file, or the end already read), else None."""
+        return self.truncated if self._truncated is not None or not self.gz else None
+
+    def ended_with(self, line: bytes) -> None:
+        """A reader (the index) got to the end: its last line tells whether the recording was cut short."""
+        if self._truncated is None:
+            self._truncated = self._last_line_cut(line)
+
+    def _last_line_cut(self, line: bytes) -> bool:
+        if not line.strip() or line.startswith(b'{"format":'):
+            return False  # an empty last line, or the header's (no samples)
+        try:
+            sample_from_dict(json.loads(line)["sample"])
+        except _BAD_LINE:
+            return True
+        return False
+
+    def lines(self, start: Checkpoint | None = None, first: int = 2) -> Iterator[tuple[int, int, bytes]]:
+        """The raw lines from line `first` on (the header is line 1), read from `start` (default: the body)."""
+        reader = iter(LineReader(self.path, self.gz, start or self.body))
+        if (start or self.body).line >= first:
+            return reader
+        return ((no, at, line) for no, at, line in reader if no >= first)
+
+    def iter_samples(self, restart: Restart | None = None) -> Generator[tuple[int, Sample], None, None]:
+        """(line number, sample) in file order. A damaged line is an error once another line follows it;
+        as the very last line it was cut short (`truncated`)."""
+        lines = self.lines() if restart is None else self.lines(restart.checkpoint, restart.line)
+        bad_at: int | None = None
+        try:
+            for no, _, line in lines:
+                if bad_at is not None:  # a damaged line that was not the last one
+                    raise RecordingError(f"{self.path}: damaged recording at line {bad_at}")
+                if not line.strip():
+                    continue
+                try:
+                    sample = sample_from_dict(json.loads(line)["sample"])
+                except _BAD_LINE:
+                    bad_at = no
+                    continue
+                yield no, sample
+        except OSError as e:
+            raise RecordingError(f"{self.path}: {e.strerror or e}") from None
+        self._truncated = bad_at is not None
+
+    def iter_intervals(self, restart: Restart | None = None) -> Generator[list[Sample], None, None]:
+        """Samples grouped by interval (sample n of every CPU), in order, read as they are asked for."""
+        grouper = Grouper(self.header.cpus, restart.done if restart else frozenset())
+        skip = restart.skip if restart else 0
+        for _, s in self.iter_samples(restart):
+            for group in grouper.add(s.cpu, s.seq, s.error is not None, s):
+                if skip:
+                    skip -= 1
+                else:
+                    yield group
+        for group in grouper.flush():
+            if skip:
+                skip -= 1
+            else:
+                yield group
 
     def intervals(self) -> list[list[Sample]]:
-        """Samples grouped by interval (sample n of every CPU), in order."""
-        by_seq: dict[int, list[Sample]] = {}
-        for s in self.samples:
-            by_seq.setdefault(s.seq, []).append(s)
-        return [by_seq[k] for k in sorted(by_seq)]
+        """Every interval in a list: the whole file in memory (tests and small files; the commands stream)."""
+        return list(self.iter_intervals())
 
 
-def _lines(path: str) -> Iterator[bytes]:
+class _Samples(Sequence[Sample]):
+    """Recording.samples: iterating streams the file; `not rec.samples` reads only up to the first sample;
+    len() and indexing read it all once (kept for callers that want a list)."""
+
+    def __init__(self, recording: Recording) -> None:
+        self._recording = recording
+        self._all: list[Sample] | None = None
+
+    def __iter__(self) -> Iterator[Sample]:
+        if self._all is not None:
+            return iter(self._all)
+        return (s for _, s in self._recording.iter_samples())
+
+    def __bool__(self) -> bool:
+        if self._all is not None:
+            return bool(self._all)
+        samples = self._recording.iter_samples()
+        try:
+            return next(samples, None) is not None
+        finally:
+            samples.close()
+
+    def _list(self) -> list[Sample]:
+        if self._all is None:
+            self._all = list(iter(self))  # list(self) would ask len(self) first
+        return self._all
+
+    def __len__(self) -> int:
+        return len(self._list())
+
+    @overload
+    def __getitem__(self, i: int) -> Sample: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Sample]: ...
+    def __getitem__(self, i: int | slice) -> Sample | Sequence[Sample]:
+        return self._list()[i]
+
+
+def _tail_line(path: str, size: int) -> bytes:
+    """The last line of a plain file, read from its end."""
     with open(path, "rb") as f:
-        gz = f.read(2) == b"\x1f\x8b"
-    if not gz:
-        with open(path, "rb") as f:
-            yield from f
-        return
-    # Decompress by hand: gzip.open raises on a stream without its end (a killed recorder), losing what
-    # was flushed before.
-    d = zlib.decompressobj(wbits=31)
-    pending = b""
+        want = 4096
+        while True:
+            start = max(0, size - want)
+            f.seek(start)
+            data = f.read(size - start)
+            body = data[:-1] if data.endswith(b"\n") else data
+            cut = body.rfind(b"\n")
+            if cut >= 0 or start == 0:
+                return data[cut + 1 :]
+            want *= 4
+
+
+def _gzip_tail_line(path: str, size: int) -> bytes:
+    """The last line of a .gz file: decompressed to its end, keeping only the tail (zlib's speed, no lines
+    split in Python)."""
+    inflater = zlib.decompressobj(wbits=31)
+    tail = b""
     with open(path, "rb") as f:
-        while chunk := f.read(1 << 16):
+        while chunk := f.read(CHUNK):
             try:
-                data = d.decompress(chunk)
+                tail += inflater.decompress(chunk)
             except zlib.error:
                 raise RecordingError(f"{path}: corrupt gzip data") from None
-            pending += data
-            *full, pending = pending.split(b"\n")
-            for line in full:
-                yield line + b"\n"
-            if d.eof:
+            cut = tail.rfind(b"\n", 0, len(tail) - 1)
+            if cut >= 0:
+                tail = tail[cut + 1 :]
+            if inflater.eof:
                 break
-    if pending:
-        yield pending  # no newline: the reader treats it as possibly cut short
+    return tail
 
 
 def read_recording(path: str) -> Recording:
+    """Open a recording: its header is read and checked now (one line on anything wrong), its samples
+    when a caller iterates them."""
     try:
-        lines = _lines(path)
-        first = next(lines, None)
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        size = os.path.getsize(path)
+        first = _first_line(path, gz)
     except FileNotFoundError:
         raise RecordingError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise RecordingError(f"{path}: is a directory") from None
     except OSError as e:
         raise RecordingError(f"{path}: {e.strerror or e}") from None
+    header = _parse_header(path, first)
+    body = Checkpoint(1, 0) if gz else Checkpoint(2, len(first or b""))
+    return Recording(path, header, gz, body, size)
+
+
+def _first_line(path: str, gz: bool) -> bytes | None:
+    for _, _, line in LineReader(path, gz, Checkpoint(1, 0)):
+        return line  # leaving the loop closes the reader's file
+    return None
+
+
+def _parse_header(path: str, first: bytes | None) -> Header:
     not_one = f"{path}: not a pmutop recording (record one with `pmutop --record FILE`)"
     if first is None or not first.strip():
         raise RecordingError(f"{path}: empty file, not a pmutop recording")
@@ -87,29 +357,6 @@ def read_recording(path: str) -> Recording:
             f"(version {FORMAT_VERSION}): upgrade pmutop"
         )
     try:
-        header = header_from_dict(head)
+        return header_from_dict(head)
     except (KeyError, TypeError, ValueError, AttributeError):
         raise RecordingError(f"{path}: damaged recording header") from None
-    samples: list[Sample] = []
-    truncated = False
-    bad_at: int | None = None
-    n = 1
-    try:
-        for line in lines:
-            n += 1
-            if bad_at is not None:  # a damaged line that was not the last one
-                raise RecordingError(f"{path}: damaged recording at line {bad_at}")
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-                samples.append(sample_from_dict(obj["sample"]))
-            except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
-                bad_at = n
-    except OSError as e:
-        raise RecordingError(f"{path}: {e.strerror or e}") from None
-    except EOFError:
-        truncated = True
-    if bad_at is not None:
-        truncated = True  # only the last line: cut short by a kill
-    return Recording(path, header, samples, truncated)

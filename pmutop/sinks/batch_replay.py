@@ -29,9 +29,8 @@ def replay_batch(
     failed: set[int] = set()
     warned: set[tuple[int, str]] = set()
     done = 0
-    for group in recording.intervals():
-        if count is not None and done >= count:
-            break
+    intervals = recording.iter_intervals()  # streamed: --count N reads the first N intervals and no more
+    for group in intervals if count is None or count > 0 else ():
         by_cpu = {s.cpu: s for s in group}
         for cpu, s in by_cpu.items():
             if s.error and cpu not in failed:
@@ -44,5 +43,8 @@ def replay_batch(
         batch = [by_cpu[cpu] for cpu in live]
         print_interval(printer, batch, done + 1, h.start if timestamps else None, warn, warned)
         done += 1
+        if count is not None and done >= count:
+            break
+    intervals.close()  # its file
     out.flush()
     return done

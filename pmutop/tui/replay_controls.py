@@ -49,6 +49,9 @@ class ReplayApp(PmutopApp):
         t.append(f"  ·  speed {'max' if speed == 'max' else speed + '×'}", style="bold")
         if replay.finished:
             t.append("  ·  END", style="bold")
+        notice = getattr(replay, "notice", None)  # the replay feed's: indexing progress, a damaged file
+        if notice:
+            t.append(f"  ·  {notice}")
 
     def action_toggle_pause(self) -> None:
         super().action_toggle_pause()
