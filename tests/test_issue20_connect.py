@@ -149,3 +149,22 @@ def test_serve_answers_head_and_only_its_paths(server: int) -> None:
         assert e.value.code == 404
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{server}/metrics").read().decode()
     assert "pmutop_instructions_total" in metrics and int(head.headers["Content-Length"]) > 1000
+
+
+def test_a_replayed_remote_recording_names_its_rows_host_cpu(server: int, tmp_path: Path) -> None:
+    from pmutop.core.feed import HostLabels
+    from pmutop.feeds.replay import ReplayFeed
+    from pmutop.recording.reader import read_recording
+
+    path = tmp_path / "remote.jsonl"
+    r = pmutop(
+        *("--connect", f"127.0.0.1:{server}", "--batch", "--count", "2", "--interval", "0.2"),
+        *("--format", "json", "--record", str(path)),
+    )
+    assert r.returncode == 0, r.stderr
+    feed = ReplayFeed(read_recording(str(path)))
+    try:
+        host = json.loads(path.read_text().splitlines()[0])["host"]
+        assert isinstance(feed, HostLabels) and feed.labels == {0: f"{host}:0", 1: f"{host}:1"}
+    finally:
+        feed.close()

@@ -71,3 +71,13 @@ def test_ring_is_bounded_and_readers_resume() -> None:
     assert ring.since(5) == []
     latest = ring.latest()
     assert latest is not None and latest.seq == 5
+
+
+def test_as_dict_has_every_field_as_dataclasses_would_give_it() -> None:
+    import dataclasses
+
+    from pmutop.derive.metrics import CoreMetrics
+
+    values = CoreMetrics(*(0.5 + i for i in range(len(dataclasses.fields(CoreMetrics)))))
+    assert values.as_dict() == dataclasses.asdict(values)
+    assert list(values.as_dict()) == [f.name for f in dataclasses.fields(CoreMetrics)]

@@ -75,6 +75,11 @@ class ReplayControls(Protocol):
         """The last interval has been pushed."""
         ...
 
+    @property
+    def notice(self) -> str | None:
+        """One line for the status bar (how far the recording is indexed, a damaged place), or None."""
+        ...
+
     def set_paused(self, paused: bool) -> None: ...
 
     def seek(self, delta: int) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 from pmutop.core.sample import Sample
 
@@ -30,7 +30,16 @@ class CoreMetrics:
     branch_miss_ratio: float | None = None
 
     def as_dict(self) -> dict[str, float | None]:
-        return asdict(self)
+        # Written out: dataclasses.asdict deep-copies field by field, and every record and diff calls this.
+        return {
+            "util": self.util,
+            "ghz": self.ghz,
+            "ipc": self.ipc,
+            "llc_misses_per_s": self.llc_misses_per_s,
+            "llc_mpki": self.llc_mpki,
+            "llc_miss_ratio": self.llc_miss_ratio,
+            "branch_miss_ratio": self.branch_miss_ratio,
+        }
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:

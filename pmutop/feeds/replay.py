@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Generator
 
 from pmutop.core.errors import PmutopError
-from pmutop.core.feed import ReplayControls, SampleFeed
+from pmutop.core.feed import HostLabels, ReplayControls, SampleFeed
 from pmutop.core.ring import SampleRing
 from pmutop.core.sample import Sample
 from pmutop.recording.index import RecordingIndex
@@ -25,7 +25,7 @@ def speed_factor(speed: str) -> float | None:
     return None if speed == "max" else float(speed)
 
 
-class ReplayFeed(SampleFeed, ReplayControls):
+class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
     """A SampleFeed over a recording: a thread pushes the recorded samples into rings at `speed` times the
     recorded pace. pause/resume/seek/seek_to/set_speed are what the replay keys call.
 
@@ -44,6 +44,8 @@ class ReplayFeed(SampleFeed, ReplayControls):
         self._at_end = False
         self.error: str | None = None  # the reading stopped at a damaged place
         self._keys = h.keys
+        # A recording of --connect names each row host:cpu (the live view's row names); a local one has none.
+        self.labels = {int(cpu): str(name) for cpu, name in h.backend.get("labels", {}).items()}
         self._topdown = h.topdown
         self.speed = speed
         self._pos = 0  # next interval to push

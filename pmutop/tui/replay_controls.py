@@ -49,7 +49,7 @@ class ReplayApp(PmutopApp):
         t.append(f"  ·  speed {'max' if speed == 'max' else speed + '×'}", style="bold")
         if replay.finished:
             t.append("  ·  END", style="bold")
-        notice = getattr(replay, "notice", None)  # the replay feed's: indexing progress, a damaged file
+        notice = replay.notice  # indexing progress, a damaged file
         if notice:
             t.append(f"  ·  {notice}")
 

@@ -23,12 +23,14 @@ def run_replay(argv: list[str], guard: ExitGuard) -> int:
         if not has_terminal():
             raise UsageError(NEEDS_TERMINAL)
     rec = read_recording(args.file)
-    if rec.truncated:
-        warn(f"{args.file}: the last line was cut short (the recording was stopped abruptly); skipped")
     if args.batch:
         if rec.header.mode == "SIMULATED":
             say("SIMULATED PMU: every number shown is synthetic (a recording of the simulated PMU)")
         replay_batch(rec, args.format, count=args.count, timestamps=args.timestamps, warn=warn)
+        # Known without reading further only for a plain file or one read to its end (the live view's status
+        # line says it once its index reaches the end).
+        if rec.truncated_if_known:
+            warn(f"{args.file}: the last line was cut short (the recording was stopped abruptly); skipped")
         return 0
     if not rec.samples:
         raise UsageError(f"{args.file}: the recording has no samples")
