@@ -139,7 +139,7 @@ def event_encodings(events: list[Any] | None, keys: list[str]) -> list[dict[str,
             raw = spec.raw
             entry |= {
                 "name": spec.name,
-                "raw": dataclasses.asdict(raw) if dataclasses.is_dataclass(raw) else None,
+                "raw": dataclasses.asdict(raw) if raw is not None else None,
                 "fixed_index": spec.fixed_index,
                 "perf_hardware": spec.hardware,
                 "perf_software": spec.software,
