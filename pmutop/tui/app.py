@@ -56,27 +56,30 @@ PLOT_MIN_ROWS = 6  # a history panel: border, 3 plot rows, the time axis
 class PmutopApp(App[int]):
     TITLE = "pmutop"
     CSS_PATH = Path(__file__).with_name("app.tcss")  # every style of the live view and its screens
+    ENABLE_COMMAND_PALETTE = False  # every action has a key (and `?` lists them): its footer room goes to Help
+    # The footer shows these in this order and cuts what does not fit: Help and Quit first, so they are
+    # there at 80 columns.
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark,h,f1", "help", "Help"),
         Binding("q,f10", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
-        Binding("space,p", "pause", "Pause"),
-        Binding("space,p", "resume", "Resume"),  # the footer shows the one that applies
-        Binding("plus,equals_sign", "slower", "+Interval"),
-        Binding("minus", "faster", "-Interval"),
+        Binding("p,space", "pause", "Pause"),  # p first: the footer's shortest key name
+        Binding("p,space", "resume", "Resume"),  # the footer shows the one that applies
+        Binding("plus,equals_sign", "slower", "Interval", key_display="+/-"),
+        Binding("minus", "faster", "Shorter interval", show=False),
         Binding("s,greater_than_sign", "next_sort", "Sort"),
         Binding("less_than_sign", "previous_sort", "Sort back", show=False),
         Binding("f6", "choose_sort", "Sort by", show=False),
-        Binding("r", "reverse_sort", "Reverse"),
         Binding("slash", "filter", "Filter"),
         Binding("backslash", "clear_filter", "Clear filter", show=False),
         Binding("c", "choose_columns", "Columns"),
+        Binding("r", "reverse_sort", "Reverse", show=False),  # no room at 80 columns (the help lists it)
         Binding("m", "choose_metric", "Heatmap metric", show=False),
         Binding("t,2", "topdown", "Top-down"),
         Binding("3", "heatmap", "Heatmap", show=False),
         Binding("1", "table", "Table", show=False),
         Binding("home", "first_row", "First", show=False, priority=True),
         Binding("end", "last_row", "Last", show=False, priority=True),
-        Binding("question_mark,h,f1", "help", "Help"),
     ]
     # Actions of the table screen only (other views have their own keys for these letters, or none).
     TABLE_ONLY = frozenset(

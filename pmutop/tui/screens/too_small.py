@@ -13,7 +13,7 @@ MIN_SIZE = (40, 12)  # below this one line says the terminal is too small
 
 
 class TooSmallScreen(Screen[None]):
-    """Shown instead of any view while the terminal is below MIN_SIZE: one line, no broken layout."""
+    """Shown instead of any view while the terminal is below MIN_SIZE: a short message, no broken layout."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "app.quit", "Quit")]
 
@@ -21,8 +21,20 @@ class TooSmallScreen(Screen[None]):
         yield Static(id="too-small")
 
     def show(self, width: int, height: int) -> None:
-        need_w, need_h = MIN_SIZE
-        self.query_one(Static).update(f"terminal too small ({width}x{height}): pmutop needs {need_w}x{need_h}")
+        self.query_one(Static).update(too_small_text(width, height))
+
+
+def too_small_text(width: int, height: int) -> str:
+    """The message in lines no wider than `width` where the words allow (it is shown on a narrow terminal,
+    so one line would be cut)."""
+    need_w, need_h = MIN_SIZE
+    lines: list[str] = []
+    for word in f"terminal too small ({width}x{height}): pmutop needs {need_w}x{need_h}".split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "\n".join(lines)
 
 
 def too_small(width: int, height: int) -> bool:
