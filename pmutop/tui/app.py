@@ -41,7 +41,7 @@ from pmutop.tui.screens.detail import DetailScreen
 from pmutop.tui.screens.heatmap import HeatmapScreen
 from pmutop.tui.screens.help import HelpScreen
 from pmutop.tui.screens.pickers import ChoiceScreen, ColumnsScreen
-from pmutop.tui.screens.too_small import TooSmallScreen, too_small
+from pmutop.tui.screens.too_small import TooSmallScreen, check_size
 from pmutop.tui.screens.topdown import TopdownScreen
 from pmutop.tui.table_controller import TOTAL_ROW, CoreTable
 from pmutop.tui.textual_private import end_after_error, quick_exit_driver
@@ -75,29 +75,22 @@ class PmutopApp(App[int]):
         Binding("c", "choose_columns", "Columns"),
         Binding("r", "reverse_sort", "Reverse", show=False),  # no room at 80 columns (the help lists it)
         Binding("m", "choose_metric", "Heatmap metric", show=False),
-        Binding("t,2", "topdown", "Top-down"),
+        Binding("2,t", "topdown", "Top-down"),
         Binding("3", "heatmap", "Heatmap", show=False),
         Binding("1", "table", "Table", show=False),
+        # On the views these come before the view's own keys: a number selects that view (it never goes
+        # back one, as a view's own "back" key did) and Esc always leads to the table.
+        Binding("escape", "select_view('table')", "Table", priority=True),
+        Binding("1", "select_view('table')", show=False, priority=True),
+        Binding("2,t", "select_view('topdown')", show=False, priority=True),
+        Binding("3", "select_view('heatmap')", show=False, priority=True),
         Binding("home", "first_row", "First", show=False, priority=True),
         Binding("end", "last_row", "Last", show=False, priority=True),
     ]
     # Actions of the table screen only (other views have their own keys for these letters, or none).
     TABLE_ONLY = frozenset(
-        {
-            "next_sort",
-            "previous_sort",
-            "choose_sort",
-            "reverse_sort",
-            "filter",
-            "clear_filter",
-            "choose_columns",
-            "first_row",
-            "last_row",
-            "pause",
-            "resume",
-            "slower",
-            "faster",
-        }
+        {"next_sort", "previous_sort", "choose_sort", "reverse_sort", "filter", "clear_filter", "choose_columns"}
+        | {"pause", "resume", "slower", "faster"}
     )
 
     def __init__(
@@ -173,11 +166,9 @@ class PmutopApp(App[int]):
         self.watch(table, "scroll_y", self._refresh_stale_rows, init=False)
         if self.settings_problem:
             self.notify(self.settings_problem, title="settings", severity="warning", timeout=10)
-        if self.settings.view == "topdown":
-            self.action_topdown()
-        elif self.settings.view == "heatmap":
-            self.action_heatmap()
-        self._check_size(self.size.width, self.size.height)
+        if self.settings.view in ("topdown", "heatmap"):
+            self.action_select_view(self.settings.view)
+        check_size(self, self.size.width, self.size.height)
 
     def on_unmount(self) -> None:
         self._stop_watching()
@@ -216,22 +207,9 @@ class PmutopApp(App[int]):
             self._refresh_header()
 
     def on_resize(self, event) -> None:  # type: ignore[no-untyped-def]
-        self._check_size(event.size.width, event.size.height)
+        check_size(self, event.size.width, event.size.height)
         self._build_table(event.size.width)
         self._fit()
-
-    def _check_size(self, width: int, height: int) -> None:
-        top = self.screen
-        if too_small(width, height):
-            if not isinstance(top, TooSmallScreen):
-                self.push_screen(TooSmallScreen())
-            self.call_after_refresh(lambda: self._show_too_small(width, height))
-        elif isinstance(top, TooSmallScreen):
-            self.pop_screen()
-
-    def _show_too_small(self, width: int, height: int) -> None:
-        if isinstance(self.screen, TooSmallScreen):
-            self.screen.show(width, height)
 
     def _fit(self) -> None:
         """The table as tall as its rows when the history panels then still get room; else all table."""
@@ -372,13 +350,7 @@ class PmutopApp(App[int]):
             self._draw_header()
 
     def _draw_header(self) -> None:
-        table = self.core_table
-        status = status_text(self.info, self.feed, table.sort_title(), table.reverse)
-        if table.row_filter is not None:
-            shown = len(table.shown_rows) - 1
-            status.append(f"  ·  filter {table.row_filter.text}: {shown}/{len(self.model.cores)}", style="bold yellow")
-        if table.dropped:
-            status.append(f"  ·  +{table.dropped} columns (c)", style="dim")
+        status = status_text(self.info, self.feed, self.core_table)
         self._extend_status(status)
         self._set_line("#status", status)
         banner = banner_text(self.info, self.model, self.paused)
@@ -433,17 +405,29 @@ class PmutopApp(App[int]):
     # -- actions
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        on_table = self.screen is self.screen_stack[0]
-        if action in self.TABLE_ONLY:
-            if not on_table:
-                return False
-            if action in ("first_row", "last_row") and self.query_one("#filter").has_focus:
-                return False  # Home/End move the filter's cursor
+        top = self.screen
+        if isinstance(top, TooSmallScreen):
+            return action == "quit"
+        on_table = top is self.screen_stack[0]
+        if action in self.TABLE_ONLY and not on_table:
+            return False
+        if action == "select_view":  # the views' keys; on the table its own (shown) bindings apply
+            return isinstance(top, ViewScreen)
+        if action in ("first_row", "last_row"):
+            return self._row_table() is not None
         if action == "pause":
             return not self.paused
         if action == "resume":
             return self.paused
         return True
+
+    def _row_table(self) -> DataTable | None:
+        """The table Home and End move in: the per-core table, or a view's (top-down); None while the filter
+        line has the keys (Home/End move its cursor)."""
+        if self.screen is self.screen_stack[0]:
+            return None if self.query_one("#filter").has_focus else self.query_one("#cores", DataTable)
+        focused = self.screen.focused
+        return focused if isinstance(self.screen, ViewScreen) and isinstance(focused, DataTable) else None
 
     def action_pause(self) -> None:
         self.action_toggle_pause()
@@ -550,26 +534,42 @@ class PmutopApp(App[int]):
         self._refresh_panels()
 
     def action_first_row(self) -> None:
-        self.query_one("#cores", DataTable).move_cursor(row=0)
+        table = self._row_table()
+        if table is not None:
+            table.move_cursor(row=0)
 
     def action_last_row(self) -> None:
-        table = self.query_one("#cores", DataTable)
-        table.move_cursor(row=table.row_count - 1)
+        table = self._row_table()
+        if table is not None:
+            table.move_cursor(row=table.row_count - 1)
+
+    def action_select_view(self, view: str, metric: str | None = None) -> None:
+        """Show `view` ("table", "topdown", "heatmap") as the one view over the table, whatever is shown now
+        (views never stack: Esc then always leads to the table); it is the view the next run starts in."""
+        wanted = {"topdown": TopdownScreen, "heatmap": HeatmapScreen}.get(view)
+        if wanted is None or not isinstance(self.screen, wanted):
+            while len(self.screen_stack) > 1 and not isinstance(self.screen, TooSmallScreen):
+                self.pop_screen()
+            if view == "topdown":
+                self.push_screen(TopdownScreen())
+            elif view == "heatmap":
+                self.push_screen(HeatmapScreen(self._heatmap_metric(metric)))
+        elif isinstance(self.screen, HeatmapScreen) and metric:
+            self.screen.set_metric(self._heatmap_metric(metric))
+        self._remember(view=view)
+
+    def _heatmap_metric(self, wanted: str | None) -> str:
+        wanted = wanted or self.settings.heatmap_metric
+        return wanted if wanted in HEATMAP_METRICS else "ipc"
 
     def action_table(self) -> None:
-        """Back to the per-core table from any view (btop's numbered views)."""
-        while len(self.screen_stack) > 1 and not isinstance(self.screen, TooSmallScreen):
-            self.pop_screen()
-        self._remember(view="table")
+        self.action_select_view("table")
+
+    def action_topdown(self) -> None:
+        self.action_select_view("topdown")
 
     def action_heatmap(self, metric: str | None = None) -> None:
-        metric = metric or self.settings.heatmap_metric
-        if isinstance(self.screen, HeatmapScreen):
-            if metric:
-                self.screen.set_metric(metric)
-        else:
-            self.push_screen(HeatmapScreen(metric if metric in HEATMAP_METRICS else "ipc"))
-        self._remember(view="heatmap")
+        self.action_select_view("heatmap", metric)
 
     def action_choose_metric(self) -> None:
         current = self.screen.metric.key if isinstance(self.screen, HeatmapScreen) else self.settings.heatmap_metric
@@ -581,11 +581,6 @@ class PmutopApp(App[int]):
 
         choices = [(m.key, m.title) for m in HEATMAP_METRIC_LIST]
         self.push_screen(ChoiceScreen("Heatmap metric", choices, current), chosen)
-
-    def action_topdown(self) -> None:
-        if not isinstance(self.screen, TopdownScreen):
-            self.push_screen(TopdownScreen())
-        self._remember(view="topdown")
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

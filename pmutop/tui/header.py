@@ -9,6 +9,7 @@ from pmutop.core.feed import SampleFeed
 from pmutop.core.run_description import RunInfo
 from pmutop.tui import format as fmt
 from pmutop.tui.model import ViewModel
+from pmutop.tui.table_controller import CoreTable
 
 
 def machine_text(info: RunInfo) -> Text:
@@ -20,13 +21,19 @@ def machine_text(info: RunInfo) -> Text:
     return t
 
 
-def status_text(info: RunInfo, feed: SampleFeed, sort_title: str, reverse: bool) -> Text:
+def status_text(info: RunInfo, feed: SampleFeed, table: CoreTable) -> Text:
+    """The backend, interval, run time, sort, filter and the columns that do not fit."""
     elapsed = feed.elapsed()
-    arrow = "▼" if reverse else "▲"
+    arrow = "▼" if table.reverse else "▲"
     t = Text()
     t.append(f"{info.backend}/{info.read_method}", style="bold")
     t.append(f"  ·  interval {fmt.interval_text(feed.interval)}  ·  {fmt.duration(elapsed)}")
-    t.append(f"  ·  sort {sort_title} {arrow}")
+    t.append(f"  ·  sort {table.sort_title()} {arrow}")
+    if table.row_filter is not None:
+        shown = len(table.shown_rows) - 1
+        t.append(f"  ·  filter {table.row_filter.text}: {shown}/{len(table.model.cores)}", style="bold yellow")
+    if table.dropped:
+        t.append(f"  ·  +{table.dropped} columns (c)", style="dim")
     return t
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Static
@@ -39,3 +39,18 @@ def too_small_text(width: int, height: int) -> str:
 
 def too_small(width: int, height: int) -> bool:
     return width < MIN_SIZE[0] or height < MIN_SIZE[1]
+
+
+def check_size(app: App[int], width: int, height: int) -> None:
+    """Put the message over the views while the terminal is below MIN_SIZE, and take it away after."""
+    if too_small(width, height):
+        if not isinstance(app.screen, TooSmallScreen):
+            app.push_screen(TooSmallScreen())
+
+        def show() -> None:
+            if isinstance(app.screen, TooSmallScreen):
+                app.screen.show(width, height)
+
+        app.call_after_refresh(show)
+    elif isinstance(app.screen, TooSmallScreen):
+        app.pop_screen()
