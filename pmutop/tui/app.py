@@ -33,14 +33,13 @@ from pmutop.tui.config import Settings
 from pmutop.tui.config import save as save_settings
 from pmutop.tui.filter import parse_filter
 from pmutop.tui.header import add_lost_hosts, banner_text, machine_text, status_text
-from pmutop.tui.heatmap import BY_KEY as HEATMAP_METRICS
-from pmutop.tui.heatmap import METRICS as HEATMAP_METRIC_LIST
+from pmutop.tui.heatmap import Metric
 from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.base import ViewScreen
 from pmutop.tui.screens.detail import DetailScreen
 from pmutop.tui.screens.heatmap import HeatmapScreen
 from pmutop.tui.screens.help import HelpScreen
-from pmutop.tui.screens.pickers import ChoiceScreen, ColumnsScreen
+from pmutop.tui.screens.pickers import ChoiceScreen, ColumnsScreen, first_measured, measured_metrics
 from pmutop.tui.screens.too_small import TooSmallScreen, check_size
 from pmutop.tui.screens.topdown import TopdownScreen
 from pmutop.tui.table_controller import TOTAL_ROW, CoreTable
@@ -84,6 +83,7 @@ class PmutopApp(App[int]):
         Binding("1", "select_view('table')", show=False, priority=True),
         Binding("2,t", "select_view('topdown')", show=False, priority=True),
         Binding("3", "select_view('heatmap')", show=False, priority=True),
+        Binding("m", "choose_metric('here')", "Metric", priority=True),  # the heatmap's own cycled through all
         Binding("home", "first_row", "First", show=False, priority=True),
         Binding("end", "last_row", "Last", show=False, priority=True),
     ]
@@ -353,7 +353,7 @@ class PmutopApp(App[int]):
         status = status_text(self.info, self.feed, self.core_table)
         self._extend_status(status)
         self._set_line("#status", status)
-        banner = banner_text(self.info, self.model, self.paused)
+        banner = banner_text(self.info, self.model, self.paused, self.size.width)
         if self.lost_hosts is not None:
             add_lost_hosts(banner, self.lost_hosts.lost())
         self._set_line("#banner", banner)
@@ -413,6 +413,8 @@ class PmutopApp(App[int]):
             return False
         if action == "select_view":  # the views' keys; on the table its own (shown) bindings apply
             return isinstance(top, ViewScreen)
+        if action == "choose_metric" and parameters:  # the heatmap's "m"
+            return isinstance(top, HeatmapScreen)
         if action in ("first_row", "last_row"):
             return self._row_table() is not None
         if action == "pause":
@@ -429,18 +431,17 @@ class PmutopApp(App[int]):
         focused = self.screen.focused
         return focused if isinstance(self.screen, ViewScreen) and isinstance(focused, DataTable) else None
 
-    def action_pause(self) -> None:
-        self.action_toggle_pause()
-
-    def action_resume(self) -> None:
-        self.action_toggle_pause()
-
     def action_toggle_pause(self) -> None:
         self.paused = not self.paused
         self.refresh_bindings()
         if not self.paused:
             self.apply_update(None)
         self._refresh_header()
+
+    def action_pause(self) -> None:  # and Resume: two bindings, the footer names the one that applies
+        self.action_toggle_pause()  # (the replay's adds to it)
+
+    action_resume = action_pause
 
     def action_slower(self) -> None:
         self._change_interval(+1)
@@ -553,14 +554,21 @@ class PmutopApp(App[int]):
             if view == "topdown":
                 self.push_screen(TopdownScreen())
             elif view == "heatmap":
-                self.push_screen(HeatmapScreen(self._heatmap_metric(metric)))
+                screen = HeatmapScreen()
+                screen.metric = self._heatmap_metric(metric)  # (an event's rate is no key of heatmap.BY_KEY)
+                self.push_screen(screen)
         elif isinstance(self.screen, HeatmapScreen) and metric:
-            self.screen.set_metric(self._heatmap_metric(metric))
+            self.screen.metric = self._heatmap_metric(metric)
+            self.screen.refresh_from(self.model)
         self._remember(view=view)
 
-    def _heatmap_metric(self, wanted: str | None) -> str:
-        wanted = wanted or self.settings.heatmap_metric
-        return wanted if wanted in HEATMAP_METRICS else "ipc"
+    def _heatmap_metric(self, wanted: str | None) -> Metric:
+        return first_measured(self.heatmap_metrics(), wanted, self.settings.heatmap_metric)
+
+    def heatmap_metrics(self) -> list[Metric]:
+        """What the heatmap can show in this run: only what it measures (util at least)."""
+        topdown = self.model.measures_topdown or any(self.feed.topdown_method(cpu) for cpu in self.feed.cpus)
+        return measured_metrics(self.model, self.keys, topdown)
 
     def action_table(self) -> None:
         self.action_select_view("table")
@@ -571,7 +579,7 @@ class PmutopApp(App[int]):
     def action_heatmap(self, metric: str | None = None) -> None:
         self.action_select_view("heatmap", metric)
 
-    def action_choose_metric(self) -> None:
+    def action_choose_metric(self, _where: str = "") -> None:
         current = self.screen.metric.key if isinstance(self.screen, HeatmapScreen) else self.settings.heatmap_metric
 
         def chosen(key: str | None) -> None:
@@ -579,7 +587,7 @@ class PmutopApp(App[int]):
                 self.settings.heatmap_metric = key
                 self.action_heatmap(key)
 
-        choices = [(m.key, m.title) for m in HEATMAP_METRIC_LIST]
+        choices = [(m.key, m.title) for m in self.heatmap_metrics()]
         self.push_screen(ChoiceScreen("Heatmap metric", choices, current), chosen)
 
     def action_help(self) -> None:

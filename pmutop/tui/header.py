@@ -37,38 +37,43 @@ def status_text(info: RunInfo, feed: SampleFeed, table: CoreTable) -> Text:
     return t
 
 
-def banner_text(info: RunInfo, model: ViewModel, paused: bool) -> Text:
-    t = Text()
-
-    def badge(text: str, style: str) -> None:
-        t.append(f" {text} ", style=style)
-        t.append(" ")
-
+def banner_text(info: RunInfo, model: ViewModel, paused: bool, width: int = 1000) -> Text:
+    """The badges, in their short forms when the long ones would not fit `width` (the reason a run
+    measures little must stay readable at 80 columns)."""
+    badges: list[tuple[str, str, str]] = []  # (long text, short text, style)
     if info.replay:
-        badge(f"REPLAY of {info.replay}", "bold white on blue")
+        badges.append((f"REPLAY of {info.replay}", f"REPLAY of {info.replay}", "bold white on blue"))
     if info.simulated:
-        badge("SIMULATED PMU: synthetic numbers", "bold black on yellow")
+        badges.append(("SIMULATED PMU: synthetic numbers", "SIMULATED", "bold black on yellow"))
     if paused:
-        badge("PAUSED", "bold black on cyan")
-    if info.hardware_problem:
-        badge("no hardware events: IPC and cache columns unavailable (pmutop info says why)", "bold white on red")
-    if info.hypervisor:
-        # Say what is true: a VM either passes a virtual PMU through or has no hardware counters at all.
-        what = (
-            "no hardware counters (kernel software events only)"
-            if info.hardware_problem
-            else "counters are virtualised"
-        )
-        badge(f"VM: {what}", "black on magenta")
+        badges.append(("PAUSED", "PAUSED", "bold black on cyan"))
+    # Say what is true: a VM either passes a virtual PMU through or has no hardware counters at all.
+    if info.hardware_problem and info.hypervisor:
+        long = "VM: no hardware counters, only the kernel's software events (pmutop info says why)"
+        badges.append((long, "VM: no hardware counters, software events only (pmutop info)", "bold white on red"))
+    elif info.hardware_problem:
+        long = "no hardware events: IPC and cache columns unavailable (pmutop info says why)"
+        badges.append((long, "no hardware events (pmutop info says why)", "bold white on red"))
+    elif info.hypervisor:
+        badges.append(("VM: counters are virtualised", "VM: virtual counters", "black on magenta"))
     if info.watchdog_paused:
-        badge("NMI watchdog paused for this run", "black on bright_blue")
+        badges.append(("NMI watchdog paused for this run", "NMI watchdog paused", "black on bright_blue"))
     if model.overflow_count:
-        badge(f"{model.overflow_count} counter overflows", "black on green")
+        badges.append(
+            (f"{model.overflow_count} counter overflows", f"{model.overflow_count} overflows", "black on green")
+        )
     if model.total.suspect_count:
-        badge(f"{model.total.suspect_count} suspect samples", "bold white on red")
+        n = model.total.suspect_count
+        badges.append((f"{n} suspect samples", f"{n} suspect", "bold white on red"))
     failed = sum(1 for c in model.cores.values() if c.error)
     if failed:
-        badge(f"{failed} cores failed", "bold white on red")
+        badges.append((f"{failed} cores failed", f"{failed} failed", "bold white on red"))
+    padding = 2  # the banner's own
+    short = sum(len(long) + 3 for long, _, _ in badges) + padding > width
+    t = Text()
+    for long, brief, style in badges:
+        t.append(f" {brief if short else long} ", style=style)
+        t.append(" ")
     return t
 
 

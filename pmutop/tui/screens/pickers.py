@@ -10,7 +10,45 @@ from textual.containers import Vertical
 from textual.widgets import OptionList, SelectionList, Static
 from textual.widgets.option_list import Option
 
+from pmutop.derive.records import rate_title
+from pmutop.tui.heatmap import METRICS, Metric
+from pmutop.tui.model import ViewModel, rate_series
 from pmutop.tui.screens.base import CancellableModal
+
+# The counted events a heatmap metric is computed from: measured when all are counted (util always is:
+# from ref cycles, or from the kernel's per-CPU times).
+METRIC_NEEDS: dict[str, tuple[str, ...]] = {
+    "ipc": ("instructions", "cycles"),
+    "util": (),
+    "ghz": ("cycles", "ref_cycles"),
+    "llc_misses_per_s": ("llc_misses",),
+}
+
+
+def measured_metrics(model: ViewModel, keys: list[str], topdown: bool) -> list[Metric]:
+    """The heatmap metrics this run measures, in pmutop.tui.heatmap's order, then a rate per other counted
+    event (a software-only run's context switches, migrations, faults). The rest (top-down, power) count
+    once some row has a value, or `topdown` says a CPU measures it."""
+    counted = set(keys)
+    rows = [*model.cores.values(), model.total]
+
+    def has_values(key: str) -> bool:
+        return any(v is not None for core in rows for v in core.history.get(key, ()))
+
+    out = []
+    for m in METRICS:
+        needs = METRIC_NEEDS.get(m.key)
+        static = needs is not None and set(needs) <= counted
+        if static or (m.key.startswith("tma_") and topdown) or has_values(m.key):
+            out.append(m)
+    out += [Metric(rate_series(k), rate_title(k), "log", "/s") for k in model.rate_keys]
+    return out
+
+
+def first_measured(measured: list[Metric], *wanted: str | None) -> Metric:
+    """The first of `wanted` (the one asked for, the saved one) this run measures; else the first measured."""
+    by_key = {m.key: m for m in measured}
+    return next((by_key[k] for k in wanted if k in by_key), measured[0])
 
 
 class ChoiceScreen(CancellableModal[str | None]):
