@@ -57,9 +57,10 @@ class PmutopApp(App[int]):
     CSS_PATH = Path(__file__).with_name("app.tcss")  # every style of the live view and its screens
     ENABLE_COMMAND_PALETTE = False  # every action has a key (and `?` lists them): its footer room goes to Help
     # The footer shows these in this order and cuts what does not fit: Help and Quit first, so they are
-    # there at 80 columns.
+    # there at 80 columns. Keys that open a dialog or a view are priority bindings: the app handles them
+    # in turn with the keys typed after them, which then reach the new dialog, not the table.
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("question_mark,h,f1", "help", "Help"),
+        Binding("question_mark,h,f1", "help", "Help", priority=True),
         Binding("q,f10", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
         Binding("p,space", "pause", "Pause"),  # p first: the footer's shortest key name
@@ -68,17 +69,17 @@ class PmutopApp(App[int]):
         Binding("minus", "faster", "Shorter interval", show=False),
         Binding("s,greater_than_sign", "next_sort", "Sort"),
         Binding("less_than_sign", "previous_sort", "Sort back", show=False),
-        Binding("f6", "choose_sort", "Sort by", show=False),
-        Binding("slash", "filter", "Filter"),
+        Binding("f6", "choose_sort", "Sort by", show=False, priority=True),
+        Binding("slash", "filter", "Filter", priority=True),
         Binding("backslash", "clear_filter", "Clear filter", show=False),
-        Binding("c", "choose_columns", "Columns"),
+        Binding("c", "choose_columns", "Columns", priority=True),
         Binding("r", "reverse_sort", "Reverse", show=False),  # no room at 80 columns (the help lists it)
-        Binding("m", "choose_metric", "Heatmap metric", show=False),
-        Binding("2,t", "topdown", "Top-down"),
-        Binding("3", "heatmap", "Heatmap", show=False),
-        Binding("1", "table", "Table", show=False),
-        # On the views these come before the view's own keys: a number selects that view (it never goes
-        # back one, as a view's own "back" key did) and Esc always leads to the table.
+        # From the table (shown there), then the same keys on the views (hidden: the view shows its own);
+        # on a view they come before its own keys: a number selects that view (it never goes back one, as
+        # a view's own "back" key did) and Esc always leads to the table.
+        Binding("2,t", "view('topdown')", "Top-down", priority=True),
+        Binding("3", "view('heatmap')", "Heatmap", show=False, priority=True),
+        Binding("m", "choose_metric", "Heatmap metric", show=False, priority=True),
         Binding("escape", "select_view('table')", "Table", priority=True),
         Binding("1", "select_view('table')", show=False, priority=True),
         Binding("2,t", "select_view('topdown')", show=False, priority=True),
@@ -90,7 +91,7 @@ class PmutopApp(App[int]):
     # Actions of the table screen only (other views have their own keys for these letters, or none).
     TABLE_ONLY = frozenset(
         {"next_sort", "previous_sort", "choose_sort", "reverse_sort", "filter", "clear_filter", "choose_columns"}
-        | {"pause", "resume", "slower", "faster"}
+        | {"pause", "resume", "slower", "faster", "view"}
     )
 
     def __init__(
@@ -153,7 +154,7 @@ class PmutopApp(App[int]):
         yield bar
         yield Footer()
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         self._loop = asyncio.get_running_loop()
         if self._exit_wanted:  # asked to stop before the UI was up
             self.exit(0)
@@ -167,7 +168,7 @@ class PmutopApp(App[int]):
         if self.settings_problem:
             self.notify(self.settings_problem, title="settings", severity="warning", timeout=10)
         if self.settings.view in ("topdown", "heatmap"):
-            self.action_select_view(self.settings.view)
+            await self.action_select_view(self.settings.view)
         check_size(self, self.size.width, self.size.height)
 
     def on_unmount(self) -> None:
@@ -413,8 +414,10 @@ class PmutopApp(App[int]):
             return False
         if action == "select_view":  # the views' keys; on the table its own (shown) bindings apply
             return isinstance(top, ViewScreen)
-        if action == "choose_metric" and parameters:  # the heatmap's "m"
-            return isinstance(top, HeatmapScreen)
+        if action == "choose_metric":  # the table's "m", or the heatmap's
+            return isinstance(top, HeatmapScreen) if parameters else on_table
+        if action == "help":
+            return on_table or isinstance(top, ViewScreen)
         if action in ("first_row", "last_row"):
             return self._row_table() is not None
         if action == "pause":
@@ -472,7 +475,7 @@ class PmutopApp(App[int]):
     def action_previous_sort(self) -> None:
         self._step_sort(-1)
 
-    def action_choose_sort(self) -> None:
+    async def action_choose_sort(self) -> None:
         table = self.core_table
         choices = [(k, table.by_key[k].title) for k in table.visible_sortable()]
 
@@ -480,12 +483,12 @@ class PmutopApp(App[int]):
             if key:
                 self._set_sort(key, key != "cpu")
 
-        self.push_screen(ChoiceScreen("Sort by", choices, table.sort_key), chosen)
+        await self.push_screen(ChoiceScreen("Sort by", choices, table.sort_key), chosen)
 
     def action_reverse_sort(self) -> None:
         self._set_sort(self.core_table.sort_key, not self.core_table.reverse)
 
-    def action_choose_columns(self) -> None:
+    async def action_choose_columns(self) -> None:
         table = self.core_table
         columns = [(c.key, c.title) for c in table.columns]
         shown = {c.key for c in table.columns if c.key not in table.hidden}
@@ -497,7 +500,7 @@ class PmutopApp(App[int]):
             self._build_table(self.size.width, force=True)
             self._remember(hidden_columns=sorted(table.hidden))
 
-        self.push_screen(ColumnsScreen(columns, shown, {"cpu"}), chosen)
+        await self.push_screen(ColumnsScreen(columns, shown, {"cpu"}), chosen)
 
     def action_filter(self) -> None:
         bar = self.query_one("#filter", FilterBar)
@@ -544,19 +547,20 @@ class PmutopApp(App[int]):
         if table is not None:
             table.move_cursor(row=table.row_count - 1)
 
-    def action_select_view(self, view: str, metric: str | None = None) -> None:
+    async def action_select_view(self, view: str, metric: str | None = None) -> None:
         """Show `view` ("table", "topdown", "heatmap") as the one view over the table, whatever is shown now
-        (views never stack: Esc then always leads to the table); it is the view the next run starts in."""
+        (views never stack: Esc then always leads to the table); it is the view the next run starts in.
+        Awaited, so the keys typed after the view's key reach the view."""
         wanted = {"topdown": TopdownScreen, "heatmap": HeatmapScreen}.get(view)
         if wanted is None or not isinstance(self.screen, wanted):
             while len(self.screen_stack) > 1 and not isinstance(self.screen, TooSmallScreen):
-                self.pop_screen()
+                await self.pop_screen()
             if view == "topdown":
-                self.push_screen(TopdownScreen())
+                await self.push_screen(TopdownScreen())
             elif view == "heatmap":
                 screen = HeatmapScreen()
                 screen.metric = self._heatmap_metric(metric)  # (an event's rate is no key of heatmap.BY_KEY)
-                self.push_screen(screen)
+                await self.push_screen(screen)
         elif isinstance(self.screen, HeatmapScreen) and metric:
             self.screen.metric = self._heatmap_metric(metric)
             self.screen.refresh_from(self.model)
@@ -570,29 +574,23 @@ class PmutopApp(App[int]):
         topdown = self.model.measures_topdown or any(self.feed.topdown_method(cpu) for cpu in self.feed.cpus)
         return measured_metrics(self.model, self.keys, topdown)
 
-    def action_table(self) -> None:
-        self.action_select_view("table")
+    async def action_view(self, view: str) -> None:  # the table's view keys (the views' are select_view)
+        await self.action_select_view(view)
 
-    def action_topdown(self) -> None:
-        self.action_select_view("topdown")
-
-    def action_heatmap(self, metric: str | None = None) -> None:
-        self.action_select_view("heatmap", metric)
-
-    def action_choose_metric(self, _where: str = "") -> None:
+    async def action_choose_metric(self, _where: str = "") -> None:
         current = self.screen.metric.key if isinstance(self.screen, HeatmapScreen) else self.settings.heatmap_metric
 
-        def chosen(key: str | None) -> None:
+        async def chosen(key: str | None) -> None:
             if key:
                 self.settings.heatmap_metric = key
-                self.action_heatmap(key)
+                await self.action_select_view("heatmap", key)
 
         choices = [(m.key, m.title) for m in self.heatmap_metrics()]
-        self.push_screen(ChoiceScreen("Heatmap metric", choices, current), chosen)
+        await self.push_screen(ChoiceScreen("Heatmap metric", choices, current), chosen)
 
-    def action_help(self) -> None:
+    async def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            await self.push_screen(HelpScreen())
 
     async def action_quit(self) -> None:
         self._stop_watching()

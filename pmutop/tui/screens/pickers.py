@@ -72,16 +72,26 @@ class ChoiceScreen(CancellableModal[str | None]):
         keys = [k for k, _ in self.choices]
         if self.current in keys:
             options.highlighted = keys.index(self.current)
-        options.focus()
+        self.set_focus(options)  # now: keys typed right after the one that opened this are its
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)
 
 
+class ColumnList(SelectionList[str]):
+    """The columns' list: Enter applies the choice (a list's own Enter toggles, as Space does). A binding of
+    the list, not a priority one of the screen: Enter then comes after the Space typed before it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "screen.apply", "Apply")]
+
+    def action_select(self) -> None:
+        """Toggle now, not when the list's own message arrives: an Enter typed right after sees it."""
+        if self.highlighted is not None:
+            self.toggle(self.get_option_at_index(self.highlighted))  # type: ignore[arg-type]
+
+
 class ColumnsScreen(CancellableModal[list[str] | None]):
     """Tick the columns to show: Space toggles, Enter applies, Esc cancels."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "apply", "Apply", priority=True)]  # after Esc
 
     def __init__(self, columns: list[tuple[str, str]], shown: set[str], fixed: set[str]) -> None:
         """`columns`: (key, title); `fixed` columns cannot be turned off (the CPU column)."""
@@ -92,11 +102,11 @@ class ColumnsScreen(CancellableModal[list[str] | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Columns", classes="picker-title")
-            yield SelectionList[str](*((t, k, k in self.shown) for k, t in self.columns), id="columns")
+            yield ColumnList(*((t, k, k in self.shown) for k, t in self.columns), id="columns")
             yield Static("Space: show/hide · Enter: apply · Esc: cancel", classes="picker-hint")
 
     def on_mount(self) -> None:
-        self.query_one(SelectionList).focus()
+        self.set_focus(self.query_one(SelectionList))  # now: keys typed in the same burst are its
 
     def action_apply(self) -> None:
         self.dismiss(list(self.query_one(SelectionList).selected))
