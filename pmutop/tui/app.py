@@ -500,7 +500,7 @@ class PmutopApp(App[int]):
             self._build_table(self.size.width, force=True)
             self._remember(hidden_columns=sorted(table.hidden))
 
-        await self.push_screen(ColumnsScreen(columns, shown, {"cpu"}), chosen)
+        await self.push_screen(ColumnsScreen(columns, shown, {"cpu"}, set(table.widths)), chosen)
 
     def action_filter(self) -> None:
         bar = self.query_one("#filter", FilterBar)
@@ -513,7 +513,8 @@ class PmutopApp(App[int]):
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
         try:
-            self.core_table.row_filter = parse_filter(event.value)
+            types = {c.core_type for c in self.model.cores.values() if c.core_type}
+            self.core_table.row_filter = parse_filter(event.value, types)
         except PmutopError as e:
             self.notify(str(e), title="filter", severity="error", timeout=6)
             return

@@ -13,11 +13,12 @@ from pmutop.tui.table_controller import CoreTable
 
 
 def machine_text(info: RunInfo) -> Text:
-    cpu = info.cpu_model + (f" ({info.uarch})" if info.uarch else "")
+    """Host, CPU, microarchitecture, PMU. No program name: the simulated CPU's model already says pmutop,
+    and a microarchitecture may carry its own parentheses ("Zen 4 (Genoa)"), so it follows a separator."""
+    uarch = f"  ·  {info.uarch}" if info.uarch and info.uarch not in info.cpu_model else ""
     t = Text()
-    t.append("pmutop ", style="bold")
     t.append(f"{info.hostname}  ", style="bold cyan")
-    t.append(f"{cpu}  ·  {info.pmu}")
+    t.append(f"{info.cpu_model}{uarch}  ·  {info.pmu}")
     return t
 
 
@@ -30,10 +31,11 @@ def status_text(info: RunInfo, feed: SampleFeed, table: CoreTable) -> Text:
     t.append(f"  ·  interval {fmt.interval_text(feed.interval)}  ·  {fmt.duration(elapsed)}")
     t.append(f"  ·  sort {table.sort_title()} {arrow}")
     if table.row_filter is not None:
-        shown = len(table.shown_rows) - 1
-        t.append(f"  ·  filter {table.row_filter.text}: {shown}/{len(table.model.cores)}", style="bold yellow")
+        shown, cpus = len(table.shown_rows) - 1, len(table.model.cores)
+        # The all row sums every CPU, not only the rows the filter shows: say so where the filter is named.
+        t.append(f"  ·  filter {table.row_filter.text}: {shown}/{cpus}, all = all {cpus}", style="bold yellow")
     if table.dropped:
-        t.append(f"  ·  +{table.dropped} columns (c)", style="dim")
+        t.append(f"  ·  +{table.dropped} column{'s' if table.dropped > 1 else ''} (c)", style="dim")
     return t
 
 

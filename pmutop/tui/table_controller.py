@@ -12,7 +12,15 @@ from rich.text import Text
 from textual.coordinate import Coordinate
 from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowDoesNotExist, RowKey
 
-from pmutop.tui.columns import COLUMN_FORMULAS, POWER_KEYS, columns_for, layout, render_cell
+from pmutop.tui.columns import (
+    COLUMN_FORMULAS,
+    CSTATE_PREFIX,
+    POWER_KEYS,
+    TURBOSTAT_KEYS,
+    columns_for,
+    layout,
+    render_cell,
+)
 from pmutop.tui.config import Settings
 from pmutop.tui.filter import RowFilter
 from pmutop.tui.model import CoreState, ViewModel
@@ -139,9 +147,12 @@ class CoreTable:
         for core in self.model.cores.values():
             if core.latest is not None:
                 fields.update(core.latest.power_src)
+                fields.update(CSTATE_PREFIX + name for name in core.latest.cstates)
         if "energy_j" in fields or any(f.startswith("energy") for f in fields):
             fields.add("pkg_watts")
-        measured = frozenset(fields & POWER_KEYS)
+        if {"busy", "bzy_mhz"} <= fields:
+            fields.add("avg_mhz")
+        measured = frozenset(f for f in fields if f in POWER_KEYS or f in TURBOSTAT_KEYS or f.startswith(CSTATE_PREFIX))
         if measured <= self.power_fields:
             return False
         self.power_fields = measured | self.power_fields
@@ -161,6 +172,8 @@ class CoreTable:
                 formula = "100 × busy / total from the kernel's per-CPU times (/proc/stat)"
             if c.key.startswith("ev:"):
                 formula = f"{c.key[3:]} / interval seconds"
+            if c.key.startswith(CSTATE_PREFIX):
+                formula = f"% of the interval in idle state {c.key[len(CSTATE_PREFIX) :]} (turbostat)"
             if formula:
                 out.append((c.title, formula))
         if "ref_cycles" in self.keys:

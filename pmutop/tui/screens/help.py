@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
@@ -10,6 +11,8 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from pmutop.tui.config import config_path
 
 KEYS_HELP: tuple[tuple[str, str], ...] = (
     ("q, F10, Ctrl+C", "quit (the PMU is restored first)"),
@@ -34,6 +37,12 @@ KEYS_HELP: tuple[tuple[str, str], ...] = (
 )
 
 
+def shown_path(path: Path) -> str:
+    """`path` with the home directory as ~ (the file really used: $XDG_CONFIG_HOME's when it is set)."""
+    home = Path.home()
+    return f"~/{path.relative_to(home)}" if path.is_relative_to(home) else str(path)
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,question_mark,h,f1", "dismiss", "Close"),
@@ -47,7 +56,7 @@ class HelpScreen(ModalScreen[None]):
             t.append(f"{keys:<18}", style="bold cyan")
             t.append(f"{what}\n")
         t.append("\nColours: red = low IPC / high MPKI / many misses; ? = suspect sample.", style="dim")
-        t.append("\nSettings (sort, columns, interval, view) are kept in ~/.config/pmutop/config.toml.", style="dim")
+        t.append(f"\nSettings (sort, columns, interval, view) are kept in\n{shown_path(config_path())}", style="dim")
 
         with VerticalScroll():
             yield Static(t, id="help-text")

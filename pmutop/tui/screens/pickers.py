@@ -93,10 +93,15 @@ class ColumnList(SelectionList[str]):
 class ColumnsScreen(CancellableModal[list[str] | None]):
     """Tick the columns to show: Space toggles, Enter applies, Esc cancels."""
 
-    def __init__(self, columns: list[tuple[str, str]], shown: set[str], fixed: set[str]) -> None:
-        """`columns`: (key, title); `fixed` columns cannot be turned off (the CPU column)."""
+    def __init__(
+        self, columns: list[tuple[str, str]], shown: set[str], fixed: set[str], fitting: set[str] | None = None
+    ) -> None:
+        """`columns`: (key, title); `shown`: the ones chosen (ticked); `fixed` columns cannot be turned off (the
+        CPU column); `fitting`: the ones on screen now: a chosen column the width leaves out says so."""
         super().__init__()
-        self.columns = [(k, t) for k, t in columns if k not in fixed]
+        room = "   (no room at this width)"
+        fits = set(shown) if fitting is None else fitting
+        self.columns = [(k, t + ("" if k in fits or k not in shown else room)) for k, t in columns if k not in fixed]
         self.shown = shown
 
     def compose(self) -> ComposeResult:
