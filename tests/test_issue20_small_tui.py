@@ -179,7 +179,8 @@ async def test_the_column_picker_says_which_chosen_columns_have_no_room() -> Non
     app, engine, _, _ = demo_app(intervals=3, cpus=4, e_cores=0)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        dropped = [c.key for c in app.core_table.columns if c.key not in app.core_table.widths]
+        table = app.core_table
+        dropped = [c.key for c in table.columns if table.wanted(c.key) and c.key not in table.widths]
         await pilot.press("c")
         await pilot.pause()
         columns = app.screen.query_one(SelectionList)
@@ -206,4 +207,12 @@ async def test_c_offers_the_turbostat_columns_the_run_collects() -> None:
         columns = app.screen.query_one(SelectionList)
         prompts = [str(columns.get_option_at_index(i).prompt) for i in range(columns.option_count)]
         assert any(p.startswith("AvgMHz") for p in prompts) and any(p.startswith("C6%") for p in prompts)
+        # Off until chosen (the room goes to the sparklines); ticked, they show and are kept.
+        assert "avg_mhz" not in app.core_table.widths
+        columns.select("avg_mhz")
+        columns.select("cs:C6")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert {"avg_mhz", "cs:C6"} <= set(app.core_table.widths)
+        assert app.settings.shown_columns == ["avg_mhz", "cs:C6"]
     engine.stop()

@@ -491,14 +491,14 @@ class PmutopApp(App[int]):
     async def action_choose_columns(self) -> None:
         table = self.core_table
         columns = [(c.key, c.title) for c in table.columns]
-        shown = {c.key for c in table.columns if c.key not in table.hidden}
+        shown = {c.key for c in table.columns if table.wanted(c.key)}
 
         def chosen(keys: list[str] | None) -> None:
             if keys is None:
                 return
             table.choose_columns(keys)
             self._build_table(self.size.width, force=True)
-            self._remember(hidden_columns=sorted(table.hidden))
+            self._remember(**table.column_settings())
 
         await self.push_screen(ColumnsScreen(columns, shown, {"cpu"}, set(table.widths)), chosen)
 

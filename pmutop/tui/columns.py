@@ -77,8 +77,9 @@ POWER_COLUMNS: tuple[Column, ...] = (
     Column("temp_c", "°C", 4, 4, 6, _latest("temp_c")),
     Column("pkg_watts", "PkgW", 6, 6, 7, _latest("pkg_watts")),
 )
-# The rest turbostat shows, offered by `c` and dropped first when space runs out: Avg MHz (the clock over
-# the whole interval, idle included), what throttles the clock, and each idle state's residency.
+# The rest turbostat shows, offered by `c` (off until chosen there; then dropped first when space runs out):
+# Avg MHz (the clock over the whole interval, idle included), what throttles the clock, and each idle
+# state's residency.
 TURBOSTAT_COLUMNS: tuple[Column, ...] = (
     Column("avg_mhz", "AvgMHz", 6, 6, 8, lambda c: _or_inf(avg_mhz(c))),
     Column("throttle", "Throttle", 9, 16, 8, None, justify="left"),
@@ -86,6 +87,11 @@ TURBOSTAT_COLUMNS: tuple[Column, ...] = (
 POWER_KEYS = frozenset(c.key for c in POWER_COLUMNS)
 TURBOSTAT_KEYS = frozenset(c.key for c in TURBOSTAT_COLUMNS)
 CSTATE_PREFIX = "cs:"  # a C-state residency column's key: "cs:C6"
+
+
+def off_by_default(key: str) -> bool:
+    """turbostat's extra columns wait for `c`: by default the room goes to the sparklines and task names."""
+    return key in TURBOSTAT_KEYS or key.startswith(CSTATE_PREFIX)
 
 
 def _or_inf(v: float | None) -> float:

@@ -19,6 +19,7 @@ from pmutop.tui.columns import (
     TURBOSTAT_KEYS,
     columns_for,
     layout,
+    off_by_default,
     render_cell,
 )
 from pmutop.tui.config import Settings
@@ -62,6 +63,7 @@ class CoreTable:
             self.sort_key = "cpu"
         self.reverse = settings.reverse
         self.hidden = {k for k in settings.hidden_columns if k in self.by_key and k != "cpu"}
+        self.turned_on = set(settings.shown_columns)  # columns off by default chosen with `c` (may come later)
         self.widths: dict[str, int] = {}
         self.dropped = 0  # columns that do not fit the width (the "+N columns" marker)
         self.row_filter: RowFilter | None = None
@@ -92,7 +94,7 @@ class CoreTable:
     def build(self, width: int, force: bool = False) -> bool:
         """(Re)create the columns for this width; rows keep their keys. On start, resize, column choice.
         True when the table was rebuilt."""
-        chosen = tuple(c for c in self.columns if c.key not in self.hidden)
+        chosen = tuple(c for c in self.columns if self.wanted(c.key))
         widths = layout(width - SCROLLBAR, chosen)
         self.dropped = len(chosen) - len(widths)
         if widths == self.widths and not force:
@@ -161,7 +163,17 @@ class CoreTable:
         return True
 
     def choose_columns(self, shown: list[str]) -> None:
-        self.hidden = {c.key for c in self.columns if c.key not in shown and c.key != "cpu"}
+        self.hidden = {
+            c.key for c in self.columns if c.key not in shown and c.key != "cpu" and not off_by_default(c.key)
+        }
+        self.turned_on = {k for k in shown if off_by_default(k)}
+
+    def wanted(self, key: str) -> bool:
+        """Chosen to be shown (when it fits): not turned off, and turned on if it is off by default."""
+        return key in self.turned_on if off_by_default(key) else key not in self.hidden
+
+    def column_settings(self) -> dict[str, list[str]]:
+        return {"hidden_columns": sorted(self.hidden), "shown_columns": sorted(self.turned_on)}
 
     def shown_formulas(self) -> list[tuple[str, str]]:
         """The formulas behind the columns this run fills (util from the kernel when no ref cycles)."""
