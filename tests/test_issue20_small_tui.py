@@ -92,7 +92,10 @@ async def test_one_column_that_does_not_fit_is_said_in_the_singular() -> None:
 
 async def test_the_help_names_the_config_file_actually_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    from pmutop.tui.config import config_path
+
     app, engine, _, _ = demo_app(intervals=1)
+    app.settings_path = config_path()  # as `pmutop` sets it
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.pause()
         await pilot.press("question_mark")

@@ -12,8 +12,6 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from pmutop.tui.config import config_path
-
 KEYS_HELP: tuple[tuple[str, str], ...] = (
     ("q, F10, Ctrl+C", "quit (the PMU is restored first)"),
     ("space, p", "pause / resume the display (counting goes on)"),
@@ -38,7 +36,7 @@ KEYS_HELP: tuple[tuple[str, str], ...] = (
 
 
 def shown_path(path: Path) -> str:
-    """`path` with the home directory as ~ (the file really used: $XDG_CONFIG_HOME's when it is set)."""
+    """`path` with the home directory as ~ (the file the app really uses: $XDG_CONFIG_HOME's when set)."""
     home = Path.home()
     return f"~/{path.relative_to(home)}" if path.is_relative_to(home) else str(path)
 
@@ -56,7 +54,9 @@ class HelpScreen(ModalScreen[None]):
             t.append(f"{keys:<18}", style="bold cyan")
             t.append(f"{what}\n")
         t.append("\nColours: red = low IPC / high MPKI / many misses; ? = suspect sample.", style="dim")
-        t.append(f"\nSettings (sort, columns, interval, view) are kept in\n{shown_path(config_path())}", style="dim")
+        saved_in = getattr(self.app, "settings_path", None)  # None: this run keeps no settings (tests, pictures)
+        where = f"are kept in\n{shown_path(saved_in)}" if saved_in else "are not saved in this run"
+        t.append(f"\nSettings (sort, columns, interval, view) {where}.", style="dim")
 
         with VerticalScroll():
             yield Static(t, id="help-text")
