@@ -7,7 +7,7 @@ from collections import deque
 from itertools import pairwise
 
 import pytest
-from textual.widgets import Static
+from textual.widgets import OptionList, Static
 
 from pmutop.app.screenshots import demo_app
 from pmutop.tui.heatmap import (
@@ -170,14 +170,18 @@ async def test_the_screen_shows_one_row_per_core_coloured_by_the_history() -> No
             assert screen.refresh_from(app.model) > 0
             assert rows_of(app)[0].count(MISSING_CHAR) == screen.points - 21
 
-            await pilot.press("m")
+            await pilot.press("m")  # the chooser of what this run measures (issue 20, item 9)
+            options = app.screen.query_one(OptionList)
+            options.highlighted = 1
+            await pilot.press("enter")
+            await pilot.pause()
             assert screen.metric.key == "util" and static(app, "#hm-legend").startswith("Util %")
             screen.set_metric("tma_backend_bound")
             assert static(app, "#hm-legend").startswith("Backend bound")
             screen.set_metric("pkg_watts")  # the last of the list (the power metrics follow top-down)
             assert static(app, "#hm-legend").startswith("Package W")
-            await pilot.press("m")
-            assert screen.metric.key == "ipc"  # cycles round
+            await pilot.press("m", "escape")
+            assert screen.metric.key == "pkg_watts"  # Esc keeps it
             await pilot.press("escape")
             assert not isinstance(app.screen, HeatmapScreen)
     finally:

@@ -33,15 +33,14 @@ from pmutop.tui.config import Settings
 from pmutop.tui.config import save as save_settings
 from pmutop.tui.filter import parse_filter
 from pmutop.tui.header import add_lost_hosts, banner_text, machine_text, status_text
-from pmutop.tui.heatmap import BY_KEY as HEATMAP_METRICS
-from pmutop.tui.heatmap import METRICS as HEATMAP_METRIC_LIST
+from pmutop.tui.heatmap import Metric
 from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.base import ViewScreen
 from pmutop.tui.screens.detail import DetailScreen
 from pmutop.tui.screens.heatmap import HeatmapScreen
 from pmutop.tui.screens.help import HelpScreen
-from pmutop.tui.screens.pickers import ChoiceScreen, ColumnsScreen
-from pmutop.tui.screens.too_small import TooSmallScreen, too_small
+from pmutop.tui.screens.pickers import ChoiceScreen, ColumnsScreen, first_measured, measured_metrics
+from pmutop.tui.screens.too_small import TooSmallScreen, check_size
 from pmutop.tui.screens.topdown import TopdownScreen
 from pmutop.tui.table_controller import TOTAL_ROW, CoreTable
 from pmutop.tui.textual_private import end_after_error, quick_exit_driver
@@ -56,45 +55,43 @@ PLOT_MIN_ROWS = 6  # a history panel: border, 3 plot rows, the time axis
 class PmutopApp(App[int]):
     TITLE = "pmutop"
     CSS_PATH = Path(__file__).with_name("app.tcss")  # every style of the live view and its screens
+    ENABLE_COMMAND_PALETTE = False  # every action has a key (and `?` lists them): its footer room goes to Help
+    # The footer shows these in this order and cuts what does not fit: Help and Quit first, so they are
+    # there at 80 columns. Keys that open a dialog or a view are priority bindings: the app handles them
+    # in turn with the keys typed after them, which then reach the new dialog, not the table.
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark,h,f1", "help", "Help", priority=True),
         Binding("q,f10", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
-        Binding("space,p", "pause", "Pause"),
-        Binding("space,p", "resume", "Resume"),  # the footer shows the one that applies
-        Binding("plus,equals_sign", "slower", "+Interval"),
-        Binding("minus", "faster", "-Interval"),
+        Binding("p,space", "pause", "Pause"),  # p first: the footer's shortest key name
+        Binding("p,space", "resume", "Resume"),  # the footer shows the one that applies
+        Binding("plus,equals_sign", "slower", "Interval", key_display="+/-"),
+        Binding("minus", "faster", "Shorter interval", show=False),
         Binding("s,greater_than_sign", "next_sort", "Sort"),
         Binding("less_than_sign", "previous_sort", "Sort back", show=False),
-        Binding("f6", "choose_sort", "Sort by", show=False),
-        Binding("r", "reverse_sort", "Reverse"),
-        Binding("slash", "filter", "Filter"),
+        Binding("f6", "choose_sort", "Sort by", show=False, priority=True),
+        Binding("slash", "filter", "Filter", priority=True),
         Binding("backslash", "clear_filter", "Clear filter", show=False),
-        Binding("c", "choose_columns", "Columns"),
-        Binding("m", "choose_metric", "Heatmap metric", show=False),
-        Binding("t,2", "topdown", "Top-down"),
-        Binding("3", "heatmap", "Heatmap", show=False),
-        Binding("1", "table", "Table", show=False),
+        Binding("c", "choose_columns", "Columns", priority=True),
+        Binding("r", "reverse_sort", "Reverse", show=False),  # no room at 80 columns (the help lists it)
+        # From the table (shown there), then the same keys on the views (hidden: the view shows its own);
+        # on a view they come before its own keys: a number selects that view (it never goes back one, as
+        # a view's own "back" key did) and Esc always leads to the table.
+        Binding("2,t", "view('topdown')", "Top-down", priority=True),
+        Binding("3", "view('heatmap')", "Heatmap", show=False, priority=True),
+        Binding("m", "choose_metric", "Heatmap metric", show=False, priority=True),
+        Binding("escape", "select_view('table')", "Table", priority=True),
+        Binding("1", "select_view('table')", show=False, priority=True),
+        Binding("2,t", "select_view('topdown')", show=False, priority=True),
+        Binding("3", "select_view('heatmap')", show=False, priority=True),
+        Binding("m", "choose_metric('here')", "Metric", priority=True),  # the heatmap's own cycled through all
         Binding("home", "first_row", "First", show=False, priority=True),
         Binding("end", "last_row", "Last", show=False, priority=True),
-        Binding("question_mark,h,f1", "help", "Help"),
     ]
     # Actions of the table screen only (other views have their own keys for these letters, or none).
     TABLE_ONLY = frozenset(
-        {
-            "next_sort",
-            "previous_sort",
-            "choose_sort",
-            "reverse_sort",
-            "filter",
-            "clear_filter",
-            "choose_columns",
-            "first_row",
-            "last_row",
-            "pause",
-            "resume",
-            "slower",
-            "faster",
-        }
+        {"next_sort", "previous_sort", "choose_sort", "reverse_sort", "filter", "clear_filter", "choose_columns"}
+        | {"pause", "resume", "slower", "faster", "view"}
     )
 
     def __init__(
@@ -157,7 +154,7 @@ class PmutopApp(App[int]):
         yield bar
         yield Footer()
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         self._loop = asyncio.get_running_loop()
         if self._exit_wanted:  # asked to stop before the UI was up
             self.exit(0)
@@ -170,11 +167,9 @@ class PmutopApp(App[int]):
         self.watch(table, "scroll_y", self._refresh_stale_rows, init=False)
         if self.settings_problem:
             self.notify(self.settings_problem, title="settings", severity="warning", timeout=10)
-        if self.settings.view == "topdown":
-            self.action_topdown()
-        elif self.settings.view == "heatmap":
-            self.action_heatmap()
-        self._check_size(self.size.width, self.size.height)
+        if self.settings.view in ("topdown", "heatmap"):
+            await self.action_select_view(self.settings.view)
+        check_size(self, self.size.width, self.size.height)
 
     def on_unmount(self) -> None:
         self._stop_watching()
@@ -213,22 +208,9 @@ class PmutopApp(App[int]):
             self._refresh_header()
 
     def on_resize(self, event) -> None:  # type: ignore[no-untyped-def]
-        self._check_size(event.size.width, event.size.height)
+        check_size(self, event.size.width, event.size.height)
         self._build_table(event.size.width)
         self._fit()
-
-    def _check_size(self, width: int, height: int) -> None:
-        top = self.screen
-        if too_small(width, height):
-            if not isinstance(top, TooSmallScreen):
-                self.push_screen(TooSmallScreen())
-            self.call_after_refresh(lambda: self._show_too_small(width, height))
-        elif isinstance(top, TooSmallScreen):
-            self.pop_screen()
-
-    def _show_too_small(self, width: int, height: int) -> None:
-        if isinstance(self.screen, TooSmallScreen):
-            self.screen.show(width, height)
 
     def _fit(self) -> None:
         """The table as tall as its rows when the history panels then still get room; else all table."""
@@ -369,16 +351,10 @@ class PmutopApp(App[int]):
             self._draw_header()
 
     def _draw_header(self) -> None:
-        table = self.core_table
-        status = status_text(self.info, self.feed, table.sort_title(), table.reverse)
-        if table.row_filter is not None:
-            shown = len(table.shown_rows) - 1
-            status.append(f"  ·  filter {table.row_filter.text}: {shown}/{len(self.model.cores)}", style="bold yellow")
-        if table.dropped:
-            status.append(f"  ·  +{table.dropped} columns (c)", style="dim")
+        status = status_text(self.info, self.feed, self.core_table)
         self._extend_status(status)
         self._set_line("#status", status)
-        banner = banner_text(self.info, self.model, self.paused)
+        banner = banner_text(self.info, self.model, self.paused, self.size.width)
         if self.lost_hosts is not None:
             add_lost_hosts(banner, self.lost_hosts.lost())
         self._set_line("#banner", banner)
@@ -430,23 +406,33 @@ class PmutopApp(App[int]):
     # -- actions
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        on_table = self.screen is self.screen_stack[0]
-        if action in self.TABLE_ONLY:
-            if not on_table:
-                return False
-            if action in ("first_row", "last_row") and self.query_one("#filter").has_focus:
-                return False  # Home/End move the filter's cursor
+        top = self.screen
+        if isinstance(top, TooSmallScreen):
+            return action == "quit"
+        on_table = top is self.screen_stack[0]
+        if action in self.TABLE_ONLY and not on_table:
+            return False
+        if action == "select_view":  # the views' keys; on the table its own (shown) bindings apply
+            return isinstance(top, ViewScreen)
+        if action == "choose_metric":  # the table's "m", or the heatmap's
+            return isinstance(top, HeatmapScreen) if parameters else on_table
+        if action == "help":
+            return on_table or isinstance(top, ViewScreen)
+        if action in ("first_row", "last_row"):
+            return self._row_table() is not None
         if action == "pause":
             return not self.paused
         if action == "resume":
             return self.paused
         return True
 
-    def action_pause(self) -> None:
-        self.action_toggle_pause()
-
-    def action_resume(self) -> None:
-        self.action_toggle_pause()
+    def _row_table(self) -> DataTable | None:
+        """The table Home and End move in: the per-core table, or a view's (top-down); None while the filter
+        line has the keys (Home/End move its cursor)."""
+        if self.screen is self.screen_stack[0]:
+            return None if self.query_one("#filter").has_focus else self.query_one("#cores", DataTable)
+        focused = self.screen.focused
+        return focused if isinstance(self.screen, ViewScreen) and isinstance(focused, DataTable) else None
 
     def action_toggle_pause(self) -> None:
         self.paused = not self.paused
@@ -454,6 +440,11 @@ class PmutopApp(App[int]):
         if not self.paused:
             self.apply_update(None)
         self._refresh_header()
+
+    def action_pause(self) -> None:  # and Resume: two bindings, the footer names the one that applies
+        self.action_toggle_pause()  # (the replay's adds to it)
+
+    action_resume = action_pause
 
     def action_slower(self) -> None:
         self._change_interval(+1)
@@ -484,7 +475,7 @@ class PmutopApp(App[int]):
     def action_previous_sort(self) -> None:
         self._step_sort(-1)
 
-    def action_choose_sort(self) -> None:
+    async def action_choose_sort(self) -> None:
         table = self.core_table
         choices = [(k, table.by_key[k].title) for k in table.visible_sortable()]
 
@@ -492,24 +483,24 @@ class PmutopApp(App[int]):
             if key:
                 self._set_sort(key, key != "cpu")
 
-        self.push_screen(ChoiceScreen("Sort by", choices, table.sort_key), chosen)
+        await self.push_screen(ChoiceScreen("Sort by", choices, table.sort_key), chosen)
 
     def action_reverse_sort(self) -> None:
         self._set_sort(self.core_table.sort_key, not self.core_table.reverse)
 
-    def action_choose_columns(self) -> None:
+    async def action_choose_columns(self) -> None:
         table = self.core_table
         columns = [(c.key, c.title) for c in table.columns]
-        shown = {c.key for c in table.columns if c.key not in table.hidden}
+        shown = {c.key for c in table.columns if table.wanted(c.key)}
 
         def chosen(keys: list[str] | None) -> None:
             if keys is None:
                 return
             table.choose_columns(keys)
             self._build_table(self.size.width, force=True)
-            self._remember(hidden_columns=sorted(table.hidden))
+            self._remember(**table.column_settings())
 
-        self.push_screen(ColumnsScreen(columns, shown, {"cpu"}), chosen)
+        await self.push_screen(ColumnsScreen(columns, shown, {"cpu"}, set(table.widths)), chosen)
 
     def action_filter(self) -> None:
         bar = self.query_one("#filter", FilterBar)
@@ -522,7 +513,8 @@ class PmutopApp(App[int]):
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
         try:
-            self.core_table.row_filter = parse_filter(event.value)
+            types = {c.core_type for c in self.model.cores.values() if c.core_type}
+            self.core_table.row_filter = parse_filter(event.value, types)
         except PmutopError as e:
             self.notify(str(e), title="filter", severity="error", timeout=6)
             return
@@ -547,46 +539,59 @@ class PmutopApp(App[int]):
         self._refresh_panels()
 
     def action_first_row(self) -> None:
-        self.query_one("#cores", DataTable).move_cursor(row=0)
+        table = self._row_table()
+        if table is not None:
+            table.move_cursor(row=0)
 
     def action_last_row(self) -> None:
-        table = self.query_one("#cores", DataTable)
-        table.move_cursor(row=table.row_count - 1)
+        table = self._row_table()
+        if table is not None:
+            table.move_cursor(row=table.row_count - 1)
 
-    def action_table(self) -> None:
-        """Back to the per-core table from any view (btop's numbered views)."""
-        while len(self.screen_stack) > 1 and not isinstance(self.screen, TooSmallScreen):
-            self.pop_screen()
-        self._remember(view="table")
+    async def action_select_view(self, view: str, metric: str | None = None) -> None:
+        """Show `view` ("table", "topdown", "heatmap") as the one view over the table, whatever is shown now
+        (views never stack: Esc then always leads to the table); it is the view the next run starts in.
+        Awaited, so the keys typed after the view's key reach the view."""
+        wanted = {"topdown": TopdownScreen, "heatmap": HeatmapScreen}.get(view)
+        if wanted is None or not isinstance(self.screen, wanted):
+            while len(self.screen_stack) > 1 and not isinstance(self.screen, TooSmallScreen):
+                await self.pop_screen()
+            if view == "topdown":
+                await self.push_screen(TopdownScreen())
+            elif view == "heatmap":
+                screen = HeatmapScreen()
+                screen.metric = self._heatmap_metric(metric)  # (an event's rate is no key of heatmap.BY_KEY)
+                await self.push_screen(screen)
+        elif isinstance(self.screen, HeatmapScreen) and metric:
+            self.screen.metric = self._heatmap_metric(metric)
+            self.screen.refresh_from(self.model)
+        self._remember(view=view)
 
-    def action_heatmap(self, metric: str | None = None) -> None:
-        metric = metric or self.settings.heatmap_metric
-        if isinstance(self.screen, HeatmapScreen):
-            if metric:
-                self.screen.set_metric(metric)
-        else:
-            self.push_screen(HeatmapScreen(metric if metric in HEATMAP_METRICS else "ipc"))
-        self._remember(view="heatmap")
+    def _heatmap_metric(self, wanted: str | None) -> Metric:
+        return first_measured(self.heatmap_metrics(), wanted, self.settings.heatmap_metric)
 
-    def action_choose_metric(self) -> None:
+    def heatmap_metrics(self) -> list[Metric]:
+        """What the heatmap can show in this run: only what it measures (util at least)."""
+        topdown = self.model.measures_topdown or any(self.feed.topdown_method(cpu) for cpu in self.feed.cpus)
+        return measured_metrics(self.model, self.keys, topdown)
+
+    async def action_view(self, view: str) -> None:  # the table's view keys (the views' are select_view)
+        await self.action_select_view(view)
+
+    async def action_choose_metric(self, _where: str = "") -> None:
         current = self.screen.metric.key if isinstance(self.screen, HeatmapScreen) else self.settings.heatmap_metric
 
-        def chosen(key: str | None) -> None:
+        async def chosen(key: str | None) -> None:
             if key:
                 self.settings.heatmap_metric = key
-                self.action_heatmap(key)
+                await self.action_select_view("heatmap", key)
 
-        choices = [(m.key, m.title) for m in HEATMAP_METRIC_LIST]
-        self.push_screen(ChoiceScreen("Heatmap metric", choices, current), chosen)
+        choices = [(m.key, m.title) for m in self.heatmap_metrics()]
+        await self.push_screen(ChoiceScreen("Heatmap metric", choices, current), chosen)
 
-    def action_topdown(self) -> None:
-        if not isinstance(self.screen, TopdownScreen):
-            self.push_screen(TopdownScreen())
-        self._remember(view="topdown")
-
-    def action_help(self) -> None:
+    async def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            await self.push_screen(HelpScreen())
 
     async def action_quit(self) -> None:
         self._stop_watching()

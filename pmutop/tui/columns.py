@@ -77,14 +77,46 @@ POWER_COLUMNS: tuple[Column, ...] = (
     Column("temp_c", "°C", 4, 4, 6, _latest("temp_c")),
     Column("pkg_watts", "PkgW", 6, 6, 7, _latest("pkg_watts")),
 )
+# The rest turbostat shows, offered by `c` (off until chosen there; then dropped first when space runs out):
+# Avg MHz (the clock over the whole interval, idle included), what throttles the clock, and each idle
+# state's residency.
+TURBOSTAT_COLUMNS: tuple[Column, ...] = (
+    Column("avg_mhz", "AvgMHz", 6, 6, 8, lambda c: _or_inf(avg_mhz(c))),
+    Column("throttle", "Throttle", 9, 16, 8, None, justify="left"),
+)
 POWER_KEYS = frozenset(c.key for c in POWER_COLUMNS)
+TURBOSTAT_KEYS = frozenset(c.key for c in TURBOSTAT_COLUMNS)
+CSTATE_PREFIX = "cs:"  # a C-state residency column's key: "cs:C6"
+
+
+def off_by_default(key: str) -> bool:
+    """turbostat's extra columns wait for `c`: by default the room goes to the sparklines and task names."""
+    return key in TURBOSTAT_KEYS or key.startswith(CSTATE_PREFIX)
+
+
+def _or_inf(v: float | None) -> float:
+    return float("-inf") if v is None else v
+
+
+def avg_mhz(core: CoreState) -> float | None:
+    """turbostat's Avg_MHz: Bzy_MHz × Busy% / 100 (the average clock over the interval, idle included)."""
+    s = core.latest
+    return None if s is None or s.busy is None or s.bzy_mhz is None else s.bzy_mhz * s.busy / 100
+
+
+def cstate_column(name: str) -> Column:
+    def value(core: CoreState) -> float:
+        return _or_inf(core.latest.cstates.get(name) if core.latest is not None else None)
+
+    return Column(CSTATE_PREFIX + name, f"{name}%", max(5, len(name) + 2), max(5, len(name) + 2), 8, value)
 
 
 def columns_for(keys: list[str], power: Iterable[str] = ()) -> tuple[Column, ...]:
     """The columns a run can fill: standard ones whose events are counted, plus a rate per other event,
     plus the power columns of the fields in `power` (e.g. {"busy", "temp_c"}: what samples carry)."""
     measured = set(power)
-    powered = [c for c in POWER_COLUMNS if c.key in measured]
+    powered = [c for c in (*POWER_COLUMNS, *TURBOSTAT_COLUMNS) if c.key in measured]
+    powered += [cstate_column(k[len(CSTATE_PREFIX) :]) for k in sorted(measured) if k.startswith(CSTATE_PREFIX)]
     counted = set(keys)
     standard = [c for c in COLUMNS if set(c.needs) <= counted]
     extras = []
@@ -110,6 +142,8 @@ COLUMN_FORMULAS: dict[str, str] = {
     "bzy_mhz": "TSC MHz × ΔAPERF / ΔMPERF (turbostat Bzy_MHz)",
     "temp_c": "TjMax − IA32_THERM_STATUS digital readout (or hwmon coretemp/k10temp)",
     "pkg_watts": "Δ package energy (RAPL or powercap) / interval; the all row adds the packages",
+    "avg_mhz": "Bzy MHz × Busy% / 100 (turbostat Avg_MHz)",
+    "throttle": "IA32_THERM_STATUS log bits: what limits the clock now",
 }
 FLEXIBLE = ("ipc_hist", "llc_hist", "task")
 # Which counted events each column depends on: an estimated input makes the cell an estimate ("~").
@@ -182,6 +216,21 @@ def _render(key: str, core: CoreState, model: ViewModel, width: int) -> Text:
     if key == "llc_hist":
         top = fmt.nice_ceiling(model.series_top("llc_misses_per_s", core), 1e6)
         return Text(fmt.sparkline(core.history["llc_misses_per_s"], width, top), style="magenta")
+    if key == "avg_mhz" or key.startswith(CSTATE_PREFIX):
+        s = core.latest
+        v = avg_mhz(core) if key == "avg_mhz" else s.cstates.get(key[len(CSTATE_PREFIX) :]) if s else None
+        return Text(
+            fmt.MISSING.rjust(width) if v is None else f"{v:.0f}".rjust(width), style="dim" if v is None else ""
+        )
+    if key == "throttle":
+        s = core.latest
+        if s is None or "throttle" not in s.power_src:
+            return Text(fmt.MISSING.ljust(width), style="dim")
+        return (
+            Text(",".join(s.throttle)[:width].ljust(width), style="bold red")
+            if s.throttle
+            else Text("none".ljust(width), style="dim")
+        )
     if key in POWER_KEYS:
         h = core.history.get(key)
         v = h[-1] if h else None

@@ -19,6 +19,7 @@ class Settings:
     sort: str = "cpu"
     reverse: bool = False
     hidden_columns: list[str] = field(default_factory=list)  # column keys the user turned off (`c`)
+    shown_columns: list[str] = field(default_factory=list)  # columns off by default the user turned on (`c`)
     interval: float | None = None  # None: the command line's (or 1 s)
     view: str = "table"
     heatmap_metric: str | None = None
@@ -36,6 +37,7 @@ def _check(data: dict[str, object]) -> Settings:
         "sort": str,
         "reverse": bool,
         "hidden_columns": list,
+        "shown_columns": list,
         "interval": (int, float),
         "view": str,
         "heatmap_metric": str,
@@ -46,8 +48,8 @@ def _check(data: dict[str, object]) -> Settings:
         value = data[f.name]
         if not isinstance(value, types[f.name]) or (f.name == "interval" and isinstance(value, bool)):
             raise ValueError(f"{f.name} has the wrong type")
-        if f.name == "hidden_columns" and not all(isinstance(v, str) for v in value):  # type: ignore[union-attr]
-            raise ValueError("hidden_columns must be a list of column names")
+        if f.name.endswith("_columns") and not all(isinstance(v, str) for v in value):  # type: ignore[union-attr]
+            raise ValueError(f"{f.name} must be a list of column names")
         if f.name == "view" and value not in VIEWS:
             raise ValueError(f"view must be one of {', '.join(VIEWS)}")
         if f.name == "interval" and not 0.01 <= float(value) <= 3600:  # type: ignore[arg-type]

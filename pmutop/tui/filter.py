@@ -3,9 +3,10 @@
 Terms are separated by spaces (or the word "and"); a core is shown when it matches every kind of term:
 - a CPU list: `0-3,8` (several lists add up),
 - a core type: `P`, `E`, `p-core`, `e-cores`, `type=E` (several add up),
-- a condition on a column: `util>50`, `ipc<1`, `mpki>=2`, `llc>1M`, `brmiss>5`, `backend>40`, `ghz<2`
-  (percent columns are compared in percent; k/M/G suffixes are allowed). All conditions must hold.
-The `all` row is always shown: it sums the whole selection, not just the rows shown.
+- a condition on a column: `util>50`, `ipc<1`, `mpki>=2`, `llc>1M`, `brmiss>5`, `backend>40`, `ghz<2`,
+  `busy>50`, `temp>80`, `bzymhz<2000`, `avgmhz>100`, `pkgw>10`, `c6>20` (percent columns are compared in
+  percent; k/M/G suffixes are allowed). All conditions must hold.
+The `all` row is always shown: it sums the whole selection, not just the rows shown (the status line says so).
 """
 
 from __future__ import annotations
@@ -47,6 +48,28 @@ def _tma(name: str) -> Callable[[CoreState], float | None]:
     return value
 
 
+def _latest(key: str) -> Callable[[CoreState], float | None]:
+    """The latest value of a power series (Busy% in percent, °C, MHz, W), as its column shows it."""
+
+    def value(core: CoreState) -> float | None:
+        h = core.history.get(key)
+        return h[-1] if h else None
+
+    return value
+
+
+def _avg_mhz(core: CoreState) -> float | None:
+    busy, mhz = _latest("busy")(core), _latest("bzy_mhz")(core)
+    return None if busy is None or mhz is None else mhz * busy / 100
+
+
+def _cstate(name: str) -> Callable[[CoreState], float | None]:
+    def value(core: CoreState) -> float | None:
+        return core.latest.cstates.get(name.upper()) if core.latest is not None else None
+
+    return value
+
+
 # Names a condition may use -> the value compared (percent columns in percent).
 FIELDS: dict[str, Callable[[CoreState], float | None]] = {
     "util": _metric("util", 100),
@@ -60,9 +83,24 @@ FIELDS: dict[str, Callable[[CoreState], float | None]] = {
     "bad": _tma("tma_bad_speculation"),
     "frontend": _tma("tma_frontend_bound"),
     "backend": _tma("tma_backend_bound"),
+    # The turbostat-style columns (pmutop.probes.power), by their titles' names.
+    "busy": _latest("busy"),
+    "bzymhz": _latest("bzy_mhz"),
+    "avgmhz": _avg_mhz,
+    "temp": _latest("temp_c"),
+    "pkgw": _latest("pkg_watts"),
 }
-ALIASES = {"fe": "frontend", "be": "backend", "ret": "retiring", "llc/s": "llc", "llc_misses": "llc"}
-_CONDITION = re.compile(r"^([a-z_/%]+?)\s*(>=|<=|!=|==|=|>|<)\s*(-?[0-9]*\.?[0-9]+)\s*([kmg]?)%?$", re.I)
+ALIASES = {"fe": "frontend", "be": "backend", "ret": "retiring", "llc/s": "llc", "llc_misses": "llc"} | {
+    "bzy_mhz": "bzymhz",
+    "mhz": "bzymhz",
+    "avg_mhz": "avgmhz",
+    "°c": "temp",
+    "temp_c": "temp",
+    "pkg_watts": "pkgw",
+    "watts": "pkgw",
+}
+_CSTATE = re.compile(r"^c[0-9]+[a-z]*$", re.I)  # an idle state's residency, in % (c1, c6, c1e)
+_CONDITION = re.compile(r"^([a-z_/%°][a-z0-9_/%]*?)\s*(>=|<=|!=|==|=|>|<)\s*(-?[0-9]*\.?[0-9]+)\s*([kmg]?)%?$", re.I)
 _CPU_LIST = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
 _CORE_TYPE = re.compile(r"^(?:type=)?([pe])(?:-?cores?)?$", re.I)
 
@@ -74,7 +112,7 @@ class Condition:
     value: float
 
     def holds(self, core: CoreState) -> bool:
-        v = FIELDS[self.field](core)
+        v = (FIELDS.get(self.field) or _cstate(self.field))(core)
         return v is not None and OPS[self.op](v, self.value)
 
 
@@ -99,8 +137,9 @@ def _terms(text: str) -> list[str]:
     return [t for t in glued.split() if t.lower() != "and"]
 
 
-def parse_filter(text: str) -> RowFilter | None:
-    """None for an empty filter; UsageError (one line, for the filter box) when a term makes no sense."""
+def parse_filter(text: str, core_types: set[str] | None = None) -> RowFilter | None:
+    """None for an empty filter; UsageError (one line, for the filter box) when a term makes no sense, or
+    names a core type none of `core_types` (the machine's, when given) is."""
     terms = _terms(text)
     if not terms:
         return None
@@ -122,10 +161,13 @@ def parse_filter(text: str) -> RowFilter | None:
             )
         name = m.group(1).lower().rstrip("%")
         name = ALIASES.get(name, name)
-        if name not in FIELDS:
-            raise UsageError(f"no column {m.group(1)!r} to filter by (one of: {', '.join(FIELDS)})")
+        if name not in FIELDS and not _CSTATE.match(name):
+            raise UsageError(f"no column {m.group(1)!r} to filter by (one of: {', '.join(FIELDS)}, c6 …)")
         value = float(m.group(3)) * SUFFIX[m.group(4).lower()]
         conditions.append(Condition(name, m.group(2), value))
+    if types and core_types is not None and not types <= core_types:
+        missing = ", ".join(sorted(types - core_types))
+        raise UsageError(f"no {missing}-cores here: this CPU is not hybrid (use a CPU list, e.g. 0-3)")
     return RowFilter(
         text=" ".join(terms),
         cpus=frozenset(cpus) if cpus else None,

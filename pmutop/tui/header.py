@@ -9,59 +9,73 @@ from pmutop.core.feed import SampleFeed
 from pmutop.core.run_description import RunInfo
 from pmutop.tui import format as fmt
 from pmutop.tui.model import ViewModel
+from pmutop.tui.table_controller import CoreTable
 
 
 def machine_text(info: RunInfo) -> Text:
-    cpu = info.cpu_model + (f" ({info.uarch})" if info.uarch else "")
+    """Host, CPU, microarchitecture, PMU. No program name: the simulated CPU's model already says pmutop,
+    and a microarchitecture may carry its own parentheses ("Zen 4 (Genoa)"), so it follows a separator."""
+    uarch = f"  ·  {info.uarch}" if info.uarch and info.uarch not in info.cpu_model else ""
     t = Text()
-    t.append("pmutop ", style="bold")
     t.append(f"{info.hostname}  ", style="bold cyan")
-    t.append(f"{cpu}  ·  {info.pmu}")
+    t.append(f"{info.cpu_model}{uarch}  ·  {info.pmu}")
     return t
 
 
-def status_text(info: RunInfo, feed: SampleFeed, sort_title: str, reverse: bool) -> Text:
+def status_text(info: RunInfo, feed: SampleFeed, table: CoreTable) -> Text:
+    """The backend, interval, run time, sort, filter and the columns that do not fit."""
     elapsed = feed.elapsed()
-    arrow = "▼" if reverse else "▲"
+    arrow = "▼" if table.reverse else "▲"
     t = Text()
     t.append(f"{info.backend}/{info.read_method}", style="bold")
     t.append(f"  ·  interval {fmt.interval_text(feed.interval)}  ·  {fmt.duration(elapsed)}")
-    t.append(f"  ·  sort {sort_title} {arrow}")
+    t.append(f"  ·  sort {table.sort_title()} {arrow}")
+    if table.row_filter is not None:
+        shown, cpus = len(table.shown_rows) - 1, len(table.model.cores)
+        # The all row sums every CPU, not only the rows the filter shows: say so where the filter is named.
+        t.append(f"  ·  filter {table.row_filter.text}: {shown}/{cpus}, all = all {cpus}", style="bold yellow")
+    if table.dropped:
+        t.append(f"  ·  +{table.dropped} column{'s' if table.dropped > 1 else ''} (c)", style="dim")
     return t
 
 
-def banner_text(info: RunInfo, model: ViewModel, paused: bool) -> Text:
-    t = Text()
-
-    def badge(text: str, style: str) -> None:
-        t.append(f" {text} ", style=style)
-        t.append(" ")
-
+def banner_text(info: RunInfo, model: ViewModel, paused: bool, width: int = 1000) -> Text:
+    """The badges, in their short forms when the long ones would not fit `width` (the reason a run
+    measures little must stay readable at 80 columns)."""
+    badges: list[tuple[str, str, str]] = []  # (long text, short text, style)
     if info.replay:
-        badge(f"REPLAY of {info.replay}", "bold white on blue")
+        badges.append((f"REPLAY of {info.replay}", f"REPLAY of {info.replay}", "bold white on blue"))
     if info.simulated:
-        badge("SIMULATED PMU: synthetic numbers", "bold black on yellow")
+        badges.append(("SIMULATED PMU: synthetic numbers", "SIMULATED", "bold black on yellow"))
     if paused:
-        badge("PAUSED", "bold black on cyan")
-    if info.hardware_problem:
-        badge("no hardware events: IPC and cache columns unavailable (pmutop info says why)", "bold white on red")
-    if info.hypervisor:
-        # Say what is true: a VM either passes a virtual PMU through or has no hardware counters at all.
-        what = (
-            "no hardware counters (kernel software events only)"
-            if info.hardware_problem
-            else "counters are virtualised"
-        )
-        badge(f"VM: {what}", "black on magenta")
+        badges.append(("PAUSED", "PAUSED", "bold black on cyan"))
+    # Say what is true: a VM either passes a virtual PMU through or has no hardware counters at all.
+    if info.hardware_problem and info.hypervisor:
+        long = "VM: no hardware counters, only the kernel's software events (pmutop info says why)"
+        badges.append((long, "VM: no hardware counters, software events only (pmutop info)", "bold white on red"))
+    elif info.hardware_problem:
+        long = "no hardware events: IPC and cache columns unavailable (pmutop info says why)"
+        badges.append((long, "no hardware events (pmutop info says why)", "bold white on red"))
+    elif info.hypervisor:
+        badges.append(("VM: counters are virtualised", "VM: virtual counters", "black on magenta"))
     if info.watchdog_paused:
-        badge("NMI watchdog paused for this run", "black on bright_blue")
+        badges.append(("NMI watchdog paused for this run", "NMI watchdog paused", "black on bright_blue"))
     if model.overflow_count:
-        badge(f"{model.overflow_count} counter overflows", "black on green")
+        badges.append(
+            (f"{model.overflow_count} counter overflows", f"{model.overflow_count} overflows", "black on green")
+        )
     if model.total.suspect_count:
-        badge(f"{model.total.suspect_count} suspect samples", "bold white on red")
+        n = model.total.suspect_count
+        badges.append((f"{n} suspect samples", f"{n} suspect", "bold white on red"))
     failed = sum(1 for c in model.cores.values() if c.error)
     if failed:
-        badge(f"{failed} cores failed", "bold white on red")
+        badges.append((f"{failed} cores failed", f"{failed} failed", "bold white on red"))
+    padding = 2  # the banner's own
+    short = sum(len(long) + 3 for long, _, _ in badges) + padding > width
+    t = Text()
+    for long, brief, style in badges:
+        t.append(f" {brief if short else long} ", style=style)
+        t.append(" ")
     return t
 
 

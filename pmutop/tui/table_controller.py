@@ -12,7 +12,16 @@ from rich.text import Text
 from textual.coordinate import Coordinate
 from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowDoesNotExist, RowKey
 
-from pmutop.tui.columns import COLUMN_FORMULAS, POWER_KEYS, columns_for, layout, render_cell
+from pmutop.tui.columns import (
+    COLUMN_FORMULAS,
+    CSTATE_PREFIX,
+    POWER_KEYS,
+    TURBOSTAT_KEYS,
+    columns_for,
+    layout,
+    off_by_default,
+    render_cell,
+)
 from pmutop.tui.config import Settings
 from pmutop.tui.filter import RowFilter
 from pmutop.tui.model import CoreState, ViewModel
@@ -54,6 +63,7 @@ class CoreTable:
             self.sort_key = "cpu"
         self.reverse = settings.reverse
         self.hidden = {k for k in settings.hidden_columns if k in self.by_key and k != "cpu"}
+        self.turned_on = set(settings.shown_columns)  # columns off by default chosen with `c` (may come later)
         self.widths: dict[str, int] = {}
         self.dropped = 0  # columns that do not fit the width (the "+N columns" marker)
         self.row_filter: RowFilter | None = None
@@ -84,7 +94,7 @@ class CoreTable:
     def build(self, width: int, force: bool = False) -> bool:
         """(Re)create the columns for this width; rows keep their keys. On start, resize, column choice.
         True when the table was rebuilt."""
-        chosen = tuple(c for c in self.columns if c.key not in self.hidden)
+        chosen = tuple(c for c in self.columns if self.wanted(c.key))
         widths = layout(width - SCROLLBAR, chosen)
         self.dropped = len(chosen) - len(widths)
         if widths == self.widths and not force:
@@ -139,9 +149,12 @@ class CoreTable:
         for core in self.model.cores.values():
             if core.latest is not None:
                 fields.update(core.latest.power_src)
+                fields.update(CSTATE_PREFIX + name for name in core.latest.cstates)
         if "energy_j" in fields or any(f.startswith("energy") for f in fields):
             fields.add("pkg_watts")
-        measured = frozenset(fields & POWER_KEYS)
+        if {"busy", "bzy_mhz"} <= fields:
+            fields.add("avg_mhz")
+        measured = frozenset(f for f in fields if f in POWER_KEYS or f in TURBOSTAT_KEYS or f.startswith(CSTATE_PREFIX))
         if measured <= self.power_fields:
             return False
         self.power_fields = measured | self.power_fields
@@ -150,7 +163,17 @@ class CoreTable:
         return True
 
     def choose_columns(self, shown: list[str]) -> None:
-        self.hidden = {c.key for c in self.columns if c.key not in shown and c.key != "cpu"}
+        self.hidden = {
+            c.key for c in self.columns if c.key not in shown and c.key != "cpu" and not off_by_default(c.key)
+        }
+        self.turned_on = {k for k in shown if off_by_default(k)}
+
+    def wanted(self, key: str) -> bool:
+        """Chosen to be shown (when it fits): not turned off, and turned on if it is off by default."""
+        return key in self.turned_on if off_by_default(key) else key not in self.hidden
+
+    def column_settings(self) -> dict[str, list[str]]:
+        return {"hidden_columns": sorted(self.hidden), "shown_columns": sorted(self.turned_on)}
 
     def shown_formulas(self) -> list[tuple[str, str]]:
         """The formulas behind the columns this run fills (util from the kernel when no ref cycles)."""
@@ -161,6 +184,8 @@ class CoreTable:
                 formula = "100 × busy / total from the kernel's per-CPU times (/proc/stat)"
             if c.key.startswith("ev:"):
                 formula = f"{c.key[3:]} / interval seconds"
+            if c.key.startswith(CSTATE_PREFIX):
+                formula = f"% of the interval in idle state {c.key[len(CSTATE_PREFIX) :]} (turbostat)"
             if formula:
                 out.append((c.title, formula))
         if "ref_cycles" in self.keys:

@@ -15,11 +15,9 @@ from pmutop.tui.widgets.history_panel import PlotSpec
 
 ResultT = TypeVar("ResultT")
 
-# Last in each view's keys (the footer shows them in this order, after the view's own).
-VIEW_KEYS: tuple[BindingType, ...] = (
-    Binding("q", "app.quit", "Quit"),
-    Binding("question_mark,h", "app.help", "Help"),
-)
+# What every view adds to its own keys: nothing now. The app's Help and Quit apply on every view and the
+# footer shows them; a view's own copy listed them twice (the footer groups keys by action).
+VIEW_KEYS: tuple[BindingType, ...] = ()
 
 
 class LiveView(Protocol):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
@@ -34,6 +35,12 @@ KEYS_HELP: tuple[tuple[str, str], ...] = (
 )
 
 
+def shown_path(path: Path) -> str:
+    """`path` with the home directory as ~ (the file the app really uses: $XDG_CONFIG_HOME's when set)."""
+    home = Path.home()
+    return f"~/{path.relative_to(home)}" if path.is_relative_to(home) else str(path)
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,question_mark,h,f1", "dismiss", "Close"),
@@ -47,7 +54,9 @@ class HelpScreen(ModalScreen[None]):
             t.append(f"{keys:<18}", style="bold cyan")
             t.append(f"{what}\n")
         t.append("\nColours: red = low IPC / high MPKI / many misses; ? = suspect sample.", style="dim")
-        t.append("\nSettings (sort, columns, interval, view) are kept in ~/.config/pmutop/config.toml.", style="dim")
+        saved_in = getattr(self.app, "settings_path", None)  # None: this run keeps no settings (tests, pictures)
+        where = f"are kept in\n{shown_path(saved_in)}" if saved_in else "are not saved in this run"
+        t.append(f"\nSettings (sort, columns, interval, view) {where}.", style="dim")
 
         with VerticalScroll():
             yield Static(t, id="help-text")
