@@ -214,8 +214,6 @@ class PmutopApp(App[int]):
 
     def _fit(self) -> None:
         """The table as tall as its rows when the history panels then still get room; else all table."""
-        if not self.is_mounted:
-            return
         table = self.query_one("#cores", DataTable)
         panels = self.query_one("#history", HistoryPanels)
         chrome = 3 + (0 if self.query_one("#banner").has_class("empty") else 1)
@@ -345,7 +343,7 @@ class PmutopApp(App[int]):
 
     def _refresh_header(self) -> None:
         self._header_drawn = time.monotonic()
-        if not self.is_mounted or self._stop.is_set():
+        if self._stop.is_set():
             return
         with contextlib.suppress(NoMatches):  # the 1 s timer fired while the app was closing
             self._draw_header()

@@ -33,7 +33,7 @@ def config_path(env: dict[str, str] | None = None) -> Path:
 
 def _check(data: dict[str, object]) -> Settings:
     s = Settings()
-    types = {
+    types: dict[str, type | tuple[type, ...]] = {
         "sort": str,
         "reverse": bool,
         "hidden_columns": list,
@@ -48,7 +48,7 @@ def _check(data: dict[str, object]) -> Settings:
         value = data[f.name]
         if not isinstance(value, types[f.name]) or (f.name == "interval" and isinstance(value, bool)):
             raise ValueError(f"{f.name} has the wrong type")
-        if f.name.endswith("_columns") and not all(isinstance(v, str) for v in value):  # type: ignore[union-attr]
+        if f.name.endswith("_columns") and not all(isinstance(v, str) for v in value):  # type: ignore[attr-defined]
             raise ValueError(f"{f.name} must be a list of column names")
         if f.name == "view" and value not in VIEWS:
             raise ValueError(f"view must be one of {', '.join(VIEWS)}")

@@ -36,9 +36,9 @@ class ReplayApp(PmutopApp):
             return False  # a recording's intervals are what they were
         return super().check_action(action, parameters)
 
-    def action_help(self) -> None:
+    async def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(ReplayHelpScreen())
+            await self.push_screen(ReplayHelpScreen())
 
     def _extend_status(self, t: Text) -> None:
         replay = self.replay

@@ -145,7 +145,7 @@ class CoreTable:
         if self._power_checks >= POWER_CHECKS:
             return False
         self._power_checks += 1
-        fields = set()
+        fields: set[str] = set()
         for core in self.model.cores.values():
             if core.latest is not None:
                 fields.update(core.latest.power_src)

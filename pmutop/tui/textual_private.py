@@ -84,7 +84,7 @@ def quick_exit_driver() -> type | None:
                     wake_fd, self._wake_fd = self._wake_fd, None
                     for fd in (wake_r, wake_fd):
                         with contextlib.suppress(OSError):
-                            os.close(fd)  # type: ignore[arg-type]
+                            os.close(fd)
 
     return QuickExitDriver
 

@@ -49,4 +49,4 @@ class CancellableModal(ModalScreen[ResultT]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss_none", "Cancel")]
 
     def action_dismiss_none(self) -> None:
-        self.dismiss(None)  # type: ignore[arg-type]
+        self.dismiss(None)

@@ -87,7 +87,7 @@ class ColumnList(SelectionList[str]):
     def action_select(self) -> None:
         """Toggle now, not when the list's own message arrives: an Enter typed right after sees it."""
         if self.highlighted is not None:
-            self.toggle(self.get_option_at_index(self.highlighted))  # type: ignore[arg-type]
+            self.toggle(self.get_option_at_index(self.highlighted))
 
 
 class ColumnsScreen(CancellableModal[list[str] | None]):

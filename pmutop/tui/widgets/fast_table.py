@@ -40,7 +40,7 @@ class _DrawnStyles:
         return getattr(self._styles, name)
 
 
-class FastTable(DataTable):  # type: ignore[type-arg]
+class FastTable(DataTable[object]):
     _style_in_render: Style | None = None
     _components_in_render: dict[str, _DrawnStyles] | None = None
     _settings_in_render: tuple[int, bool, bool, bool, bool, bool] | None = None
@@ -120,12 +120,12 @@ class FastTable(DataTable):  # type: ignore[type-arg]
         for key in [k for k in cell_cache.keys() if (k[0], k[1]) in cells]:  # noqa: SIM118 (an LRUCache)
             cell_cache.discard(key)
         row_cache = self._row_render_cache
-        for key in [k for k in row_cache.keys() if k[0] in rows]:  # noqa: SIM118 (an LRUCache)
-            row_cache.discard(key)
+        for row_cache_key in [k for k in row_cache.keys() if k[0] in rows]:  # noqa: SIM118 (an LRUCache)
+            row_cache.discard(row_cache_key)
         self._line_cache.clear()  # keyed by screen line: cheap to rebuild from the row renders
         self.refresh()
 
-    def _render_cell(  # type: ignore[override]
+    def _render_cell(
         self,
         row_index: int,
         column_index: int,
@@ -141,6 +141,8 @@ class FastTable(DataTable):  # type: ignore[type-arg]
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
         row_key = self._row_locations.get_key(row_index)
         column_key = self._column_locations.get_key(column_index)
+        if row_key is None or column_key is None:  # not a cell of this table (DataTable draws nothing there)
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
         cache_key = (
             row_key,
             column_key,
@@ -153,7 +155,7 @@ class FastTable(DataTable):  # type: ignore[type-arg]
         )
         cached = self._cell_render_cache.get(cache_key)
         if cached is not None:
-            return cached  # type: ignore[no-any-return]
+            return cached
         row = self.rows.get(row_key)
         value = self._data.get(row_key, {}).get(column_key)
         inner = width - 2 * pad
