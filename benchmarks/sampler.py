@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _sysroot_builder():  # type: ignore[no-untyped-def]
     sys.path.insert(0, str(ROOT / "tests"))
-    import sysroot_builder
+    from helpers import sysroot_builder
 
     return sysroot_builder
 

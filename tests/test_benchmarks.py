@@ -7,12 +7,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.flags import needs_tmux
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import __main__ as bench  # noqa: E402
 from benchmarks import floors, sampler  # noqa: E402
+
+pytestmark = pytest.mark.integration  # starts processes, terminals or servers
 
 
 def test_sampler_read_path_benchmark_writes_its_figures(
@@ -43,7 +46,7 @@ def test_sampler_read_path_benchmark_writes_its_figures(
     assert "sampler sysroot-rdpmc" in table and str(out) in table
 
 
-@pytest.mark.skipif(not floors.procs.have("tmux"), reason="needs tmux")
+@needs_tmux
 def test_floor_benchmarks_measure_a_textual_app_and_idle_threads_and_leave_nothing_running() -> None:
     import psutil
 

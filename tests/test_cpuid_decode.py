@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from cpuid_dumps import CpuDump, cpuid_fn, load_shared_dump, parse_dump, shared_dir
+from helpers.cpuid_dumps import CpuDump, cpuid_fn, load_shared_dump, parse_dump, shared_dir
 
 from pmutop.pmu.cpuid_decode import (
     ARCH_EVENT_NAMES,

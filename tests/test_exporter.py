@@ -10,8 +10,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from serve_helpers import ROOT, free_port, scrape, start_serve, stop, values
-from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, read_msr
+from helpers.serve import ROOT, free_port, scrape, start_serve, stop, values
+from helpers.sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, read_msr
 from test_signals import ORIGINAL, WATCHDOG, assert_restored
 
 from pmutop.app.options import run_parser
@@ -86,6 +86,7 @@ def test_listens_on_loopback_unless_told_otherwise() -> None:
     assert parse_listen("0.0.0.0:80") == ("0.0.0.0", 80)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("bad", ["nonsense", "127.0.0.1", "host:99999", ":80"])
 def test_a_bad_listen_address_is_one_line_and_status_2(bad: str) -> None:
     with pytest.raises(UsageError):
@@ -101,6 +102,7 @@ def test_a_bad_listen_address_is_one_line_and_status_2(bad: str) -> None:
     assert r.stderr.count("\n") == 1 and "--listen" in r.stderr
 
 
+@pytest.mark.integration
 def test_a_port_in_use_is_one_line_and_status_1() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -118,6 +120,7 @@ def test_a_port_in_use_is_one_line_and_status_1() -> None:
     assert lines == [f"pmutop: cannot listen on 127.0.0.1:{port}: Address already in use"]
 
 
+@pytest.mark.integration
 def test_serve_on_the_msr_backend_restores_the_pmu_on_sigterm(tmp_path: Path) -> None:
     build_sysroot(tmp_path, [0, 1], SKYLAKE_X_LEAVES, msrs=ORIGINAL, settings={WATCHDOG: "1"})
     port = free_port()
@@ -150,6 +153,7 @@ def test_serve_on_the_msr_backend_restores_the_pmu_on_sigterm(tmp_path: Path) ->
     assert_restored(tmp_path, [0, 1])
 
 
+@pytest.mark.integration
 def test_hybrid_parts_label_each_cpu_with_its_core_type_and_the_remote_view_reads_it() -> None:
     from pmutop.feeds.remote import parse
 

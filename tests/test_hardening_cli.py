@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 _MEMORY_CAP = 2 << 30  # bytes of address space: an unbounded expansion fails fast instead of eating the machine
 
 
@@ -25,6 +27,7 @@ def run_pmutop(*args: str, cwd: Path | None = None) -> subprocess.CompletedProce
     )
 
 
+@pytest.mark.integration
 def test_a_huge_cores_range_is_one_line_and_exit_2() -> None:
     done = run_pmutop("--demo", "--cores", "0-1000000000", "--batch", "--count", "1")
     assert done.returncode == 2

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
+from helpers.flags import SHARED_PERFMON
+from helpers.sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
 
 from pmutop.app.main import main
 from pmutop.core.errors import PmutopError, UsageError
@@ -27,7 +28,6 @@ from pmutop.pmu.cpuid_decode import CpuIdentity
 from pmutop.pmu.perfmon import PerfmonTables, download, table_problem
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "perfmon"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "perfmon"
 A_CORE = "A/events/a_core.json"
 B_CORE = "B/events/b_core.json"
 
@@ -289,6 +289,7 @@ def test_an_announced_huge_length_is_refused_before_reading(serve: Serve, tmp_pa
     assert time.monotonic() - started < 10
 
 
+@pytest.mark.integration
 def test_the_cli_downloads_over_https(serve: Serve, tmp_path: Path, skx_root: Path) -> None:
     url = serve(valid_site(tmp_path / "site"))
     dest = tmp_path / "dest"
@@ -384,9 +385,9 @@ def test_the_fixture_table_with_wrong_rows_is_refused(tmp_path: Path) -> None:
 
 
 def test_every_real_core_table_passes_the_checks() -> None:
-    if not (SHARED / "mapfile.csv").is_file():
+    if not (SHARED_PERFMON / "mapfile.csv").is_file():
         pytest.skip("shared/perfmon (Intel's perfmon tables) is not present")
-    tables = PerfmonTables(SHARED)
+    tables = PerfmonTables(SHARED_PERFMON)
     files = {tables.path_of(r) for r in tables.rows() if r.event_type in ("core", "hybridcore")}
     assert len(files) >= 40
     for path in sorted(files):

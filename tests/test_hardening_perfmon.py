@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
+from helpers.sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
 
 from pmutop.app.main import main
 from pmutop.core.errors import PmutopError
@@ -91,6 +91,7 @@ def test_json_errors_say_not_a_valid_perfmon_table(tmp_path: Path) -> None:
         load_events(table)
 
 
+@pytest.mark.integration
 def test_a_huge_counter_index_is_refused_not_turned_into_a_huge_mask(tmp_path: Path, skx: Path) -> None:
     # "Counter": "99999999" used to build a 100-million-bit mask: a 25 MB line and a hang.
     tables = perfmon_dir(tmp_path / "t", [good_event(), good_event("HUGE.COUNTER", Counter="99999999")])
@@ -132,6 +133,7 @@ def test_unparsable_rows_are_skipped_not_fatal(tmp_path: Path, skx: Path, capsys
     assert names == ["LONGEST_LAT_CACHE.MISS"] and err == ""
 
 
+@pytest.mark.integration
 def test_printed_lines_stay_bounded(tmp_path: Path, skx: Path) -> None:
     tables = perfmon_dir(
         tmp_path / "t",

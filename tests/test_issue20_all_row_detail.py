@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
+from helpers.pilot import screen_text
+
 from pmutop.app.screenshots import demo_app
 from pmutop.derive import topdown
 from pmutop.tui.screens.detail import DetailScreen
-
-
-def screen_text(app) -> str:  # type: ignore[no-untyped-def]
-    return "\n".join("".join(s.text for s in strip).strip() for strip in app.screen._compositor.render_strips())
 
 
 async def test_the_all_rows_detail_shows_its_top_down_breakdown_and_history() -> None:

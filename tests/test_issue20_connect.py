@@ -14,9 +14,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from serve_helpers import ROOT, free_port, scrape, start_serve, stop
+from helpers.serve import ROOT, free_port, scrape, start_serve, stop
 
 from pmutop.feeds.remote import HOST_STRIDE, RemoteFeed
+
+pytestmark = pytest.mark.integration  # starts processes, terminals or servers
 
 
 @pytest.fixture(scope="module")

@@ -3,13 +3,11 @@ reasons) are shown in the detail view, of one core and of all CPUs."""
 
 from __future__ import annotations
 
+from helpers.pilot import screen_text
+
 from pmutop.app.screenshots import demo_app
 from pmutop.core.sample import Sample
 from pmutop.tui.screens.detail import DetailScreen, power_rows
-
-
-def screen_text(app) -> str:  # type: ignore[no-untyped-def]
-    return "\n".join("".join(s.text for s in strip).rstrip() for strip in app.screen._compositor.render_strips())
 
 
 def sample(cpu: int, busy: float, mhz: float, cstates: dict[str, float], throttle: tuple[str, ...] = ()) -> Sample:

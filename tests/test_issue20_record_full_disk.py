@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import errno
 import io
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
-from serve_helpers import ROOT
+from helpers.flags import needs_tmux
+from helpers.serve import ROOT
 
 import pmutop.sinks.recorder as recorder_module
 from pmutop.app.main import main
+
+pytestmark = pytest.mark.integration  # starts processes, terminals or servers
 
 DEMO = ("--demo", "--batch", "--interval", "0.05", "--sim-cpus", "2", "--format", "json")
 
@@ -91,7 +93,7 @@ def test_a_recording_written_whole_still_exits_0(capsys: pytest.CaptureFixture[s
     assert code == 0, err
 
 
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+@needs_tmux
 @pytest.mark.parametrize("room", [None, 20000])
 def test_a_disk_filling_in_the_live_view_ends_it_with_status_1(tmp_path: Path, room: int | None) -> None:
     """None: --record /dev/full; a number: a disk with that many bytes left (the recorder's open patched)."""

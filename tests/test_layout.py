@@ -80,6 +80,7 @@ def test_no_import_circle_lazy_imports_included() -> None:
     assert _cycles(graph) == []
 
 
+@pytest.mark.integration
 def test_the_layer_contracts_are_kept() -> None:
     linter = Path(sys.executable).parent / "lint-imports"
     if not linter.exists():

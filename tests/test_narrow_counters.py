@@ -162,6 +162,7 @@ def test_threaded_sampler_accumulates_between_deadlines_without_drift() -> None:
             assert for_sample(s).ipc is not None
 
 
+@pytest.mark.integration
 def test_demo_batch_with_32_bit_counters_is_not_suspect(project_root: Path) -> None:
     args = ["--demo", "--batch", "--sim-gp-width", "32", "--sim-fixed-width", "32", "--interval", "0.5"]
     run = subprocess.run(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from helpers.flags import needs_perf
 
 from pmutop.backends.perf import PerfBackend, encode_for_perf, probe_software_events
 from pmutop.core.errors import HardwareError, UsageError
@@ -22,6 +22,8 @@ from pmutop.engine.engine import Engine
 from pmutop.hw import perf_event
 from pmutop.hw.platform import HostPlatform
 from pmutop.pmu.events import ARCH_EVENTS, SOFTWARE_EVENTS, parse_events
+
+pytestmark = pytest.mark.integration  # starts processes, terminals or servers
 
 needs_perf_events = pytest.mark.skipif(
     probe_software_events(0) is not None, reason="CPU-wide software perf events cannot be opened here"
@@ -88,7 +90,7 @@ def stop_load(proc: subprocess.Popen[str]) -> None:
 
 
 @needs_perf_events
-@pytest.mark.skipif(shutil.which("perf") is None, reason="perf (linux-perf) is not installed")
+@needs_perf
 def test_context_switch_rate_agrees_with_perf_stat(
     tmp_path: Path, start_load: Callable[[int, float], subprocess.Popen[str]]
 ) -> None:
@@ -222,7 +224,7 @@ def test_encodings_for_perf() -> None:
 def test_groups_fit_the_counters_and_split_when_they_do_not(tmp_path: Path) -> None:
     """Skylake-X: 4 GP counters. Default events make one group; six raw events make a fixed-counter
     group plus GP groups of at most four, which the kernel multiplexes."""
-    from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
+    from helpers.sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
 
     build_sysroot(tmp_path, [0], SKYLAKE_X_LEAVES)
     platform = HostPlatform(Sysroot(tmp_path))

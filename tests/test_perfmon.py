@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
+from helpers.flags import SHARED_PERFMON
+from helpers.sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
 from test_hardening_download import Serve, certificate, serve_https, valid_site  # noqa: F401  (fixtures: serve)
 
 from pmutop.app.commands.events import events_main, run_events
@@ -39,7 +40,6 @@ from pmutop.pmu.perfmon import (
 from pmutop.pmu.registers import RawEvent
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "perfmon"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "perfmon"
 A_CORE = FIXTURES / "A" / "events" / "a_core.json"  # bare JSON array
 B_CORE = FIXTURES / "B" / "events" / "b_core.json"  # {"Header", "Events"}
 C_CORE = FIXTURES / "C" / "events" / "c_core.json"  # Nehalem-style 1-based fixed counter labels
@@ -85,9 +85,9 @@ def fixture_tables() -> PerfmonTables:
 
 @pytest.fixture
 def real_tables() -> PerfmonTables:
-    if not (SHARED / "mapfile.csv").is_file():
+    if not (SHARED_PERFMON / "mapfile.csv").is_file():
         pytest.skip("shared/perfmon (Intel's perfmon tables) is not present")
-    return PerfmonTables(SHARED)
+    return PerfmonTables(SHARED_PERFMON)
 
 
 # --- the fixture tables (always run) ----------------------------------------------------------------
@@ -415,12 +415,12 @@ def test_locate_named_dir_without_mapfile(monkeypatch: pytest.MonkeyPatch, tmp_p
 
 
 def test_real_lookup_per_model(real_tables: PerfmonTables) -> None:
-    assert real_tables.files_for(SKX, None) == [SHARED / "SKX/events/skylakex_core.json"]
-    assert real_tables.files_for(CLX, None) == [SHARED / "CLX/events/cascadelakex_core.json"]
-    assert real_tables.files_for(ADL, 0x40) == [SHARED / "ADL/events/alderlake_goldencove_core.json"]
-    assert real_tables.files_for(ADL, 0x20) == [SHARED / "ADL/events/alderlake_gracemont_core.json"]
-    assert real_tables.files_for(SPR, None) == [SHARED / "SPR/events/sapphirerapids_core.json"]
-    assert real_tables.files_for(ident(18, 1, 0), 0x40) == [SHARED / "NVL/events/novalake_coyotecove_core.json"]
+    assert real_tables.files_for(SKX, None) == [SHARED_PERFMON / "SKX/events/skylakex_core.json"]
+    assert real_tables.files_for(CLX, None) == [SHARED_PERFMON / "CLX/events/cascadelakex_core.json"]
+    assert real_tables.files_for(ADL, 0x40) == [SHARED_PERFMON / "ADL/events/alderlake_goldencove_core.json"]
+    assert real_tables.files_for(ADL, 0x20) == [SHARED_PERFMON / "ADL/events/alderlake_gracemont_core.json"]
+    assert real_tables.files_for(SPR, None) == [SHARED_PERFMON / "SPR/events/sapphirerapids_core.json"]
+    assert real_tables.files_for(ident(18, 1, 0), 0x40) == [SHARED_PERFMON / "NVL/events/novalake_coyotecove_core.json"]
 
 
 def test_real_skx_events(real_tables: PerfmonTables) -> None:
@@ -568,10 +568,10 @@ def test_download_refuses_a_non_mapfile(serve: Serve, tmp_path: Path) -> None:
 
 
 def test_download_real_tables(serve: Serve, real_tables: PerfmonTables, tmp_path: Path) -> None:
-    written = download(serve(SHARED), tmp_path, [(SKX, None)])
+    written = download(serve(SHARED_PERFMON), tmp_path, [(SKX, None)])
     rel = [str(p.relative_to(tmp_path)) for p in written]
     assert rel == ["mapfile.csv", "SKX/events/skylakex_core.json", "LICENSE"]
-    assert (tmp_path / rel[1]).read_bytes() == (SHARED / rel[1]).read_bytes()
+    assert (tmp_path / rel[1]).read_bytes() == (SHARED_PERFMON / rel[1]).read_bytes()
 
 
 def test_default_url() -> None:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sysroot_builder import write_msrs
+from helpers.sysroot_builder import write_msrs
 
 from pmutop.backends.sim import SimBackend
 from pmutop.core.clock import ManualClock

@@ -13,7 +13,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from serve_helpers import ROOT, free_port, scrape, start_serve, stop, values
+from helpers.serve import ROOT, free_port, scrape, start_serve, stop, values
+
+pytestmark = pytest.mark.integration  # starts processes, terminals or servers
 
 DASHBOARD = ROOT / "dashboards" / "grafana" / "pmutop.json"
 METRIC = re.compile(r"\bpmutop_[a-z0-9_]+\b")

@@ -144,6 +144,7 @@ def test_a_damaged_line_in_the_middle_is_an_error_but_a_cut_last_line_is_not(tmp
         mid.intervals()
 
 
+@pytest.mark.integration
 def test_sigkilled_recording_replays_up_to_the_last_flushed_interval(tmp_path: Path) -> None:
     """A real pmutop killed with SIGKILL: its .gz recording replays what it printed, at most the last
     interval short."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import shutil
 import socket
 import subprocess
 import sys
@@ -11,8 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from rich.console import Console
-from serve_helpers import ROOT, free_port, scrape, start_serve, stop
+from helpers.flags import needs_tmux
+from helpers.pilot import text_of
+from helpers.serve import ROOT, free_port, scrape, start_serve, stop
 from textual.widgets import DataTable, Static
 
 from pmutop.core.errors import PmutopError, UsageError
@@ -20,13 +19,9 @@ from pmutop.derive.metrics import for_sample
 from pmutop.feeds.remote import HOST_STRIDE, RemoteFeed, normalise_url, remote_info
 from pmutop.tui.app import PmutopApp
 
+pytestmark = pytest.mark.integration  # starts processes, terminals or servers
+
 LOCAL_KEYS = ("instructions", "cycles", "ref_cycles", "llc_references", "llc_misses", "branches", "branch_misses")
-
-
-def text_of(widget: Static) -> str:
-    console = Console(width=300, record=True, file=io.StringIO())
-    console.print(widget.content)
-    return console.export_text()
 
 
 def cell(app: PmutopApp, row: str, column: str) -> str:
@@ -92,12 +87,12 @@ async def test_remote_view_shows_each_host_and_recovers_from_a_lost_connection(t
         for cpu in feed.cpus:
             m = for_sample(feed.rings[cpu].latest())  # type: ignore[arg-type]
             assert 0 < m.ipc < 8 and cell(app, str(cpu), "ipc").strip() == f"{m.ipc:.2f}"  # type: ignore[operator]
-        assert "SIMULATED" in text_of(app.query_one("#banner", Static))
+        assert "SIMULATED" in text_of(app.query_one("#banner", Static), width=300)
 
         code, _ = stop(procs[1])  # the second host goes away
         assert code == 143
         await poll(app, pilot, feed)
-        banner = text_of(app.query_one("#banner", Static))
+        banner = text_of(app.query_one("#banner", Static), width=300)
         assert f"127.0.0.1:{ports[1]}" in banner and "connection lost" in banner
         assert cell(app, str(HOST_STRIDE), "util").strip() == "failed"
         assert cell(app, "0", "util").strip() != "failed"  # the other host goes on
@@ -106,12 +101,12 @@ async def test_remote_view_shows_each_host_and_recovers_from_a_lost_connection(t
         scrape(ports[1])
         await poll(app, pilot, feed)  # reconnects (its totals started again: no sample from this one)
         await poll(app, pilot, feed)
-        assert "connection lost" not in text_of(app.query_one("#banner", Static))
+        assert "connection lost" not in text_of(app.query_one("#banner", Static), width=300)
         assert cell(app, str(HOST_STRIDE), "util").strip() not in ("failed", "")
         assert cell(app, str(HOST_STRIDE), "ipc").strip() != ""
 
 
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+@needs_tmux
 def test_pmutop_connect_in_a_real_terminal(tmp_path: Path) -> None:
     from test_tmux import Tmux, wait_exit
 

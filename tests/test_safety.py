@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -14,7 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers, read_msr
+from helpers.processes import wait_for_output
+from helpers.sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers, read_msr
+
+pytestmark = pytest.mark.integration  # starts processes, terminals or servers
 
 WATCHDOG = "proc/sys/kernel/nmi_watchdog"
 ORIGINAL = idle_pmu_registers() | {0x38F: 0x3_0000_0001, 0x38D: 0}
@@ -52,13 +54,6 @@ def start(root: Path, *extra: str, cores: str = "0-1") -> subprocess.Popen[str]:
         text=True,
         preexec_fn=child_setup,
     )
-
-
-def wait_for_output(proc: subprocess.Popen[str], timeout: float = 30.0) -> str:
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    assert ready, "pmutop printed nothing"
-    return proc.stdout.readline()
 
 
 def machine(root: Path, cpus: int = 2, watchdog: str = "1") -> Path:
@@ -167,7 +162,7 @@ def test_pmutop_restore_puts_back_what_a_killed_run_left(tmp_path: Path) -> None
 
 
 def test_leftovers_another_agent_reprogrammed_are_left_to_it(tmp_path: Path) -> None:
-    from sysroot_builder import write_msrs
+    from helpers.sysroot_builder import write_msrs
 
     machine(tmp_path)
     kill_hard(tmp_path)

@@ -110,6 +110,7 @@ def test_a_watchdog_that_cannot_be_paused_is_one_error_and_nothing_else(clock: M
     assert reg(platform, 0, registers.evtsel(0)) == 0
 
 
+@pytest.mark.integration
 def test_the_guardian_restores_and_exits_when_the_main_thread_is_stuck(tmp_path: Path) -> None:
     """The UI hanging on a dead terminal: the restore does not wait for it."""
     marker = tmp_path / "restored"

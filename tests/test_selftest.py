@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers, read_msr
+from helpers.sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers, read_msr
 
 from pmutop.app.commands import selftest
 from pmutop.app.main import main

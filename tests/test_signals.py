@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers, read_msr
+from helpers.processes import wait_for_output
+from helpers.sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers, read_msr
+
+pytestmark = pytest.mark.integration  # starts processes, terminals or servers
 
 WATCHDOG = "proc/sys/kernel/nmi_watchdog"
 ORIGINAL = idle_pmu_registers() | {0x38F: 0x3_0000_0001, 0x38D: 0}
@@ -39,13 +41,6 @@ def start(root: Path, *extra: str) -> subprocess.Popen[str]:
         text=True,
         preexec_fn=child_setup,
     )
-
-
-def wait_for_output(proc: subprocess.Popen[str], timeout: float = 30.0) -> str:
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    assert ready, "pmutop printed nothing"
-    return proc.stdout.readline()
 
 
 def assert_restored(root: Path, cpus: list[int]) -> None:

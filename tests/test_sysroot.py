@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from cpuid_dumps import load_shared_dump
-from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers, read_msr
+from helpers.cpuid_dumps import load_shared_dump
+from helpers.sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers, read_msr
 
 from pmutop.app.main import main
 
@@ -119,7 +119,7 @@ def test_batch_run_programs_the_files_and_restores_them(tmp_path: Path, capsys: 
 
 def test_busy_pmu_on_a_sysroot_exits_3_with_files_untouched(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     build_sysroot(tmp_path, [0, 1, 2], SKYLAKE_X_LEAVES, msrs=idle_pmu_registers(), settings={WATCHDOG: "1"})
-    from sysroot_builder import write_msrs
+    from helpers.sysroot_builder import write_msrs
 
     write_msrs(tmp_path / "dev/cpu/2/msr", {0x38D: 0x3})  # fixed counter 0 enabled by someone else
     before = {cpu: (tmp_path / f"dev/cpu/{cpu}/msr").read_bytes() for cpu in (0, 1, 2)}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -12,9 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers, read_msr
+from helpers.flags import needs_tmux
+from helpers.sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers, read_msr
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+pytestmark = [pytest.mark.integration, needs_tmux]
 
 WATCHDOG = "proc/sys/kernel/nmi_watchdog"
 ORIGINAL = idle_pmu_registers() | {0x38F: 0x3_0000_0001}

@@ -128,6 +128,7 @@ def test_without_tables_the_e_cores_say_why_and_show_nothing(clock: ManualClock)
     assert any("top-down not measured on cpu 1" in n and "perfmon tables" in n for n in backend.notices)
 
 
+@pytest.mark.integration
 def test_demo_batch_json_carries_top_down_fields() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "pmutop", "--demo", "--batch", "--count", "2", "--interval", "0.1", "--cores", "0",

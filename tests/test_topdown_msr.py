@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers.flags import needs_shim
 
 from pmutop.backends.msr.backend import MsrBackend
 from pmutop.backends.msr.counters import SLOTS_KEY, TOPDOWN_KEYS, split_slots
@@ -330,7 +331,7 @@ class FakeShimLib:
         return self._fill(n_fixed, n_gp, out, True)
 
 
-@pytest.mark.skipif(shim.ffi is None, reason="the cffi shim is not built")
+@needs_shim
 def test_shim_reader_takes_everything_in_one_c_call(clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
     platform, backend, engine = make(clock, cpus=1)
     fake = FakeShimLib(platform, 0)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
+from helpers.sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot
 
 from pmutop.backends.base import Backend
 from pmutop.backends.perf import PerfBackend, encode_for_perf

@@ -7,7 +7,8 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from cpuid_dumps import cpuid_fn, load_shared_dump
+from helpers.cpuid_dumps import cpuid_fn, load_shared_dump
+from helpers.flags import SHARED_PERFMON
 
 from pmutop.core.sysroot import Sysroot
 from pmutop.pmu import topdown_plan
@@ -25,7 +26,6 @@ from pmutop.pmu.registers import RawEvent
 from pmutop.pmu.uarch import core_uarch
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "topdown"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "perfmon"
 P_CORE = CoreType(0x40, 1, "P", "P-core (Core)")
 E_CORE = CoreType(0x20, 1, "E", "E-core (Atom)")
 
@@ -61,9 +61,9 @@ def atom(native: int) -> CoreType:
 
 @pytest.fixture
 def real() -> PerfmonTables:
-    if not (SHARED / "mapfile.csv").is_file():
+    if not (SHARED_PERFMON / "mapfile.csv").is_file():
         pytest.skip("shared/perfmon (Intel's perfmon tables) is not present")
-    return PerfmonTables(SHARED)
+    return PerfmonTables(SHARED_PERFMON)
 
 
 @pytest.fixture
@@ -459,7 +459,9 @@ def test_real_table_missing_an_event_names_it(real: PerfmonTables, tmp_path: Pat
         "GenuineIntel-6-55-[01234],V1,/ICL/events/icelake_core.json,core,,,\n"
     )
     (tmp_path / "ICL/events").mkdir(parents=True)
-    (tmp_path / "ICL/events/icelake_core.json").write_bytes((SHARED / "ICL/events/icelake_core.json").read_bytes())
+    (tmp_path / "ICL/events/icelake_core.json").write_bytes(
+        (SHARED_PERFMON / "ICL/events/icelake_core.json").read_bytes()
+    )
     plan = topdown_plan.plan_topdown(
         ident(6, 0x55, 4), None, pmu(4, 4), perf_capabilities=None, smt=False, tables=PerfmonTables(tmp_path),
         backend="msr",
@@ -487,7 +489,7 @@ def _info(root: Path) -> tuple[dict[str, object], str]:
 
 
 def test_info_per_core_type(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers
+    from helpers.sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers
     from test_topdown_perf import ADL_E_LEAVES, ADL_P_LEAVES, SPR_LEAVES, add_siblings
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import io
-
 import pytest
-from rich.console import Console
+from helpers.pilot import text_of
 from textual.widgets import DataTable, Static
 
 from pmutop.app.screenshots import demo_app
@@ -20,13 +18,6 @@ from pmutop.tui.screens.detail import DetailScreen
 from pmutop.tui.screens.help import HelpScreen
 
 WIDE = (160, 50)
-
-
-def text_of(widget: Static) -> str:
-    """What a Static shows, as plain text (it may hold a Rich table)."""
-    console = Console(width=200, record=True, file=io.StringIO())
-    console.print(widget.content)
-    return console.export_text()
 
 
 def footer_text(app: PmutopApp) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from cpuid_dumps import cpuid_fn
+from helpers.cpuid_dumps import cpuid_fn
 
 from pmutop.core.errors import ForbiddenMsrWrite, HardwareError
 from pmutop.hw.msr import MsrDevice

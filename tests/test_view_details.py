@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from pmutop.core.run_description import RunInfo
 from pmutop.probes.tasks import TopTask
 from pmutop.tui.columns import render_cell
@@ -35,6 +37,7 @@ def test_a_vm_without_counters_is_not_said_to_virtualise_them() -> None:
     assert "VM: counters are virtualised" in passed
 
 
+@pytest.mark.integration
 def test_read_msr_with_the_perf_backend_is_named_as_ignored() -> None:
     run = subprocess.run(
         [sys.executable, "-m", "pmutop", "--backend", "perf", "--read", "msr", "--batch", "--count", "1",
@@ -45,10 +48,11 @@ def test_read_msr_with_the_perf_backend_is_named_as_ignored() -> None:
     assert run.stderr.count("--read msr is ignored: the perf backend reads its counters with read()") == 1
 
 
+@pytest.mark.integration
 def test_info_does_not_advise_the_msr_module_on_amd(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import struct
 
-    from sysroot_builder import build_sysroot
+    from helpers.sysroot_builder import build_sysroot
 
     vendor = struct.unpack("<3I", b"AuthenticAMD")  # EBX, EDX, ECX
     leaves = {(0x0, 0): (0x10, vendor[0], vendor[2], vendor[1]), (0x1, 0): (0x00A60F12, 0, 0, 0)}

@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from helpers.flags import SHARED
+
 Regs = tuple[int, int, int, int]
 CpuDump = dict[tuple[int, int], Regs]
 
@@ -60,7 +62,7 @@ def cpuid_fn(dump: CpuDump) -> Callable[[int, int], Regs]:
 
 def shared_dir() -> Path | None:
     """/work/shared (the folder beside the repository), or None when it is absent."""
-    path = Path(__file__).resolve().parents[2] / "shared"
+    path = SHARED
     return path if path.is_dir() else None
 
 
