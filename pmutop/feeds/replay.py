@@ -132,7 +132,7 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
         if not index.complete:
             return f"indexing {index.progress * 100:.0f}%"
         if self.recording.truncated_if_known:
-            return "last line cut short (recording stopped abruptly): skipped"
+            return "last line cut short: skipped"  # short: whole at 80 columns, beside END
         return None
 
     def set_paused(self, paused: bool) -> None:

@@ -338,8 +338,9 @@ class PmutopApp(App[int]):
         if widget.content != text:
             widget.update(text, layout=False)
 
-    def _extend_status(self, status: Text) -> None:
-        """More for the status line (the replay's position and speed)."""
+    def _status_line(self, status: Text) -> Text:
+        """The status line shown: `status`, or more (the replay puts its position, speed and END first)."""
+        return status
 
     def _refresh_header(self) -> None:
         self._header_drawn = time.monotonic()
@@ -349,9 +350,7 @@ class PmutopApp(App[int]):
             self._draw_header()
 
     def _draw_header(self) -> None:
-        status = status_text(self.info, self.feed, self.core_table)
-        self._extend_status(status)
-        self._set_line("#status", status)
+        self._set_line("#status", self._status_line(status_text(self.info, self.feed, self.core_table)))
         banner = banner_text(self.info, self.model, self.paused, self.size.width)
         if self.lost_hosts is not None:
             add_lost_hosts(banner, self.lost_hosts.lost())

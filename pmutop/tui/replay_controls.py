@@ -40,18 +40,26 @@ class ReplayApp(PmutopApp):
         if not isinstance(self.screen, HelpScreen):
             await self.push_screen(ReplayHelpScreen())
 
-    def _extend_status(self, t: Text) -> None:
+    def _status_line(self, status: Text) -> Text:
+        """The replay's END, its notice (indexing, a damaged or cut-short file), position and speed first,
+        so they are whole at 80 columns; the run's status follows as far as it fits."""
         replay = self.replay
         if replay is None:
-            return
-        t.append(f"  ·  at {fmt.duration(self.feed.elapsed())} of {fmt.duration(replay.duration)}")
+            return status
+        t = Text()
+        if replay.finished:
+            t.append(" END ", style="bold reverse")
+            t.append("  ·  ")
+        notice = replay.notice
+        if notice:
+            t.append(notice, style="bold yellow")
+            t.append("  ·  ")
+        t.append(f"at {fmt.duration(self.feed.elapsed())} of {fmt.duration(replay.duration)}")
         speed = replay.speed
         t.append(f"  ·  speed {'max' if speed == 'max' else speed + '×'}", style="bold")
-        if replay.finished:
-            t.append("  ·  END", style="bold")
-        notice = replay.notice  # indexing progress, a damaged file
-        if notice:
-            t.append(f"  ·  {notice}")
+        t.append("  ·  ")
+        t.append_text(status)
+        return t
 
     def action_toggle_pause(self) -> None:
         super().action_toggle_pause()

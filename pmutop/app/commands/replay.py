@@ -11,7 +11,7 @@ from pmutop.safety.exit_guard import ExitGuard
 
 def run_replay(argv: list[str], guard: ExitGuard) -> int:
     from pmutop.feeds.replay import ReplayFeed
-    from pmutop.recording.reader import read_recording
+    from pmutop.recording.reader import RecordingError, read_recording
     from pmutop.sinks.batch_replay import replay_batch
 
     args = replay_parser().parse_args(argv)
@@ -23,6 +23,10 @@ def run_replay(argv: list[str], guard: ExitGuard) -> int:
         if not has_terminal():
             raise UsageError(NEEDS_TERMINAL)
     rec = read_recording(args.file)
+    # Both modes alike: nothing to show is the recording's problem (status 1, like a damaged one), said in one
+    # line; an empty table (a CSV header alone, exit 0) would let a script carry on as if the run were there.
+    if not rec.samples:  # reads up to the first sample only
+        raise RecordingError(f"{args.file}: the recording holds no samples (it was stopped before its first interval)")
     if args.batch:
         if rec.header.mode == "SIMULATED":
             say("SIMULATED PMU: every number shown is synthetic (a recording of the simulated PMU)")
@@ -32,8 +36,6 @@ def run_replay(argv: list[str], guard: ExitGuard) -> int:
         if rec.truncated_if_known:
             warn(f"{args.file}: the last line was cut short (the recording was stopped abruptly); skipped")
         return 0
-    if not rec.samples:
-        raise UsageError(f"{args.file}: the recording has no samples")
     from pmutop.tui.replay_controls import ReplayApp
 
     feed = ReplayFeed(rec, args.speed)

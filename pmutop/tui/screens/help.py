@@ -45,21 +45,29 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,question_mark,h,f1", "dismiss", "Close"),
     ]
+    KEYS: ClassVar[tuple[tuple[str, str], ...]] = KEYS_HELP
 
     def compose(self) -> ComposeResult:
         t = Text()
         t.append("pmutop keys", style="bold")
         t.append("   (Esc, q or ? closes this help)\n\n", style="bold cyan")
-        for keys, what in KEYS_HELP:
+        for keys, what in self.KEYS:
             t.append(f"{keys:<18}", style="bold cyan")
             t.append(f"{what}\n")
         t.append("\nColours: red = low IPC / high MPKI / many misses; ? = suspect sample.", style="dim")
-        saved_in = getattr(self.app, "settings_path", None)  # None: this run keeps no settings (tests, pictures)
-        where = f"are kept in\n{shown_path(saved_in)}" if saved_in else "are not saved in this run"
-        t.append(f"\nSettings (sort, columns, interval, view) {where}.", style="dim")
-
+        t.append(f"\n{self.settings_note()}", style="dim")
         with VerticalScroll():
             yield Static(t, id="help-text")
+            yield from self.more()
+
+    def settings_note(self) -> str:
+        saved_in = getattr(self.app, "settings_path", None)  # None: this run keeps no settings (tests, pictures)
+        where = f"are kept in\n{shown_path(saved_in)}" if saved_in else "are not saved in this run"
+        return f"Settings (sort, columns, interval, view) {where}."
+
+    def more(self) -> ComposeResult:
+        """What a subclass shows after the keys (the replay's keys)."""
+        yield from ()
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)

@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.widgets import Input, Label, Static
 
 from pmutop.tui.screens.base import CancellableModal
-from pmutop.tui.screens.help import HelpScreen
+from pmutop.tui.screens.help import KEYS_HELP, HelpScreen
 
 SEEK_STEP = 10  # intervals per [ or ]
 
@@ -16,6 +16,12 @@ REPLAY_KEYS_HELP: tuple[tuple[str, str], ...] = (
     ("g", "replay: go to a time (seconds, or m:ss)"),
     ("x", "replay: next speed (1×, 2×, 10×, max)"),
 )
+
+LIVE_ONLY_KEYS = frozenset({"+ / -"})  # a recording's intervals are what they were
+REPLAY_WORDING = {
+    "q, F10, Ctrl+C": "quit",
+    "space, p": "pause / resume the replay",
+}
 
 
 def parse_time(text: str) -> float | None:
@@ -47,15 +53,18 @@ class GoToScreen(CancellableModal[float | None]):
 
 
 class ReplayHelpScreen(HelpScreen):
-    """The live view's help, with the replay keys after it."""
+    """The replay's keys: the live view's that apply to a recording (no interval keys, and quitting restores
+    nothing: a replay never touches the PMU), then the replay's own."""
 
-    def compose(self) -> ComposeResult:
-        yield from super().compose()
+    KEYS = tuple((keys, REPLAY_WORDING.get(keys, what)) for keys, what in KEYS_HELP if keys not in LIVE_ONLY_KEYS)
+
+    def settings_note(self) -> str:
+        return "A replay saves no settings (sort, columns, view)."
+
+    def more(self) -> ComposeResult:
         t = Text()
+        t.append("replay keys\n", style="bold")
         for keys, what in REPLAY_KEYS_HELP:
-            t.append(f"{keys:<16}", style="bold cyan")
+            t.append(f"{keys:<18}", style="bold cyan")
             t.append(f"{what}\n")
-        self.call_after_refresh(self._add_replay_keys, t)
-
-    def _add_replay_keys(self, t: Text) -> None:
-        self.query_one("#help-text", Static).parent.mount(Static(t, id="replay-help"))  # type: ignore[union-attr]
+        yield Static(t, id="replay-help")
