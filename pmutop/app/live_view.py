@@ -8,10 +8,11 @@ from typing import Any
 
 from pmutop.app.console import say
 from pmutop.core.errors import PmutopError
+from pmutop.core.feed import SampleFeed
 from pmutop.core.run_description import RunInfo
 from pmutop.engine.engine import Engine
 from pmutop.hw.platform import Platform
-from pmutop.probes.tasks import NoTasks, PsutilTasks, SimTasks, TaskSource
+from pmutop.probes.tasks import NoTasks, PsutilTasks, SimTasks, TaskSource, TopTask
 from pmutop.safety.exit_guard import ExitGuard, signal_name
 from pmutop.tui.config import Settings, config_path
 
@@ -26,6 +27,33 @@ def task_source(platform: Platform, cpus: list[int]) -> TaskSource:
     return NoTasks()
 
 
+class SharedTasks:
+    """One task lookup per interval, whoever asks first (the live view's watcher or the recorder): both then
+    show and record the same tasks, and a source that measures since its previous call (psutil's CPU time
+    deltas) is called once per interval, not once per reader."""
+
+    def __init__(self, source: TaskSource, feed: SampleFeed) -> None:
+        self.source = source
+        self.feed = feed
+        self._lock = threading.Lock()
+        self._interval: int | None = None
+        self._tasks: dict[int, TopTask] = {}
+
+    def top_per_cpu(self) -> dict[int, TopTask]:
+        failed = self.feed.failures()
+        # The interval every live CPU has reached: the same number for both readers of one interval.
+        counts = [ring.count for cpu, ring in self.feed.rings.items() if cpu not in failed]
+        interval = min(counts, default=0)
+        with self._lock:
+            if interval != self._interval:
+                self._interval = interval
+                try:
+                    self._tasks = self.source.top_per_cpu()
+                except Exception:  # a vanished process or permissions: no task this interval, for both readers
+                    self._tasks = {}
+            return self._tasks
+
+
 def run_live_view(
     engine: Engine,
     info: RunInfo,
@@ -33,14 +61,16 @@ def run_live_view(
     cpus: list[int],
     guard: ExitGuard,
     settings: tuple[Settings, str | None],
+    tasks: TaskSource | None = None,
 ) -> None:
+    """`tasks`: the run's task lookup when a recorder shares it (SharedTasks); else one of its own."""
     from pmutop.tui.app import PmutopApp
 
     LIVE_VIEW_RAN.set()
     app = PmutopApp(
         engine,
         info,
-        task_source(platform, cpus),
+        tasks or task_source(platform, cpus),
         settings=settings[0],
         settings_path=config_path(),
         settings_problem=settings[1],

@@ -12,8 +12,12 @@ from pmutop.core.errors import PmutopError
 from pmutop.core.feed import HostLabels, ReplayControls, SampleFeed
 from pmutop.core.ring import SampleRing
 from pmutop.core.sample import Sample
+from pmutop.probes.tasks import TopTask
+from pmutop.recording.format import TaskNote
 from pmutop.recording.index import RecordingIndex
 from pmutop.recording.reader import Recording
+
+Group = list[tuple[Sample, TaskNote | None]]  # one interval: each sample with its recorded task note
 
 SPEEDS = ("1", "2", "10", "max")
 HISTORY_ON_SEEK = 60  # intervals pushed at once after a seek, so plots and heatmaps have their history
@@ -30,7 +34,9 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
     recorded pace. pause/resume/seek/seek_to/set_speed are what the replay keys call.
 
     The file is streamed: the first interval is pushed at once while a second thread indexes the file for
-    seeking (`notice` says how far); memory holds the rings and the index, never the whole recording."""
+    seeking (`notice` says how far); memory holds the rings and the index, never the whole recording.
+
+    It is also the replay's task source (top_per_cpu): the top tasks recorded with the intervals pushed."""
 
     def __init__(self, recording: Recording, speed: str = "1", ring_capacity: int = 600) -> None:
         self.recording = recording
@@ -39,8 +45,9 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
         self.rings = {cpu: SampleRing(ring_capacity) for cpu in self.cpus}
         self.index = RecordingIndex(recording)
         self.index.start()
-        self._reader: Generator[list[Sample], None, None] = recording.iter_intervals()  # what the next step() pushes
-        self._peeked: list[Sample] | None = None
+        self._reader: Generator[Group, None, None] = recording.iter_intervals_with_tasks()  # the next step()'s
+        self._peeked: Group | None = None
+        self._tasks: dict[int, TopTask] = {}  # the latest recorded top task of each CPU
         self._at_end = False
         self.error: str | None = None  # the reading stopped at a damaged place
         self._keys = h.keys
@@ -95,6 +102,13 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
 
     def set_interval(self, seconds: float) -> None:
         """A recording's interval is fixed: ignored."""
+
+    # -- TaskSource
+
+    def top_per_cpu(self) -> dict[int, TopTask]:
+        """The top tasks recorded with the intervals pushed so far (none in a recording made without them)."""
+        with self._cond:
+            return dict(self._tasks)
 
     # -- replay control (any thread)
 
@@ -174,10 +188,11 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
                 return  # nothing indexed yet to go to
             target = max(1, min(target, index.count))
             first = max(0, target - HISTORY_ON_SEEK)
-            reader = self.recording.iter_intervals(index.restart(first))
+            reader = self.recording.iter_intervals_with_tasks(index.restart(first))
             self._close_reader()
             self._reader, self._peeked, self._at_end = reader, None, False
             self._pos = first
+            self._tasks = {}  # the intervals pushed now say what ran
             for _ in range(target - first):
                 group = self._take()
                 if group is None:
@@ -210,7 +225,7 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
         """Push the next interval now; False at the end (tests and the pacing thread)."""
         return self._step() is not None
 
-    def _step(self) -> list[Sample] | None:
+    def _step(self) -> Group | None:
         with self._cond:
             group = self._take()
             if group is None:
@@ -222,7 +237,7 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
 
     # -- reading the file (under self._cond)
 
-    def _peek(self) -> list[Sample] | None:
+    def _peek(self) -> Group | None:
         """The next interval, read but not pushed; None at the end (or where the file is damaged)."""
         if self._peeked is None and not self._at_end:
             try:
@@ -233,7 +248,7 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
             self._at_end = self._peeked is None
         return self._peeked
 
-    def _take(self) -> list[Sample] | None:
+    def _take(self) -> Group | None:
         group = self._peek()
         self._peeked = None
         return group
@@ -241,16 +256,22 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
     def _close_reader(self) -> None:
         self._reader.close()  # its file
 
-    def _push(self, group: list[Sample]) -> None:
-        for s in group:
+    def _push(self, group: Group) -> None:
+        for s, note in group:
             ring = self.rings.get(s.cpu)
             if ring is None:
                 continue
+            if note is not None:  # a lookup was recorded here (no note: keep the last one, as the view did)
+                task = note.task
+                if task is None:
+                    self._tasks.pop(s.cpu, None)
+                else:
+                    self._tasks[s.cpu] = TopTask(task.name, task.pid, task.cpu_seconds)
             # Renumbered: a seek pushes old samples again, and each ring's numbers must keep going up.
             ring.push(dataclasses.replace(s, seq=ring.count + 1))
             if s.error:
                 self._failures[s.cpu] = s.error
-        self._elapsed = max((s.time for s in group), default=self._elapsed)
+        self._elapsed = max((s.time for s, _ in group), default=self._elapsed)
 
     def _run(self) -> None:
         while True:
@@ -263,7 +284,7 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
             group = self._step()
             if group is None:  # a seek to the end came in between
                 continue
-            wait = 0.0 if factor is None else max(s.interval for s in group) / factor
+            wait = 0.0 if factor is None else max(s.interval for s, _ in group) / factor
             deadline = time.monotonic() + wait
             with self._cond:
                 pos = self._pos

@@ -3,6 +3,13 @@
 Samples are stored whole (every field of pmutop.core.sample.Sample), so a replayed Sample gives exactly
 the record, metrics and view the live run showed. FORMAT_VERSION goes up whenever a reader of the old
 version could not read the new one correctly.
+
+A sample line may carry more than the sample, beside its "sample" key: readers take the keys they know and
+skip the others, so an optional key needs no new version. "task" (added in format version 1, no bump): the
+task the live view showed on that CPU, looked up once per interval when the line was written, as
+{"name", "pid", "cpu_seconds"}; null when the lookup found none there; absent when no lookup was made (an
+older recording, or an interval written late with the next one). An old reader ignores it: its replay shows
+no task, as before.
 """
 
 from __future__ import annotations
@@ -83,6 +90,40 @@ def header_from_dict(d: dict[str, Any]) -> Header:
         events=list(d.get("events", [])),
         runinfo=dict(d.get("runinfo", {})),
     )
+
+
+@dataclass(frozen=True)
+class RecordedTask:
+    """The top task of one CPU in one interval (pmutop.probes.tasks.TopTask as recorded)."""
+
+    name: str
+    pid: int
+    cpu_seconds: float  # CPU time it used in the interval
+
+
+@dataclass(frozen=True)
+class TaskNote:
+    """A lookup was made for this sample: `task` is what it found on the CPU (None: no task ran there)."""
+
+    task: RecordedTask | None
+
+
+def task_to_dict(task: RecordedTask | None) -> dict[str, Any] | None:
+    return None if task is None else {"name": task.name, "pid": task.pid, "cpu_seconds": task.cpu_seconds}
+
+
+def task_note_from_line(line: dict[str, Any]) -> TaskNote | None:
+    """The task note of a sample line; None when it has none. A malformed note is no note: the task column is
+    a help, never a reason to refuse a recording."""
+    if "task" not in line:
+        return None
+    d = line["task"]
+    if d is None:
+        return TaskNote(None)
+    try:
+        return TaskNote(RecordedTask(str(d["name"]), int(d["pid"]), float(d["cpu_seconds"])))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def sample_to_dict(s: Sample) -> dict[str, Any]:

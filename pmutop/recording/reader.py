@@ -18,7 +18,15 @@ from typing import Any, overload
 
 from pmutop.core.errors import PmutopError
 from pmutop.core.sample import Sample
-from pmutop.recording.format import FORMAT_VERSION, MAGIC, Header, header_from_dict, sample_from_dict
+from pmutop.recording.format import (
+    FORMAT_VERSION,
+    MAGIC,
+    Header,
+    TaskNote,
+    header_from_dict,
+    sample_from_dict,
+    task_note_from_line,
+)
 
 CHUNK = 1 << 16  # compressed bytes read at a time from a .gz file
 CHECKPOINT_SPAN = 1 << 21  # decoded bytes between two gzip checkpoints: what a seek decompresses at most
@@ -202,6 +210,17 @@ class Recording:
     def iter_samples(self, restart: Restart | None = None) -> Generator[tuple[int, Sample], None, None]:
         """(line number, sample) in file order. A damaged line is an error once another line follows it;
         as the very last line it was cut short (`truncated`)."""
+        entries = self._entries(restart, with_tasks=False)
+        try:
+            for no, sample, _ in entries:
+                yield no, sample
+        finally:
+            entries.close()
+
+    def _entries(
+        self, restart: Restart | None, with_tasks: bool
+    ) -> Generator[tuple[int, Sample, TaskNote | None], None, None]:
+        """(line number, sample, its task note when `with_tasks`) in file order."""
         lines = self.lines() if restart is None else self.lines(restart.checkpoint, restart.line)
         bad_at: int | None = None
         try:
@@ -211,25 +230,42 @@ class Recording:
                 if not line.strip():
                     continue
                 try:
-                    sample = sample_from_dict(json.loads(line)["sample"])
+                    obj = json.loads(line)
+                    sample = sample_from_dict(obj["sample"])
                 except _BAD_LINE:
                     bad_at = no
                     continue
-                yield no, sample
+                yield no, sample, task_note_from_line(obj) if with_tasks else None
         except OSError as e:
             raise RecordingError(f"{self.path}: {e.strerror or e}") from None
         self._truncated = bad_at is not None
 
     def iter_intervals(self, restart: Restart | None = None) -> Generator[list[Sample], None, None]:
         """Samples grouped by interval (sample n of every CPU), in order, read as they are asked for."""
+        for group in self._grouped(restart, with_tasks=False):
+            yield [s for s, _ in group]
+
+    def iter_intervals_with_tasks(
+        self, restart: Restart | None = None
+    ) -> Generator[list[tuple[Sample, TaskNote | None]], None, None]:
+        """iter_intervals with each sample's task note (what the live view showed as its top task)."""
+        yield from self._grouped(restart, with_tasks=True)
+
+    def _grouped(
+        self, restart: Restart | None, with_tasks: bool
+    ) -> Generator[list[tuple[Sample, TaskNote | None]], None, None]:
         grouper = Grouper(self.header.cpus, restart.done if restart else frozenset())
         skip = restart.skip if restart else 0
-        for _, s in self.iter_samples(restart):
-            for group in grouper.add(s.cpu, s.seq, s.error is not None, s):
-                if skip:
-                    skip -= 1
-                else:
-                    yield group
+        entries = self._entries(restart, with_tasks)
+        try:
+            for _, s, note in entries:
+                for group in grouper.add(s.cpu, s.seq, s.error is not None, (s, note)):
+                    if skip:
+                        skip -= 1
+                    else:
+                        yield group
+        finally:
+            entries.close()
         for group in grouper.flush():
             if skip:
                 skip -= 1

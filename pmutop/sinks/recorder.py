@@ -4,6 +4,9 @@ It never runs in the sampler's path: it reads the rings like the live view does.
 every interval (for gzip with Z_SYNC_FLUSH, so everything written so far can be decompressed), so a crash
 or SIGKILL loses at most the interval being written.
 
+With a task source, each interval's lines carry the top task of their CPU (what the live view shows in its
+Top task column; recording.format says how): the replay shows it again.
+
 A write that fails (a full disk, /dev/full) ends the recording for good: `error` says so in one line naming
 --record and the file, and `on_failure` asks the run to stop (a recording with a hole is not a recording of
 the run; the caller exits 1).
@@ -25,7 +28,16 @@ from pmutop import __version__
 from pmutop.core.errors import PmutopError, UsageError
 from pmutop.core.feed import SampleFeed
 from pmutop.core.run_description import RunInfo
-from pmutop.recording.format import FORMAT_VERSION, Header, event_encodings, header_to_dict, sample_to_dict
+from pmutop.probes.tasks import TaskSource, TopTask
+from pmutop.recording.format import (
+    FORMAT_VERSION,
+    Header,
+    RecordedTask,
+    event_encodings,
+    header_to_dict,
+    sample_to_dict,
+    task_to_dict,
+)
 
 
 def make_header(
@@ -73,11 +85,19 @@ class Recorder:
     Raises PmutopError (status 1) when not even the header can be written."""
 
     def __init__(
-        self, path: str, feed: SampleFeed, header: Header, on_failure: Callable[[], None] | None = None
+        self,
+        path: str,
+        feed: SampleFeed,
+        header: Header,
+        on_failure: Callable[[], None] | None = None,
+        tasks: TaskSource | None = None,
     ) -> None:
+        """`tasks`: where the top task of each CPU comes from (the live view's own source, shared so both
+        show the same lookup: pmutop.app.live_view.SharedTasks); None: no task is recorded."""
         self.path = path
         self.feed = feed
         self.on_failure = on_failure
+        self.tasks = tasks
         self._out = open_for_writing(path)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -125,22 +145,38 @@ class Recorder:
         with self._lock:
             if self._closed or self.error is not None:
                 return 0
+            new = {cpu: self.feed.rings[cpu].since(self._seen[cpu]) for cpu in self.feed.cpus}
+            if not any(new.values()):
+                return 0
+            tasks = self._lookup_tasks()
             last: float | None = None
             try:
-                for cpu in self.feed.cpus:
-                    for s in self.feed.rings[cpu].since(self._seen[cpu]):
+                for cpu, samples in new.items():
+                    for i, s in enumerate(samples):
                         self._seen[cpu] = s.seq
-                        self._write_line({"sample": sample_to_dict(s)})
+                        line: dict[str, Any] = {"sample": sample_to_dict(s)}
+                        # The lookup is of now: it belongs to each CPU's newest sample (older ones, written
+                        # late with it, carry none rather than one that is not theirs).
+                        if tasks is not None and i == len(samples) - 1 and s.error is None:
+                            line["task"] = task_to_dict(_recorded(tasks.get(cpu)))
+                        self._write_line(line)
                         last = s.time if last is None else max(last, s.time)
                         n += 1
-                if n:
-                    self._flush()
+                self._flush()
             except OSError as e:
                 self._failed(e)
                 return n
             if last is not None:
                 self._saved_until = last
         return n
+
+    def _lookup_tasks(self) -> dict[int, TopTask] | None:
+        if self.tasks is None:
+            return None
+        try:
+            return self.tasks.top_per_cpu()
+        except Exception:  # a vanished process or permissions: this interval records no task, as the view shows
+            return None
 
     def _run(self) -> None:
         while not self._stop.is_set() and self.error is None:
@@ -165,3 +201,7 @@ class Recorder:
                     except OSError as e:
                         self._failed(e)
         return self.error
+
+
+def _recorded(task: TopTask | None) -> RecordedTask | None:
+    return None if task is None else RecordedTask(task.name, task.pid, task.cpu_seconds)

@@ -70,7 +70,7 @@ class ReplayApp(PmutopApp):
         """After a seek: show where the replay is, even while paused."""
         paused = self.paused
         self.paused = False
-        self.apply_update(None)
+        self.apply_update(self._lookup_tasks())  # the tasks recorded where the replay is now
         self.paused = paused
         self._refresh_header()
 

@@ -39,4 +39,5 @@ def run_replay(argv: list[str], guard: ExitGuard) -> int:
     from pmutop.tui.replay_controls import ReplayApp
 
     feed = ReplayFeed(rec, args.speed)
-    return run_feed_view(ReplayApp(feed, rec.header.run_info()), feed.start, feed.close, guard)
+    app = ReplayApp(feed, rec.header.run_info(), tasks=feed)  # the top tasks recorded with the intervals
+    return run_feed_view(app, feed.start, feed.close, guard)

@@ -103,6 +103,11 @@ class DetailScreen(ViewScreen):
         title = Text(name + (f" ({kind})" if kind else ""), style="bold")
         if app.info.simulated:
             title.append("   SIMULATED", style="bold black on yellow")
+        task, latest = core.task, core.latest
+        if task is not None and latest is not None and core.error is None:
+            # As top's %CPU: the process's CPU time over the interval (over 100% for several busy threads).
+            share = f", {100 * task.cpu_seconds / latest.interval:.0f}% CPU" if latest.interval > 0 else ""
+            title.append(f"   top task {task.name} (pid {task.pid}{share})", style="cyan")
         if core.error:
             title.append(f"   failed: {core.error}", style="bold red")
         elif core.latest is not None and core.latest.suspect:
