@@ -58,6 +58,8 @@ class CoreTable:
                 replace(c, min_width=wide, max_width=wide) if c.key == "cpu" else c for c in self.columns
             )
         self.by_key = {c.key: c for c in self.columns}
+        # A remote feed's rows are labelled "host:cpu": sorting reads the label back to the row's key.
+        self.label_keys = {label: str(cpu) for cpu, label in names.items()}
         self.sort_key = settings.sort if settings.sort in self.by_key else "cpu"
         if self.by_key[self.sort_key].sort_value is None:
             self.sort_key = "cpu"
@@ -281,7 +283,7 @@ class CoreTable:
             return
         rank = {r: i for i, r in enumerate(order)}
         cursor_row = self.cursor_row_key()
-        self._table().sort(key=lambda row: rank.get(row_key_of(row), len(rank)))
+        self._table().sort(key=lambda row: rank.get(row_key_of(row, self.label_keys), len(rank)))
         self.move_cursor_to(cursor_row)
 
     def set_sort(self, key: str, reverse: bool) -> None:
@@ -307,9 +309,12 @@ class CoreTable:
         return keys[(i + step) % len(keys)]
 
 
-def row_key_of(row: object) -> str:
-    """DataTable.sort passes the row's cells: the first is the CPU label ("3 P", "all")."""
+def row_key_of(row: object, label_keys: dict[str, str] | None = None) -> str:
+    """DataTable.sort passes the row's cells: the first is the CPU label ("3 P", "all", a remote "host:3"),
+    read back to the row key (`label_keys`: label -> key, for labels that are not the CPU number)."""
     cell = row[0] if isinstance(row, (list, tuple)) else row
     text = cell.plain if isinstance(cell, Text) else str(cell)
     label = text.split()[0] if text.strip() else TOTAL_ROW
-    return TOTAL_ROW if label == "all" else label
+    if label == "all":
+        return TOTAL_ROW
+    return (label_keys or {}).get(label, label)

@@ -1,0 +1,58 @@
+"""Issue 20, follow-ups on the live view: a --connect feed's all row stays last, the table's sparklines are
+drawn against time after an interval change, and the heatmap builds its own event-rate metrics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_record import record_demo
+from textual.widgets import DataTable
+
+from pmutop.feeds.replay import ReplayFeed
+from pmutop.recording.reader import read_recording
+from pmutop.tui.replay_controls import ReplayApp
+from pmutop.tui.table_controller import TOTAL_ROW
+
+
+def remote_recording(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Path:
+    """A recording whose rows are named host:cpu, as a recording of `pmutop --connect` names them."""
+    path = tmp_path / "remote.jsonl"
+    record_demo(capsys, path, 4)
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["backend"]["labels"] = {"0": "alpha:0", "1": "alpha:1", "2": "beta:0"}
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("sort", [("cpu", False), ("cpu", True), ("util", False), ("ipc", True)])
+async def test_a_remote_feeds_all_row_stays_last_whatever_the_sort(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, sort: tuple[str, bool]
+) -> None:
+    rec = read_recording(str(remote_recording(capsys, tmp_path)))
+    feed = ReplayFeed(rec)
+    app = ReplayApp(feed, rec.header.run_info())
+    try:
+        async with app.run_test(size=(160, 40)) as pilot:
+            before = app.updates
+            for _ in range(3):
+                feed.step()
+            for _ in range(300):
+                if app.updates > before:
+                    break
+                await pilot.pause(0.02)
+            app._set_sort(*sort)
+            await pilot.pause(0.05)
+            order = app.core_table.rows_in_order()
+            assert order[-1] == TOTAL_ROW and sorted(order[:-1]) == ["0", "1", "2"]
+            if sort == ("cpu", False):
+                assert order == ["0", "1", "2", TOTAL_ROW]
+            if sort == ("cpu", True):
+                assert order == ["2", "1", "0", TOTAL_ROW]
+            table = app.query_one("#cores", DataTable)
+            labels = [table.get_cell(row, "cpu").plain.split()[0] for row in order]
+            assert labels[-1] == "all" and set(labels[:-1]) == {"alpha:0", "alpha:1", "beta:0"}
+    finally:
+        feed.close()
