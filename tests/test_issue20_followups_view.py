@@ -56,3 +56,25 @@ async def test_a_remote_feeds_all_row_stays_last_whatever_the_sort(
             assert labels[-1] == "all" and set(labels[:-1]) == {"alpha:0", "alpha:1", "beta:0"}
     finally:
         feed.close()
+
+
+@pytest.mark.parametrize("key", ["ipc_hist", "llc_hist"])
+async def test_the_tables_sparklines_are_drawn_against_time_after_an_interval_change(key: str) -> None:
+    from test_issue20_history_time import run_1s_02s_1s
+
+    from pmutop.app.screenshots import demo_app
+
+    app, engine, _, clock = demo_app(intervals=6)
+    try:
+        async with app.run_test(size=(200, 50)) as pilot:
+            await run_1s_02s_1s(app, pilot, engine, clock)
+            table = app.query_one("#cores", DataTable)
+            for row in ("0", TOTAL_ROW):
+                cell = table.get_cell(row, key).plain
+                width = len(cell)
+                assert width > 20
+                drawn = [i for i, ch in enumerate(cell) if ch != " "]
+                # 18 s at a cell a second (today's interval): the rightmost 18 cells, not 42 (one per sample)
+                assert drawn == list(range(width - 18, width)), (row, cell)
+    finally:
+        engine.stop()

@@ -121,6 +121,7 @@ class PmutopApp(App[int]):
         # A remote feed (pmutop --connect) names its rows "host:cpu"; its CPU ids keep each host's rows together.
         self.names: dict[int, str] = feed.labels if isinstance(feed, HostLabels) else {}
         self.model = ViewModel(feed.cpus, info.core_types, rate_keys, self.names)
+        self.model.step = feed.interval
         self.plot_specs = plot_specs(keys, rate_keys)
         self.lost_hosts = feed if isinstance(feed, LostHosts) else None  # remote hosts that may stop answering
         self.paused = False
@@ -270,6 +271,7 @@ class PmutopApp(App[int]):
         if self.paused:
             return
         changed = self.model.ingest(self.feed.rings)
+        self.model.step = self.feed.interval  # after + or -: the sparklines' cells are of the new interval
         if changed and self.core_table.add_power_columns():
             self._build_table(self.size.width, force=True)
         if self._pending_tasks is not None:

@@ -212,10 +212,10 @@ def _render(key: str, core: CoreState, model: ViewModel, width: int) -> Text:
         return Text(f"{name} {pid}"[:width].ljust(width), style="dim")
     if key == "ipc_hist":
         top = fmt.nice_ceiling(model.series_top("ipc", core), 4.0)
-        return Text(fmt.sparkline(core.history["ipc"], width, top), style="cyan")
+        return Text(fmt.sparkline(model.columns_of(core, "ipc", width), width, top), style="cyan")
     if key == "llc_hist":
         top = fmt.nice_ceiling(model.series_top("llc_misses_per_s", core), 1e6)
-        return Text(fmt.sparkline(core.history["llc_misses_per_s"], width, top), style="magenta")
+        return Text(fmt.sparkline(model.columns_of(core, "llc_misses_per_s", width), width, top), style="magenta")
     if key == "avg_mhz" or key.startswith(CSTATE_PREFIX):
         s = core.latest
         v = avg_mhz(core) if key == "avg_mhz" else s.cstates.get(key[len(CSTATE_PREFIX) :]) if s else None

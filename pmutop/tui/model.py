@@ -158,6 +158,8 @@ class ViewModel:
         # of two lengths, and the views mark where.
         self.interval_marks: list[tuple[float, float, float]] = []
         self.latest_time = 0.0  # end of the newest interval (s since the start): the plots' "now"
+        self.step = 0.0  # today's interval (s): a history column's width; the app sets it (0: a cell a point)
+        self._uniform: tuple[float, bool] | None = None  # (step, one point per column?) since the last ingest
 
     def _core(self, cpu: int, core_type: str | None) -> CoreState:
         return CoreState(
@@ -229,6 +231,7 @@ class ViewModel:
                 self.total.overflow_totals[k] = self.total.overflow_totals.get(k, 0) + v
         self.total.suspect_count = sum(c.suspect_count for c in self.cores.values())
         self._tops = {}
+        self._uniform = None
         return True
 
     def _apply(self, core: CoreState, s: Sample) -> None:
@@ -265,6 +268,18 @@ class ViewModel:
             core.tma = topdown.compute(s.topdown, s.counts)
             for k in TMA_SERIES:
                 core.history[k].append(core.tma[k])
+
+    def columns_of(self, core: CoreState, key: str, columns: int) -> Sequence[float | None]:
+        """`key`'s history as `columns` cells of today's interval each, newest last (the table's sparklines,
+        like the plots, against time): the history itself when every point lasted one interval."""
+        step = self.step
+        if step <= 0:
+            return core.history[key]
+        if self._uniform is None or self._uniform[0] != step:  # once per ingest, not once per cell
+            self._uniform = (step, one_point_per_column(self.total.spans, self.latest_time, step))
+        if self._uniform[1]:
+            return core.history[key]
+        return resample(core.history[key], core.spans, self.latest_time, step, columns)
 
     def set_tasks(self, tasks: dict[int, TopTask]) -> None:
         for cpu, core in self.cores.items():
