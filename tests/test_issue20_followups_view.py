@@ -78,3 +78,51 @@ async def test_the_tables_sparklines_are_drawn_against_time_after_an_interval_ch
                 assert drawn == list(range(width - 18, width)), (row, cell)
     finally:
         engine.stop()
+
+
+def test_the_heatmap_builds_its_event_rate_metrics() -> None:
+    from pmutop.tui.heatmap import METRICS, Metric, metrics_for
+
+    metrics = metrics_for(("context_switches", "page_faults"))
+    assert metrics[: len(METRICS)] == METRICS
+    assert metrics[len(METRICS) :] == (
+        Metric("ev:context_switches", "Ctx sw/s", "log", "/s"),
+        Metric("ev:page_faults", "Faults/s", "log", "/s"),
+    )
+
+
+async def test_the_heatmap_screen_takes_an_event_rate_metric_by_its_key() -> None:
+    from helpers.pilot import screen_text
+
+    from pmutop.app.screenshots import software_app
+    from pmutop.tui.screens.heatmap import HeatmapScreen
+
+    app, _ = software_app(cpus=4, intervals=20)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("3")
+        await pilot.pause()
+        assert isinstance(app.screen, HeatmapScreen)
+        app.screen.set_metric("ev:page_faults")
+        await pilot.pause()
+        assert app.screen.metric.key == "ev:page_faults"
+        assert "Heatmap: Faults/s" in screen_text(app)
+
+
+def test_no_view_keeps_a_binding_the_apps_priority_bindings_shadow() -> None:
+    from textual.binding import Binding
+
+    from pmutop.tui.app import PmutopApp
+    from pmutop.tui.screens.heatmap import HeatmapScreen
+    from pmutop.tui.screens.topdown import TopdownScreen
+
+    def keys(bindings: object, priority: bool | None = None) -> set[str]:
+        out: set[str] = set()
+        for b in bindings:  # type: ignore[attr-defined]
+            assert isinstance(b, Binding)
+            if priority is None or b.priority == priority:
+                out.update(k.strip() for k in b.key.split(","))
+        return out
+
+    shadowing = keys(PmutopApp.BINDINGS, priority=True)
+    for screen in (HeatmapScreen, TopdownScreen):
+        assert not keys(screen.BINDINGS) & shadowing, screen.__name__

@@ -558,12 +558,9 @@ class PmutopApp(App[int]):
             if view == "topdown":
                 await self.push_screen(TopdownScreen())
             elif view == "heatmap":
-                screen = HeatmapScreen()
-                screen.metric = self._heatmap_metric(metric)  # (an event's rate is no key of heatmap.BY_KEY)
-                await self.push_screen(screen)
+                await self.push_screen(HeatmapScreen(self._heatmap_metric(metric)))
         elif isinstance(self.screen, HeatmapScreen) and metric:
-            self.screen.metric = self._heatmap_metric(metric)
-            self.screen.refresh_from(self.model)
+            self.screen.set_metric(self._heatmap_metric(metric))
         self._remember(view=view)
 
     def _heatmap_metric(self, wanted: str | None) -> Metric:

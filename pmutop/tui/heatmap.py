@@ -15,8 +15,9 @@ from rich.style import Style
 from rich.text import Text
 
 from pmutop.core.cpulist import format_cpu_list
+from pmutop.derive.records import rate_title
 from pmutop.tui import format as fmt
-from pmutop.tui.model import HISTORY, CoreState
+from pmutop.tui.model import HISTORY, CoreState, rate_series
 
 WIDE_FROM = 60  # columns: cells widen (up to MAX_CELL characters) only while this many columns still fit
 
@@ -59,6 +60,26 @@ METRICS: tuple[Metric, ...] = (
     Metric("pkg_watts", "Package W", "nice", "W", floor=10.0, per_package=True),
 )
 BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
+
+
+RATE_PREFIX = rate_series("")
+
+
+def rate_metric(event: str) -> Metric:
+    """The per-second rate of a counted event beyond the standard metrics' inputs (ctx switches, faults)."""
+    return Metric(rate_series(event), rate_title(event), "log", "/s")
+
+
+def metric_of(key: str) -> Metric:
+    """The metric of a history key: one of METRICS, or an event's rate ("ev:<event>"); KeyError otherwise."""
+    if key.startswith(RATE_PREFIX):
+        return rate_metric(key[len(RATE_PREFIX) :])
+    return BY_KEY[key]
+
+
+def metrics_for(rate_keys: Iterable[str]) -> tuple[Metric, ...]:
+    """Every metric the heatmap can draw in a run whose extra events are `rate_keys`."""
+    return (*METRICS, *(rate_metric(k) for k in rate_keys))
 
 
 @dataclass(frozen=True)

@@ -8,20 +8,20 @@ from typing import ClassVar
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.widgets import Footer, Static
 
 from pmutop.tui.format import MARK
 from pmutop.tui.heatmap import (
-    BY_KEY,
     CHROME_ROWS,
-    METRICS,
     Group,
+    Metric,
     fold,
     geometry,
     group_values,
     legend,
     levels,
+    metric_of,
     scale_for,
     tail,
     time_axis,
@@ -32,17 +32,12 @@ from pmutop.tui.widgets.heatmap_rows import HeatmapRows
 
 
 class HeatmapScreen(ViewScreen):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,3", "app.pop_screen", "Table"),
-        Binding("1", "app.table", "Table", show=False),
-        Binding("2,t", "app.topdown", "Top-down", show=False),
-        Binding("m", "cycle_metric", "Metric"),
-        *VIEW_KEYS,
-    ]
+    # Its keys are the app's: 1/2/3/t and Esc select a view, m chooses the metric (priority bindings).
+    BINDINGS: ClassVar[list[BindingType]] = [*VIEW_KEYS]
 
-    def __init__(self, metric: str = "ipc") -> None:
+    def __init__(self, metric: Metric | str = "ipc") -> None:
         super().__init__()
-        self.metric = BY_KEY[metric]
+        self.metric = metric_of(metric) if isinstance(metric, str) else metric
         self.groups: list[Group] = []
         self.points = 0
         self.cell = 1
@@ -63,14 +58,11 @@ class HeatmapScreen(ViewScreen):
     def on_resize(self, event: events.Resize) -> None:
         self.refresh_from(self.live.model)
 
-    def set_metric(self, key: str) -> None:
-        self.metric = BY_KEY[key]
+    def set_metric(self, metric: Metric | str) -> None:
+        """Show `metric`, or the metric of that key (an event's rate, "ev:<event>", included)."""
+        self.metric = metric_of(metric) if isinstance(metric, str) else metric
         if self.is_mounted:
             self.refresh_from(self.live.model)
-
-    def action_cycle_metric(self) -> None:
-        i = METRICS.index(self.metric)
-        self.set_metric(METRICS[(i + 1) % len(METRICS)].key)
 
     @property
     def grouped(self) -> bool:

@@ -10,9 +10,8 @@ from textual.containers import Vertical
 from textual.widgets import OptionList, SelectionList, Static
 from textual.widgets.option_list import Option
 
-from pmutop.derive.records import rate_title
-from pmutop.tui.heatmap import METRICS, Metric
-from pmutop.tui.model import ViewModel, rate_series
+from pmutop.tui.heatmap import METRICS, Metric, rate_metric
+from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.base import CancellableModal
 
 # The counted events a heatmap metric is computed from: measured when all are counted (util always is:
@@ -41,7 +40,7 @@ def measured_metrics(model: ViewModel, keys: list[str], topdown: bool) -> list[M
         static = needs is not None and set(needs) <= counted
         if static or (m.key.startswith("tma_") and topdown) or has_values(m.key):
             out.append(m)
-    out += [Metric(rate_series(k), rate_title(k), "log", "/s") for k in model.rate_keys]
+    out += [rate_metric(k) for k in model.rate_keys]
     return out
 
 

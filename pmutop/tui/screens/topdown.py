@@ -7,7 +7,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.widgets import DataTable, Footer, Static
 
 from pmutop.tui.model import ViewModel
@@ -16,12 +16,8 @@ from pmutop.tui.topdown_view import FIXED_COLUMNS, SHORT, legend, row_cells
 
 
 class TopdownScreen(ViewScreen):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,t,2", "app.pop_screen", "Table"),
-        Binding("1", "app.table", "Table", show=False),
-        Binding("3", "app.heatmap", "Heatmap", show=False),
-        *VIEW_KEYS,
-    ]
+    # Its keys are the app's: 1/2/3/t and Esc select a view (priority bindings), Home/End move the highlight.
+    BINDINGS: ClassVar[list[BindingType]] = [*VIEW_KEYS]
 
     def compose(self) -> ComposeResult:
         yield Static(id="tma-title")
