@@ -68,13 +68,21 @@ class SimTasks:
     def __init__(self, platform: Any, cpus: Iterable[int]) -> None:
         self._machine = platform.machine
         self._cpus = list(cpus)
+        self._last_ns = 0  # the previous lookup: CPU time counts from there, as psutil's deltas do
+        self._last: tuple[int, dict[int, TopTask]] | None = None  # (time, tasks) of the last lookup
 
     def top_per_cpu(self) -> dict[int, TopTask]:
         now = self._machine.elapsed_ns()
+        if self._last is not None and self._last[0] == now:
+            return self._last[1]  # asked again at the same simulated instant: the same answer
+        seconds = max(0, now - self._last_ns) / 1e9
+        self._last_ns = now
         out: dict[int, TopTask] = {}
         for cpu in self._cpus:
             rates = self._machine.workload(cpu).rates_at(now)
             if str(rates.regime) == "idle":
                 continue
-            out[cpu] = TopTask(f"sim-{self.NAMES.get(str(rates.regime), str(rates.regime))}", 4000 + cpu, rates.util)
+            name = f"sim-{self.NAMES.get(str(rates.regime), str(rates.regime))}"
+            out[cpu] = TopTask(name, 4000 + cpu, rates.util * seconds)
+        self._last = (now, out)
         return out

@@ -6,7 +6,7 @@ import argparse
 
 from pmutop.app.backend_factory import build_backend, request_from_args
 from pmutop.app.console import NEEDS_TERMINAL, has_terminal, say, warn
-from pmutop.app.live_view import run_feed_view, run_live_view
+from pmutop.app.live_view import SharedTasks, run_feed_view, run_live_view, task_source
 from pmutop.app.platform_setup import build_platform
 from pmutop.app.session import MeasurementSession
 from pmutop.backends.perf import PerfBackend
@@ -147,10 +147,13 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
         engine.start(guard.stop_requested)
         session.started()
         info = collect(platform, backend, cpus)
+        tasks: SharedTasks | None = None
         if args.record and not guard.stop_requested.is_set():
             header = make_header(engine, info, mode, backend.describe(), backend.events)
+            # The recording keeps each CPU's top task as the live view shows it: one lookup per interval for both.
+            tasks = SharedTasks(task_source(platform, cpus), engine)
             # A recording that cannot be written whole stops the run: the user learns it now, not at the end.
-            recorder = Recorder(args.record, engine, header, on_failure=guard.request_stop)
+            recorder = Recorder(args.record, engine, header, on_failure=guard.request_stop, tasks=tasks)
             session.record_to(recorder)
             recorder.start()
         if guard.stop_requested.is_set():
@@ -178,7 +181,7 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
                 pace=(lambda: engine.tick_on_schedule(guard.stop_requested)) if unthreaded else None,
             )
         else:
-            run_live_view(engine, info, platform, cpus, guard, settings)
+            run_live_view(engine, info, platform, cpus, guard, settings, tasks=tasks)
             failed_cpus = engine.failures()
             for cpu, why in failed_cpus.items():
                 warn(f"cpu {cpu} dropped: {why}")
