@@ -98,7 +98,7 @@ class SimConfig:
             (
                 all(0 <= s.fixed <= _fixed_max(self.version) for s in self.core_shapes()),
                 f"fixed_counters must be 0..{_fixed_max(self.version)}"
-                + ("" if self.version >= 5 else " before PMU version 5 (fixed counter 3, TOPDOWN.SLOTS, is Ice Lake's)"),
+                + ("" if self.version >= 5 else " before PMU version 5 (fixed counter 3, TOPDOWN.SLOTS, came with it)"),
             ),
             (8 <= self.gp_width <= 64, "gp_width must be 8..64"),
             (8 <= self.fixed_width <= 64, "fixed_width must be 8..64"),
