@@ -8,7 +8,7 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -85,15 +85,19 @@ class TablePrinter:
         self.simulated = mode == "SIMULATED"
         self.columns: list[TableColumn] | None = None  # known at the first interval: power needs a sample
 
-    def begin(self, batch: list[Sample]) -> None:
-        """Choose the columns from the first interval and print the header (once; an empty batch: no power)."""
+    def begin(self, batch: list[Sample], power_fields: Collection[str] | None = None) -> None:
+        """Choose the columns and print the header, once: the power columns are `power_fields` (what the run
+        measures), else all of them when the first interval's samples carry any (an empty batch: none)."""
         if self.columns is not None:
             return
         shown = titles.metric_columns(self.keys)
         cols = [_column(c, titles.TITLES[c], _CELLS[c], _MIN_WIDTHS.get(c, 0)) for c in shown]
         if self.tma:
             cols += [_column(f, t, _fixed(".1f", 100), 6) for f, t in _TMA_TITLES.items()]
-        measured = {k for s in batch for k, v in power_values(s).items() if v is not None}
+        # From samples: all the power columns when the run measured any (as a live run that reads power names
+        # them all before its first interval), so a replay prints the live run's header.
+        carried = any(v is not None for s in batch for v in power_values(s).values())
+        measured = set(power_fields) if power_fields is not None else set(power.SERIES) if carried else set()
         cols += [_column(k, titles.TITLES[k], _CELLS[k], _MIN_WIDTHS.get(k, 0)) for k in power.SERIES if k in measured]
         cols += [_column(f"ev:{k}", rate_title(k), _si, 9) for k in titles.rate_events(self.keys, shown)]
         self.columns = cols
@@ -204,19 +208,23 @@ def run_batch(
     stop: threading.Event | None = None,
     timestamps: bool = False,
     pace: Callable[[], bool] | None = None,
+    power_fields: Collection[str] = (),
 ) -> dict[int, str]:
     """Print `count` intervals (forever when None, or until `stop` is set). The engine must be started;
     the caller stops it. A CPU whose sampler fails is reported once and dropped; the others go on.
     Returns the CPUs that failed (cpu -> why); raises only when every CPU has failed.
 
     `pace`: for an unthreaded engine, takes the next interval's samples (Engine.tick_on_schedule); False
-    ends the run (stopping)."""
+    ends the run (stopping). `power_fields`: the power columns a table shows (pmutop.derive.power.SERIES that
+    the run measures); the table's header is printed at once, before the first interval (which may be long)."""
     out = out or sys.stdout
     keys = feed.keys(feed.cpus[0])
     tma = any(feed.topdown_method(cpu) for cpu in feed.cpus)
     # The printers write into this buffer; each interval reaches `out` in one write (not one per line).
     buf = io.StringIO()
     printer = PRINTERS[fmt](buf, keys, mode, tma, timestamps)
+    if isinstance(printer, TablePrinter):
+        printer.begin([], power_fields)
     _drain(buf, out)
     # Wall-clock time of the engine's start, for absolute timestamps.
     wall0 = time.time() - feed.elapsed()
