@@ -80,7 +80,7 @@ def test_table_marks_every_line_simulated(capsys: pytest.CaptureFixture[str]) ->
     code, out, err = run(capsys, "--demo", "--batch", "--count", "2", "--interval", "0.05", "--cores", "1")
     assert code == 0, err
     lines = out.splitlines()
-    assert len(lines) == 3 and lines[0].split()[:5] == ["time", "cpu", "util%", "GHz", "IPC"]
+    assert len(lines) == 3 and lines[0].split()[:5] == ["time", "CPU", "Util%", "GHz", "IPC"]
     assert all("SIMULATED" in line for line in lines)
 
 

@@ -268,7 +268,7 @@ def test_ctrl_c_ends_a_perf_batch_run_while_it_waits_for_a_long_interval() -> No
     )
     try:
         assert proc.stdout is not None
-        assert "cpu" in proc.stdout.readline()  # counting: the header is out, the first deadline 10 min away
+        assert "CPU" in proc.stdout.readline()  # counting: the header is out, the first deadline 10 min away
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:

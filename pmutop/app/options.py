@@ -155,7 +155,8 @@ def run_parser(serve: bool = False) -> OneLineParser:
     return p
 
 
-def _add_sim_options(p: argparse.ArgumentParser) -> None:
+def _add_sim_options(p: argparse.ArgumentParser, *, workload: bool = True) -> None:
+    """The --sim-* shape options; `workload`: also the workload's (--sim-mix, --seed: a run's only)."""
     sim = p.add_argument_group("simulated PMU (--demo)")
     sim.add_argument("--sim-cpus", type=_bounded_int(1, 1024), default=8, metavar="N")
     sim.add_argument(
@@ -165,12 +166,13 @@ def _add_sim_options(p: argparse.ArgumentParser) -> None:
         help="CPU shape: spr (default; Sapphire Rapids, PERF_METRICS level 1 and 2), icx (level 1), "
         "skx (Skylake-SP: top-down by the four-event formula, --topdown with Intel's tables), adl (hybrid)",
     )
-    sim.add_argument(
-        "--sim-mix",
-        choices=("classic", "tma"),
-        default=None,
-        help="workload phases (default: classic on skx, tma elsewhere, which adds branchy and frontend phases)",
-    )
+    if workload:
+        sim.add_argument(
+            "--sim-mix",
+            choices=("classic", "tma"),
+            default=None,
+            help="workload phases (default: classic on skx, tma elsewhere, which adds branchy and frontend phases)",
+        )
     sim.add_argument("--sim-version", type=_bounded_int(2, 6), default=None, metavar="V", help="perfmon version 2-6")
     sim.add_argument(
         "--sim-gp", type=_bounded_int(1, 32), default=None, metavar="N", help="general counters (1-8; 1-32 with v6)"
@@ -185,13 +187,24 @@ def _add_sim_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="the last N simulated CPUs are hybrid E-cores (default: half on adl, none elsewhere)",
     )
-    sim.add_argument("--seed", type=int, default=1, help="simulated workload seed")
+    if workload:
+        sim.add_argument("--seed", type=int, default=1, help="simulated workload seed")
+    else:
+        p.set_defaults(sim_mix=None, seed=1)
+
+
+def _add_demo(p: argparse.ArgumentParser, what: str) -> None:
+    """--demo and the simulated machine's shape, for a command that describes a machine (info, events)."""
+    p.add_argument("--demo", action="store_true", help=f"{what} of the simulated PMU (labelled SIMULATED)")
+    p.set_defaults(backend="auto")
+    _add_sim_options(p, workload=False)
 
 
 def info_parser() -> OneLineParser:
     p = OneLineParser(prog=f"{PROG} info", description="Describe the PMU and which backend pmutop would use.")
     add_sysroot(p)
     p.add_argument("--json", action="store_true", help="one JSON object")
+    _add_demo(p, "describe the machine")
     return p
 
 
@@ -221,6 +234,7 @@ def events_parser() -> OneLineParser:
     p.add_argument(
         "--perfmon-url", metavar="URL", help=f"where --download fetches from (default {perfmon.PERFMON_URL})"
     )
+    _add_demo(p, "the events")
     return p
 
 

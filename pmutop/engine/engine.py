@@ -49,6 +49,11 @@ class Sampler:
         self.wake = threading.Event()  # set on a schedule change or stop: the only way to end a sleep early
         self.early_wakeups = 0  # sleeps ended before their deadline (schedule change, stop)
 
+    @property
+    def counting_since_ns(self) -> int:
+        """Clock time this CPU's counters started (its first interval counts from here)."""
+        return self._t0_ns
+
     def start_counting(self) -> None:
         self._t0_ns = self._prev_ns = self._last_read_ns = self.counters.start()
         if self.engine.power is not None:
@@ -234,7 +239,7 @@ class Engine:
         if not self.threaded:
             for sampler in self.samplers.values():
                 sampler.start_counting()
-            self.epoch_ns = self.start_ns = self.clock.now_ns()
+            self.epoch_ns = self.start_ns = self._counting_since()
             self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
             return
         for cpu, sampler in self.samplers.items():
@@ -256,10 +261,16 @@ class Engine:
         if failed:
             raise HardwareError(failed[0])
         with self._cond:
-            self.epoch_ns = self.start_ns = self.clock.now_ns()
+            self.epoch_ns = self.start_ns = self._counting_since()
             self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
             self._go = True
             self._cond.notify_all()
+
+    def _counting_since(self) -> int:
+        """The run's start: the earliest counter start. Each CPU's first interval counts from its own start, so
+        times (and the schedule) count from the earliest one: no record then covers more than the run so far."""
+        starts = [s.counting_since_ns for s in self.samplers.values() if s.started]
+        return min(starts) if starts else self.clock.now_ns()
 
     def stop(self) -> RestoreResult:
         """Stop sampling and put everything back (exactly once; any thread). Returns what could not be

@@ -46,6 +46,11 @@ MODELS: dict[str, ModelShape] = {
 }
 
 
+def _fixed_max(version: int) -> int:
+    """Fixed counters a PMU of this version can have: 0-2 before v5, 0-3 (TOPDOWN.SLOTS) from v5 (pmu.md 1.1)."""
+    return registers.MAX_FIXED_COUNTERS if version >= 5 else registers.MAX_FIXED_COUNTERS - 1
+
+
 @dataclass(frozen=True)
 class SimConfig:
     """The simulated machine. Fields left None take the model's value (`MODELS`)."""
@@ -72,10 +77,12 @@ class SimConfig:
         shape = MODELS.get(self.model)
         if shape is None:
             raise ValueError(f"bad SimConfig: model must be one of {', '.join(MODELS)}")
+        version = self.version if self.version is not None else shape.version
         defaults = {
             "version": shape.version,
             "gp_counters": shape.p_core.gp,
-            "fixed_counters": shape.p_core.fixed,
+            # Fixed counter 3 (TOPDOWN.SLOTS) came with PMU version 5 (Ice Lake): an older PMU has at most three.
+            "fixed_counters": min(shape.p_core.fixed, _fixed_max(version)),
             "e_cores": self.cpus // 2 if shape.hybrid else 0,
             "mix": shape.mix,
         }
@@ -89,8 +96,9 @@ class SimConfig:
             (2 <= self.version <= 6, "version must be 2..6"),
             (all(1 <= s.gp <= max_gp for s in self.core_shapes()), f"gp_counters must be 1..{max_gp}"),
             (
-                all(0 <= s.fixed <= registers.MAX_FIXED_COUNTERS for s in self.core_shapes()),
-                "fixed_counters must be 0..4",
+                all(0 <= s.fixed <= _fixed_max(self.version) for s in self.core_shapes()),
+                f"fixed_counters must be 0..{_fixed_max(self.version)}"
+                + ("" if self.version >= 5 else " before PMU version 5 (fixed counter 3, TOPDOWN.SLOTS, came with it)"),
             ),
             (8 <= self.gp_width <= 64, "gp_width must be 8..64"),
             (8 <= self.fixed_width <= 64, "fixed_width must be 8..64"),
@@ -115,8 +123,12 @@ class SimConfig:
         e_gp = shape.e_core.gp if shape.hybrid and "gp_counters" not in self.explicit else gp
         e_fixed = shape.e_core.fixed if shape.hybrid and "fixed_counters" not in self.explicit else fixed
 
+        # PERF_METRICS is derived from fixed counter 3 and exists from PMU version 5 (Ice Lake) on: a v2..v4 PMU
+        # of any model offers what such a PMU really has (the four-event formula where the model has its events).
+        metrics_possible = self.version >= 5
+
         def core(base: CoreShape, n_gp: int, n_fixed: int) -> CoreShape:
-            # PERF_METRICS is derived from fixed counter 3: without it there is none.
-            return CoreShape(n_gp, n_fixed, base.width, base.metrics if n_fixed >= 4 else 0, base.events)
+            metrics = base.metrics if n_fixed >= 4 and metrics_possible else 0
+            return CoreShape(n_gp, n_fixed, base.width, metrics, base.events)
 
         return core(shape.p_core, gp, fixed), core(shape.e_core, e_gp, e_fixed)

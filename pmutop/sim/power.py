@@ -5,14 +5,22 @@ APERF/MPERF are the workload's unhalted core/reference cycles (what they count o
 turbostat); the halted rest of the TSC is split into C1 and C6 residency; the temperature follows the current
 utilisation and clock; package energy = idle power x time + energy per cycle and per LLC miss. The energy
 counters start just below their 32-bit wrap so the wrap happens within the first second.
+
+The simulated machine is one package whatever its CPU count, so its power must stay what one package of the
+model can draw: when the CPUs' peak dynamic power would exceed the model's TDP (PACKAGE_TDP_W), the energy per
+cycle and per LLC miss shrink in proportion (as a many-core part runs each core at less power), and the core
+domain's idle share never exceeds the package's idle power.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Protocol
 
 from pmutop.probes.power import regs
+from pmutop.sim.config import SimConfig
+from pmutop.sim.regimes import RANGES
 from pmutop.sim.workload import Counts, Workload
 
 TJMAX = 100
@@ -25,6 +33,28 @@ DRAM_W = 1.5
 J_PER_CYCLE = 1.1e-9  # ~4.4 W per core at 4 GHz
 J_PER_LLC_MISS = 15e-9
 C6_SHARE = 0.7  # of halted time
+# One package's power limit per model: Xeon Platinum 8180 (Skylake-SP, 205 W), 8380 (Ice Lake-SP, 270 W), 8490H
+# (Sapphire Rapids, 350 W) TDP; Core i9-12900K (Alder Lake) processor base power 125 W.
+PACKAGE_TDP_W = {"skx": 205.0, "icx": 270.0, "spr": 350.0, "adl": 125.0}
+
+
+def _peak_cpu_watts() -> float:
+    """The most one busy CPU can draw: per regime, the highest clock, IPC and MPKI its ranges allow."""
+    peak = 0.0
+    for ranges in RANGES.values():
+        ghz, ipc, mpki = ranges[1][1], ranges[2][1], ranges[3][1]
+        peak = max(peak, ghz * 1e9 * (J_PER_CYCLE + ipc * mpki / 1000 * J_PER_LLC_MISS))
+    return peak
+
+
+PEAK_CPU_W = _peak_cpu_watts()
+
+
+@functools.cache
+def dynamic_scale(config: SimConfig) -> float:
+    """The factor on the energy per cycle and per miss that keeps every CPU at its peak within the TDP."""
+    budget = PACKAGE_TDP_W[config.model] - IDLE_PKG_W
+    return min(1.0, budget / (config.cpus * PEAK_CPU_W))
 
 
 # What this model reads and keeps on the simulated machine, declared here so the machine depends on it rather
@@ -33,6 +63,7 @@ C6_SHARE = 0.7  # of halted time
 
 class PowerMachine(Protocol):
     energy: tuple[int, dict[str, float]]  # (ms step, joules per RAPL domain), the package's: see _energy
+    config: SimConfig
 
     @property
     def cpus(self) -> list[int]: ...
@@ -132,11 +163,12 @@ def _energy(cpu: PowerCpu, domain: str) -> int:
                 cycles += part.cycles
                 misses += part.llc_misses
         secs = now_ns / 1e9
-        n_cpus = len(machine.cpus)
+        scale = dynamic_scale(machine.config)
+        core_idle_w = min(IDLE_CORE_W * len(machine.cpus), IDLE_PKG_W)  # the cores are part of the package
         joules = {
-            "package": IDLE_PKG_W * secs + J_PER_CYCLE * cycles + J_PER_LLC_MISS * misses,
-            "core": IDLE_CORE_W * n_cpus * secs + J_PER_CYCLE * cycles,
-            "dram": DRAM_W * secs + J_PER_LLC_MISS * misses,
+            "package": IDLE_PKG_W * secs + scale * (J_PER_CYCLE * cycles + J_PER_LLC_MISS * misses),
+            "core": core_idle_w * secs + scale * J_PER_CYCLE * cycles,
+            "dram": DRAM_W * secs + scale * J_PER_LLC_MISS * misses,
         }
         cached = machine.energy = (now_ns, joules)
     return (ENERGY_START + int(cached[1][domain] / ENERGY_UNIT_J)) & 0xFFFFFFFF

@@ -8,7 +8,7 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -19,13 +19,13 @@ from pmutop.core.heap_freeze import freeze_startup_heap
 from pmutop.core.numfmt import fixed as _fmt
 from pmutop.core.numfmt import si as _si
 from pmutop.core.sample import Sample
-from pmutop.derive import topdown
-from pmutop.derive.metrics import CoreMetrics, for_sample
+from pmutop.derive import power, titles, topdown
+from pmutop.derive.metrics import CoreMetrics, combined, for_sample
+from pmutop.derive.power import combined_power, power_values
 from pmutop.derive.records import (
     columns,
     cstate_column,
     csv_columns,
-    extra_events,
     package_instructions,
     rate_title,
     record,
@@ -34,67 +34,84 @@ from pmutop.derive.records import (
 
 @dataclass(frozen=True)
 class TableColumn:
+    key: str  # what `_row_values` gives it: a metric column, a tma_* field, a power field or "ev:<event>"
     title: str
     width: int
-    needs: tuple[str, ...]
-    cell: Callable[[CoreMetrics, Sample], str]
+    cell: Callable[[float | None, int], str]  # (value, width) -> the right-aligned text
 
 
-TABLE_COLUMNS = (
-    TableColumn("util%", 6, (), lambda m, s: _fmt(m.util, ".1f", 6, 100)),
-    TableColumn("GHz", 5, ("cycles", "ref_cycles"), lambda m, s: _fmt(m.ghz, ".2f", 5)),
-    TableColumn("IPC", 5, ("instructions", "cycles"), lambda m, s: _fmt(m.ipc, ".2f", 5)),
-    TableColumn("LLCmiss/s", 9, ("llc_misses",), lambda m, s: _si(m.llc_misses_per_s, 9)),
-    TableColumn("MPKI", 6, ("llc_misses", "instructions"), lambda m, s: _fmt(m.llc_mpki, ".2f", 6)),
-    TableColumn("LLCmiss%", 8, ("llc_misses", "llc_references"), lambda m, s: _fmt(m.llc_miss_ratio, ".1f", 8, 100)),
-    TableColumn("brmiss%", 7, ("branch_misses", "branches"), lambda m, s: _fmt(m.branch_miss_ratio, ".2f", 7, 100)),
-)
+def _fixed(spec: str, scale: float = 1.0) -> Callable[[float | None, int], str]:
+    return lambda v, w: _fmt(v, spec, w, scale)
 
 
-def _rate_column(key: str) -> TableColumn:
-    title = rate_title(key)
-    width = max(9, len(title))
+# The live view's formats (pmutop.tui.columns) for the same columns.
+_CELLS: dict[str, Callable[[float | None, int], str]] = {
+    "util": _fixed(".1f", 100),
+    "ghz": _fixed(".2f"),
+    "ipc": _fixed(".2f"),
+    "llc_per_s": _si,
+    "mpki": _fixed(".2f"),
+    "llc_ratio": _fixed(".1f", 100),
+    "br_ratio": _fixed(".2f", 100),
+    "busy": _fixed(".0f"),
+    "bzy_mhz": _fixed(".0f"),
+    "temp_c": _fixed(".0f"),
+    "pkg_watts": _fixed(".1f"),
+}
+_MIN_WIDTHS = {"util": 6, "ghz": 5, "ipc": 5, "mpki": 6, "busy": 6, "bzy_mhz": 6, "temp_c": 4, "pkg_watts": 6}
+_TMA_TITLES = dict(zip(topdown.LEVEL1, ("Ret%", "Bad%", "FE%", "BE%"), strict=True))
+_CPU_WIDTH = 4
 
-    def cell(m: CoreMetrics, s: Sample) -> str:
-        value = s.counts.get(key)
-        return _si(None if value is None or not s.interval else value / s.interval, width)
 
-    return TableColumn(title, width, (key,), cell)
+def _column(key: str, title: str, cell: Callable[[float | None, int], str], min_width: int = 0) -> TableColumn:
+    return TableColumn(key, title, max(min_width, len(title)), cell)
 
 
-def _tma_column(field: str, title: str) -> TableColumn:
-    def cell(m: CoreMetrics, s: Sample) -> str:
-        return _fmt(topdown.compute(s.topdown, s.counts)[field], ".1f", 6, 100)
-
-    return TableColumn(title, 6, (), cell)
-
-
-TMA_TABLE_COLUMNS = tuple(
-    _tma_column(f, t) for f, t in zip(topdown.LEVEL1, ("Ret%", "Bad%", "FE%", "BE%"), strict=True)
-)
+def _row_values(metrics: CoreMetrics, tma: dict[str, float | None], power: dict[str, float | None]) -> dict:
+    values: dict[str, float | None] = {c: getattr(metrics, f) for c, f in titles.METRIC_OF.items()}
+    return values | dict(tma) | power
 
 
 class TablePrinter:
-    """Human-readable rows; the columns are those the counted events can fill."""
+    """Human-readable rows with the live view's column titles; the columns are those the counted events can
+    fill, the power columns some source measures, and a rate for every event no other column shows. With more
+    than one CPU each interval ends with the `all` row, the machine total as the live view's."""
 
     def __init__(self, out: IO[str], keys: list[str], mode: str, tma: bool = False, timestamps: bool = False) -> None:
         self.out = out
+        self.keys = keys
+        self.tma = tma
         self.timestamps = timestamps
         self.simulated = mode == "SIMULATED"
-        counted = set(keys)
-        self.columns = [c for c in TABLE_COLUMNS if set(c.needs) <= counted]
-        if tma:
-            self.columns += TMA_TABLE_COLUMNS
-        self.columns += [_rate_column(k) for k in extra_events(keys)]
-        stamp = "timestamp".ljust(24) + " " if timestamps else ""
-        titles = " ".join(f"{c.title:>{c.width}}" for c in self.columns)
-        header = stamp + f"{'time':>8} {'cpu':>4} " + titles + "  flags"
-        print(header + ("  SIMULATED" if self.simulated else ""), file=out)
+        self.columns: list[TableColumn] | None = None  # known at the first interval: power needs a sample
+
+    def begin(self, batch: list[Sample], power_fields: Collection[str] | None = None) -> None:
+        """Choose the columns and print the header, once: the power columns are `power_fields` (what the run
+        measures), else all of them when the first interval's samples carry any (an empty batch: none)."""
+        if self.columns is not None:
+            return
+        shown = titles.metric_columns(self.keys)
+        cols = [_column(c, titles.TITLES[c], _CELLS[c], _MIN_WIDTHS.get(c, 0)) for c in shown]
+        if self.tma:
+            cols += [_column(f, t, _fixed(".1f", 100), 6) for f, t in _TMA_TITLES.items()]
+        # From samples: all the power columns when the run measured any (as a live run that reads power names
+        # them all before its first interval), so a replay prints the live run's header.
+        carried = any(v is not None for s in batch for v in power_values(s).values())
+        measured = set(power_fields) if power_fields is not None else set(power.SERIES) if carried else set()
+        cols += [_column(k, titles.TITLES[k], _CELLS[k], _MIN_WIDTHS.get(k, 0)) for k in power.SERIES if k in measured]
+        cols += [_column(f"ev:{k}", rate_title(k), _si, 9) for k in titles.rate_events(self.keys, shown)]
+        self.columns = cols
+        stamp = "timestamp".ljust(24) + " " if self.timestamps else ""
+        header = stamp + f"{'time':>8} {titles.TITLES['cpu']:>{_CPU_WIDTH}} "
+        header += " ".join(f"{c.title:>{c.width}}" for c in cols) + "  flags"
+        print(header + ("  SIMULATED" if self.simulated else ""), file=self.out)
 
     def write(
         self, s: Sample, *, time: float, index: int, timestamp: str | None = None, pkg_instructions: int | None = None
     ) -> None:
-        m = for_sample(s)
+        self.begin([s])
+        rates = {f"ev:{k}": (v / s.interval if s.interval else None) for k, v in s.counts.items()}
+        values = _row_values(for_sample(s), topdown.compute(s.topdown, s.counts), power_values(s)) | rates
         flags = []
         if s.overflows:
             flags.append("ovf:" + ",".join(s.overflows))
@@ -102,10 +119,35 @@ class TablePrinter:
             flags.append(f"est:{min(s.estimated.values()):.0%}")
         if s.suspect:
             flags.append("SUSPECT")
+        self._line(str(s.cpu), values, time, timestamp, flags, unknown=bool(s.suspect))
+
+    def write_total(self, batch: list[Sample], *, time: float, timestamp: str | None = None) -> None:
+        """The `all` row: the live view's machine total of this interval (suspect samples left out)."""
+        ok = [s for s in batch if not (s.error or s.suspect)]
+        rates: dict[str, float | None] = {}
+        for s in ok:
+            for k, v in s.counts.items():
+                if s.interval > 0:
+                    rates[f"ev:{k}"] = (rates.get(f"ev:{k}") or 0.0) + v / s.interval
+        tma = topdown.combine((s.topdown, s.counts) for s in ok)
+        values = _row_values(combined(ok), tma, combined_power(ok)) | rates
+        estimated = [f for s in ok for f in s.estimated.values()]
+        flags = [f"est:{min(estimated):.0%}"] if estimated else []
+        left_out = len(batch) - len(ok)
+        if left_out:
+            flags.append(f"{left_out} left out")
+        self._line("all", values, time, timestamp, flags, unknown=not ok)
+
+    def _line(
+        self, label: str, values: dict, time: float, timestamp: str | None, flags: list[str], *, unknown: bool
+    ) -> None:
+        assert self.columns is not None
+        if unknown:
             cells = " ".join("?".rjust(c.width) for c in self.columns)
         else:
-            cells = " ".join(c.cell(m, s) for c in self.columns)
-        line = (f"{timestamp} " if timestamp else "") + f"{time:8.2f} {s.cpu:>4} {cells}  {' '.join(flags) or '-'}"
+            cells = " ".join(c.cell(values.get(c.key), c.width) for c in self.columns)
+        line = (f"{timestamp} " if timestamp else "") + f"{time:8.2f} {label:>{_CPU_WIDTH}} {cells}"
+        line += f"  {' '.join(flags) or '-'}"
         print(line + ("  SIMULATED" if self.simulated else ""), file=self.out)
 
 
@@ -166,19 +208,23 @@ def run_batch(
     stop: threading.Event | None = None,
     timestamps: bool = False,
     pace: Callable[[], bool] | None = None,
+    power_fields: Collection[str] = (),
 ) -> dict[int, str]:
     """Print `count` intervals (forever when None, or until `stop` is set). The engine must be started;
     the caller stops it. A CPU whose sampler fails is reported once and dropped; the others go on.
     Returns the CPUs that failed (cpu -> why); raises only when every CPU has failed.
 
     `pace`: for an unthreaded engine, takes the next interval's samples (Engine.tick_on_schedule); False
-    ends the run (stopping)."""
+    ends the run (stopping). `power_fields`: the power columns a table shows (pmutop.derive.power.SERIES that
+    the run measures); the table's header is printed at once, before the first interval (which may be long)."""
     out = out or sys.stdout
     keys = feed.keys(feed.cpus[0])
     tma = any(feed.topdown_method(cpu) for cpu in feed.cpus)
     # The printers write into this buffer; each interval reaches `out` in one write (not one per line).
     buf = io.StringIO()
     printer = PRINTERS[fmt](buf, keys, mode, tma, timestamps)
+    if isinstance(printer, TablePrinter):
+        printer.begin([], power_fields)
     _drain(buf, out)
     # Wall-clock time of the engine's start, for absolute timestamps.
     wall0 = time.time() - feed.elapsed()
@@ -243,6 +289,8 @@ def print_interval(
     for s in batch:
         pkg = per_package.get(s.package) if s.energy_j and s.package is not None else None
         printer.write(s, time=at, index=index, timestamp=stamp, pkg_instructions=pkg)
+    if len(batch) > 1 and hasattr(printer, "write_total"):
+        printer.write_total(batch, time=at, timestamp=stamp)
 
 
 def _drain(buf: io.StringIO, out: IO[str]) -> None:

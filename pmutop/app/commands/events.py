@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from collections.abc import Sequence
@@ -10,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from pmutop.app.options import events_parser
-from pmutop.app.platform_setup import sysroot_dir
+from pmutop.app.platform_setup import build_platform, sysroot_dir
 from pmutop.core.cpulist import format_cpu_list, group_by_cpu
 from pmutop.core.errors import HardwareError, UsageError
 from pmutop.hw.cpus import describe_cpus
 from pmutop.hw.platform import HostPlatform, Platform
-from pmutop.pmu import perfmon
+from pmutop.pmu import perfmon, topdown_plan
 from pmutop.pmu.cpuid_decode import CoreType, CpuIdentity, PerfmonInfo, identity_to_dict
 from pmutop.pmu.events import ARCH_EVENTS, SOFTWARE_EVENTS, EventSpec
 from pmutop.pmu.perfmon import MAPFILE, NO_TABLES_HINT, PERFMON_ENV, PERFMON_URL, IntelEvent, PerfmonTables
@@ -23,6 +24,20 @@ from pmutop.pmu.perfmon import MAPFILE, NO_TABLES_HINT, PERFMON_ENV, PERFMON_URL
 _NAME_WIDTH_MAX = 60
 _ENCODING_WIDTH_MAX = 40
 _LINE_MAX = 300  # characters of one event line: whatever a table holds, a listing stays readable
+SIMULATED_LINE = "SIMULATED PMU (--demo): the simulated machine's CPUs, not this machine's"
+_AMD = "AuthenticAMD"
+# The AMD event perf counts for each generic name on Zen (family 17h and later): Linux arch/x86/events/amd/core.c
+# amd_zen2_perfmon_event_map / amd_zen4_perfmon_event_map (ref-cycles, PMCx120, only on Zen 4 and later).
+_ZEN_GENERIC = {
+    "instructions": 0xC0,
+    "cycles": 0x76,
+    "llc-references": 0xFF60,
+    "llc-misses": 0x0964,
+    "branches": 0xC2,
+    "branch-misses": 0xC3,
+    "ref-cycles": 0x100000120,
+}
+_GENERIC_TITLE = "Generic events (perf's hardware events: the kernel counts each as the AMD event shown)"
 
 
 @dataclass
@@ -156,6 +171,57 @@ def _arch_entries(groups: list[CpuGroup], all_cpus: str) -> list[dict[str, Any]]
     return entries
 
 
+def _amd_config_text(config: int) -> str:
+    """perf's raw config of an AMD core event as event/umask (event bits 11:8 live in config bits 35:32)."""
+    event = (config >> 24 & 0xF00) | (config & 0xFF)
+    return f"event={event:#04x},umask={config >> 8 & 0xFF:#04x}"
+
+
+def _zen4_or_later(ident: CpuIdentity) -> bool:
+    return ident.family >= 0x1A or (ident.uarch or "").startswith(("Zen 4", "Zen 5"))
+
+
+def _generic_entries(group: CpuGroup, all_cpus: str) -> list[dict[str, Any]]:
+    """The architectural names on an AMD CPU: perf's generic hardware events (the perf backend counts them)."""
+    ident = group.identity
+    zen = ident.family >= 0x17
+    entries = []
+    for spec in ARCH_EVENTS.values():
+        why = None
+        config = _ZEN_GENERIC.get(spec.name) if zen else None
+        if spec.name == "ref-cycles" and not (zen and _zen4_or_later(ident)):
+            config, why = None, "Linux maps ref-cycles on AMD from Zen 4 on only (PMCx120, Linux 6.10)"
+        encoding = f"perf hw {spec.hardware}" + (f" = {_amd_config_text(config)}" if config is not None else "")
+        entries.append(_entry(spec.name, "generic", spec.description, cpus=all_cpus, why=why, encoding=encoding))
+    return entries
+
+
+def _amd_topdown_entries(group: CpuGroup) -> list[dict[str, Any]]:
+    """The AMD events pmutop's top-down counts on this CPU (Zen 4 / Zen 5, perf backend); none elsewhere."""
+    plan = topdown_plan.plan_topdown(
+        group.identity, None, group.pmu, perf_capabilities=None, smt=None, tables=None, backend="perf"
+    )
+    if not plan.available:
+        return []
+    out = []
+    for spec in plan.events:
+        raw = spec.raw
+        assert raw is not None  # AMD events are raw encodings
+        text = f"top-down input on {plan.core} (perf backend); encoding from Linux perf pmu-events"
+        out.append(
+            _entry(
+                spec.name,
+                "amd",
+                text,
+                cpus=format_cpu_list(group.cpus),
+                event=raw.event,
+                umask=raw.umask,
+                encoding=f"event={raw.event:#04x},umask={raw.umask:#04x}",
+            )
+        )
+    return out
+
+
 def _software_entries(all_cpus: str) -> list[dict[str, Any]]:
     return [
         _entry(spec.name, "software", spec.description, cpus=all_cpus, encoding="kernel")
@@ -269,8 +335,9 @@ def run_events(
     perfmon_dir: str | None,
     download: bool,
     url: str,
+    simulated: bool = False,
 ) -> str:
-    """The text (or JSON) `pmutop events` prints."""
+    """The text (or JSON) `pmutop events` prints (`simulated`: the platform is the simulated machine)."""
     unreadable: dict[int, str] = {}
     groups = cpu_groups(platform, unreadable)
     if not groups and unreadable:  # nothing to describe: the first reason is the whole story
@@ -288,7 +355,12 @@ def run_events(
     else:
         tables = PerfmonTables.locate(perfmon_dir)
 
-    entries = _arch_entries(groups, all_cpus) + _software_entries(all_cpus)
+    amd = [g for g in groups if g.identity.vendor == _AMD]
+    intel_like = [g for g in groups if g.identity.vendor != _AMD]
+    entries = _generic_entries(amd[0], all_cpus) if amd and not intel_like else _arch_entries(intel_like, all_cpus)
+    entries += _software_entries(all_cpus)
+    for group in amd:
+        entries += _amd_topdown_entries(group)
     sections: list[tuple[dict[str, Any], list[dict[str, Any]]]] = [_table_section(tables, g) for g in groups]
     for _, intel in sections:
         entries.extend(intel)
@@ -299,6 +371,7 @@ def run_events(
 
     if as_json:
         doc = {
+            "simulated": simulated,
             "cpu": identity_to_dict(groups[0].identity) if groups else None,
             "cpu_groups": [info for info, _ in sections],
             "tables": str(tables.root) if tables is not None else None,
@@ -309,7 +382,7 @@ def run_events(
         }
         return json.dumps(doc, indent=2)
 
-    lines = [_identity_line(g) for g in groups]
+    lines = ([SIMULATED_LINE] if simulated else []) + [_identity_line(g) for g in groups]
     if fetched:
         root = tables.root if tables is not None else Path()
         lines.append(f"downloaded {len(fetched)} files into {root}: {', '.join(_relative(p, root) for p in fetched)}")
@@ -324,7 +397,11 @@ def run_events(
         return [e for e in entries if e["kind"] == kind and (cpus is None or e["cpus"] == cpus)]
 
     lines += _render_section("Architectural events (CPUID 0xA)", pick("architectural"))
+    lines += _render_section(_GENERIC_TITLE, pick("generic"))
     lines += _render_section("Software events (kernel counters)", pick("software"))
+    for group in amd:
+        title = f"AMD events pmutop counts for top-down on CPUs {format_cpu_list(group.cpus)}"
+        lines += _render_section(title + " (not --events names)", pick("amd", format_cpu_list(group.cpus)))
     for info, _ in sections:
         files = ", ".join(Path(f).name for f in info["files"])
         title = f"Intel events for CPUs {info['cpus']}" + (f" ({info['core_type']}-cores)" if info["core_type"] else "")
@@ -335,6 +412,15 @@ def run_events(
     return "\n".join(lines)
 
 
+def described_platform(args: argparse.Namespace) -> Platform:
+    """The machine `info` or `events` describes: the simulated one with --demo (its --sim-* shape), else this
+    host or --sysroot."""
+    if args.demo:
+        args.backend = "sim"
+        return build_platform(args)
+    return HostPlatform(sysroot_dir(args.sysroot))
+
+
 def events_main(argv: Sequence[str]) -> str:
     """`pmutop events ARGS`: parse, check, run; returns the text to print. Errors are PmutopError."""
     args = events_parser().parse_args(list(argv))
@@ -342,11 +428,13 @@ def events_main(argv: Sequence[str]) -> str:
         if not args.download:
             raise UsageError("--perfmon-url needs --download")
         perfmon.check_source(args.perfmon_url)  # a refused scheme is said before anything else is read
+    platform = described_platform(args)
     return run_events(
-        HostPlatform(sysroot_dir(args.sysroot)),
+        platform,
         search=args.search,
         as_json=args.json,
         perfmon_dir=args.perfmon_dir,
         download=args.download,
         url=args.perfmon_url or PERFMON_URL,
+        simulated=platform.simulated,
     )

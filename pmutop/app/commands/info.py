@@ -11,15 +11,15 @@ import json
 import os
 from typing import Any
 
+from pmutop.app.commands.events import SIMULATED_LINE, described_platform
 from pmutop.app.options import info_parser
-from pmutop.app.platform_setup import sysroot_dir
 from pmutop.backends.choose import BackendChoice, BackendRequest, choose
 from pmutop.backends.facts import HostFacts, probe_host, probe_rdpmc
 from pmutop.core.cpulist import format_cpu_list, group_by_cpu
 from pmutop.core.errors import HardwareError, UsageError
 from pmutop.hw import perf_event
-from pmutop.hw.cpus import CpuSurvey
-from pmutop.hw.platform import NMI_WATCHDOG, PERF_EVENT_PARANOID, HostPlatform
+from pmutop.hw.cpus import CpuSurvey, describe_cpus
+from pmutop.hw.platform import NMI_WATCHDOG, PERF_EVENT_PARANOID, HostPlatform, Platform
 from pmutop.pmu import registers, topdown_plan
 from pmutop.pmu.cpuid_decode import CpuIdentity, PerfmonInfo, identity_to_dict, perfmon_to_dict
 from pmutop.pmu.perfmon import PerfmonTables
@@ -87,6 +87,73 @@ def gather(platform: HostPlatform, *, probe: bool = True) -> dict[str, Any]:
             "core_type_name": core_type.name if core_type else None,
             **perfmon_to_dict(described.perfmon),
             "topdown": topdowns[cpu],
+        }
+        if groups and {k: v for k, v in groups[-1].items() if k != "cpus"} == entry:
+            groups[-1]["cpus"].append(cpu)
+        else:
+            groups.append({"cpus": [cpu], **entry})
+    for g in groups:
+        g["cpus"] = format_cpu_list(g["cpus"])
+    facts["cpu_groups"] = groups
+    return facts
+
+
+def gather_simulated(platform: Platform) -> dict[str, Any]:
+    """What `pmutop info --demo` reports: the simulated machine as the msr backend would find it (the same keys
+    as `gather`, with "simulated": true)."""
+    cpus = platform.online_cpus()
+    survey = describe_cpus(platform, cpus)
+    identity = survey.identity
+    assert identity is not None  # the simulator answers every CPUID leaf
+    first = cpus[0]
+    facts: dict[str, Any] = {"simulated": True, "sysroot": None, "online_cpus": format_cpu_list(cpus)}
+    facts |= {"cpuid_problems": [], "cpuid_unreadable_cpus": "", "cpuid_readable_cpus": format_cpu_list(cpus)}
+    facts |= identity_to_dict(identity) | {"cpuid_source": "the simulator"}
+    facts |= perfmon_to_dict(survey.described[first].perfmon)
+    facts["msr"] = {"present": True, "writable": True, "problem": None}
+    facts["rdpmc_sysfs"] = {}
+    facts["nmi_watchdog"] = _int_or_none(platform.read_setting(NMI_WATCHDOG))
+    facts["pmutop_runs"] = []
+    facts["perf_event_paranoid"] = _int_or_none(platform.read_setting(PERF_EVENT_PARANOID))
+    facts["root"] = False
+    probe = platform.probe_rdpmc(first, 0, 0)
+    facts["rdpmc_probe"] = {"ran": True, "ok": probe.ok, "detail": probe.detail}
+    facts["counters_in_use"] = {"checked": True, "busy": []}
+    facts["perf"] = {"checked": False, "detail": "the simulated PMU has no perf events"}
+    facts["power_sources"] = [
+        {"source": x.name, "available": x.available, "detail": x.detail}
+        for x in PowerMonitor.for_platform(platform, cpus).sources()
+    ]
+    facts["verdict"] = {
+        "backend": "msr",
+        "events": "hardware",
+        "read_method": "rdpmc",
+        "reasons": ["--demo: the msr backend programs the simulated PMU as it would a real one"],
+        "fixes": [],
+    }
+    tables: PerfmonTables | None
+    try:
+        tables = PerfmonTables.locate(None)
+    except UsageError:
+        tables = None
+    groups: list[dict[str, Any]] = []
+    for cpu, described in survey.described.items():
+        ct, pm = described.core_type, described.perfmon
+        dev = platform.open_msr(cpu, writable=False)
+        plan = topdown_plan.plan_topdown(
+            identity,
+            ct,
+            pm,
+            perf_capabilities=dev.read(registers.IA32_PERF_CAPABILITIES),
+            smt=False,
+            tables=tables,
+            backend="msr",
+        )
+        entry = {
+            "core_type": ct.short if ct else None,
+            "core_type_name": ct.name if ct else None,
+            **perfmon_to_dict(pm),
+            "topdown": {"backend": "msr", **plan.to_dict()},
         }
         if groups and {k: v for k, v in groups[-1].items() if k != "cpus"} == entry:
             groups[-1]["cpus"].append(cpu)
@@ -183,6 +250,8 @@ def _yes(b: object) -> str:
 
 def render_text(f: dict[str, Any]) -> str:
     lines: list[tuple[str, str]] = []
+    if f.get("simulated"):
+        lines.append(("Mode", SIMULATED_LINE))
     if f.get("vendor"):
         fam = f"{f['vendor']} family {f['family']:#x} model {f['model']:#x} stepping {f['stepping']}"
         lines.append(("CPU", fam + (f" ({f['microarchitecture']})" if f.get("microarchitecture") else "")))
@@ -221,7 +290,8 @@ def render_text(f: dict[str, Any]) -> str:
     msr = f["msr"]
     lines.append(("MSR device", "present, writable" if msr["writable"] else (msr["problem"] or "not usable")))
     sysfs = f.get("rdpmc_sysfs") or {}
-    lines.append(("rdpmc sysfs", ", ".join(f"{k}={v}" for k, v in sysfs.items()) or "absent (no core PMU registered)"))
+    sysfs_text = ", ".join(f"{k}={v}" for k, v in sysfs.items()) or "absent (no core PMU registered)"
+    lines.append(("rdpmc sysfs", "not modelled: the simulator allows rdpmc" if f.get("simulated") else sysfs_text))
     probe = f.get("rdpmc_probe")
     lines.append(("rdpmc probe", "not run" if probe is None else ("works: " if probe["ok"] else "") + probe["detail"]))
     watchdog = str(f.get("nmi_watchdog", "unknown"))
@@ -269,13 +339,13 @@ def render_text(f: dict[str, Any]) -> str:
     return "\n".join(f"{k:<{width}}{val}" for k, val in lines)
 
 
-def run_info(platform: HostPlatform, as_json: bool) -> str:
-    facts = gather(platform)
+def run_info(platform: Platform, as_json: bool) -> str:
+    facts = gather_simulated(platform) if platform.simulated else gather(platform)  # type: ignore[arg-type]
     return json.dumps(facts, indent=2) if as_json else render_text(facts)
 
 
 def info_main(argv: list[str]) -> int:
-    """`pmutop info ARGS`: prints the description."""
+    """`pmutop info ARGS`: prints the description (of the simulated machine with --demo)."""
     args = info_parser().parse_args(argv)
-    print(run_info(HostPlatform(sysroot_dir(args.sysroot)), args.json), flush=True)
+    print(run_info(described_platform(args), args.json), flush=True)
     return 0
