@@ -126,11 +126,6 @@ def test_no_power_columns_when_nothing_measures_power() -> None:
     assert "PkgW" not in header and "Busy%" not in header
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pmutop/app/commands/run.py reads no power for a table-only batch run (`table_only`): its owner must "
-    "build the PowerMonitor for --format table too and pass run_batch(power_fields=...) the fields it measures",
-)
 def test_the_demo_table_shows_power(capsys: pytest.CaptureFixture[str]) -> None:
     lines = run_table(capsys, "--count", "1", "--cores", "0-1", "--interval", "0.2")
     header = lines[0]

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from cpuid_dumps import load_shared_dump
-from sysroot_builder import build_sysroot
+from helpers.cpuid_dumps import load_shared_dump
+from helpers.sysroot_builder import build_sysroot
 
 from pmutop.app.main import main
 

@@ -80,3 +80,31 @@ def test_the_issue_case_adl_256_cpus_in_batch(capsys: pytest.CaptureFixture[str]
 def test_a_small_machine_draws_what_it_always_did() -> None:
     # 8 CPUs fit every model's limit: no scaling, so the demo's usual numbers stay as they were.
     assert power.dynamic_scale(SimConfig(model="adl", cpus=8)) == 1.0
+
+
+def test_package_power_stays_within_the_tdp_when_samplers_lag() -> None:
+    """The package counter sums what each CPU has run up to its own latest sample; a CPU whose sampler lags
+    catches up at once. Read between two such catch-ups, the package must still not draw more than its TDP."""
+    from pmutop.core.clock import ManualClock
+    from pmutop.pmu import registers
+    from pmutop.probes.power import regs
+    from pmutop.sim.platform import SimPlatform
+
+    clock = ManualClock(start_ns=1_000_000_000)
+    platform = SimPlatform(SimConfig(model="adl", cpus=64, seed=3), clock)
+    devices = {cpu: platform.machine.msr(cpu) for cpu in range(64)}
+    unit_j = 1 / (1 << ((devices[0].read(regs.MSR_RAPL_POWER_UNIT) >> 8) & 0x1F))
+    clock.advance(0.01)
+    for cpu in range(64):
+        devices[cpu].read(registers.IA32_PERF_GLOBAL_STATUS)  # every CPU sampled once: each its own sampler
+    before = devices[0].read(regs.MSR_PKG_ENERGY_STATUS)
+    clock.advance(1.0)
+    devices[0].read(registers.IA32_PERF_GLOBAL_STATUS)
+    first = devices[0].read(regs.MSR_PKG_ENERGY_STATUS)  # only cpu 0 sampled this second
+    clock.advance(0.1)
+    for cpu in range(64):
+        devices[cpu].read(registers.IA32_PERF_GLOBAL_STATUS)  # the others catch up 1.1 s at once
+    second = devices[0].read(regs.MSR_PKG_ENERGY_STATUS)
+    for start, end, seconds in ((before, first, 1.0), (first, second, 0.1)):
+        watts = ((end - start) & 0xFFFFFFFF) * unit_j / seconds
+        assert watts <= power.PACKAGE_TDP_W["adl"] + 1e-6, watts

@@ -170,6 +170,12 @@ def _energy(cpu: PowerCpu, domain: str) -> int:
             "core": core_idle_w * secs + scale * J_PER_CYCLE * cycles,
             "dram": DRAM_W * secs + scale * J_PER_LLC_MISS * misses,
         }
+        # A CPU whose sampler lags adds its whole backlog at its next sample; a real package never draws more
+        # than its TDP, so the counter grows at most that fast and what is left over comes in later reads.
+        last_ns, last = cached
+        if last:
+            most = PACKAGE_TDP_W[machine.config.model] * max(0, now_ns - last_ns) / 1e9
+            joules = {domain: min(value, last[domain] + most) for domain, value in joules.items()}
         cached = machine.energy = (now_ns, joules)
     return (ENERGY_START + int(cached[1][domain] / ENERGY_UNIT_J)) & 0xFFFFFFFF
 

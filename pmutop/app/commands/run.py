@@ -135,9 +135,7 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
     # The live view starts where the user left it (sort, columns, view, interval); --interval wins.
     settings = load_settings() if not (args.batch or serving) else (Settings(), None)
     interval = args.interval or settings[0].interval or 1.0
-    # A batch table shows none of the power readings (CSV, JSON and recordings do): not read at all then.
-    table_only = args.batch and args.format == "table" and not args.record
-    power = None if table_only else PowerMonitor.for_platform(platform, cpus)
+    power = PowerMonitor.for_platform(platform, cpus)
     # Batch mode with perf reads every CPU from the main thread, as `perf stat -I` does: perf reads any CPU's
     # counters from anywhere, and no sampler threads means no wake-ups and no GIL hand-offs between them.
     unthreaded = args.batch and isinstance(backend, PerfBackend) and not args.record
@@ -179,6 +177,7 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
                 stop=guard.stop_requested,
                 timestamps=args.timestamps,
                 pace=(lambda: engine.tick_on_schedule(guard.stop_requested)) if unthreaded else None,
+                power_fields=power.measured_fields(),
             )
         else:
             run_live_view(engine, info, platform, cpus, guard, settings, tasks=tasks)

@@ -142,6 +142,22 @@ class PowerMonitor:
                 out.append(SourceStatus(f"perf:{pmu}", False, detail))
         return out
 
+    def measured_fields(self) -> set[str]:
+        """Which of the table's power columns (pmutop.derive.power.SERIES) some source of this machine gives:
+        known before the first interval, so a batch table prints its header at once."""
+        given = {
+            "msr": {"busy", "bzy_mhz", "temp_c", "pkg_watts"},  # APERF/MPERF, THERM_STATUS, RAPL
+            "hwmon": {"temp_c"},
+            "powercap": {"pkg_watts"},
+            "perf:msr": {"busy", "bzy_mhz"},
+            "perf:power": {"pkg_watts"},
+        }
+        fields: set[str] = set()
+        for source in self.sources():
+            if source.available:
+                fields |= given.get(source.name, set())
+        return fields
+
     # -- per interval, in the CPU's sampler thread
 
     def start(self, cpu: int) -> None:
