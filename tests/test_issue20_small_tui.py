@@ -219,3 +219,13 @@ async def test_c_offers_the_turbostat_columns_the_run_collects() -> None:
         assert {"avg_mhz", "cs:C6"} <= set(app.core_table.widths)
         assert app.settings.shown_columns == ["avg_mhz", "cs:C6"]
     engine.stop()
+
+
+def test_an_event_no_column_is_made_of_gets_its_own_rate_column() -> None:
+    """`--events cycles,instructions,branches`: nothing derives from `branches` alone (Br miss% needs the
+    misses too), so the live table offers its rate, as the batch table does."""
+    from pmutop.tui.columns import columns_for
+
+    titles = [c.title for c in columns_for(["instructions", "cycles", "ref_cycles", "branches"])]
+    assert "Br miss%" not in titles
+    assert "Branches/s" in titles or "branches/s" in titles

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from pmutop.derive.records import extra_events, rate_title
+from pmutop.derive.records import rate_title
+from pmutop.derive.titles import NEEDS, TITLES, rate_events
 from pmutop.tui import format as fmt
 from pmutop.tui.model import CoreState, ViewModel
 
@@ -46,17 +47,17 @@ def _rate(key: str) -> Callable[[CoreState], float]:
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("cpu", "CPU", 6, 6, 0, lambda c: c.cpu, justify="left"),
-    Column("util", "Util%", 6, 6, 1, _metric("util"), needs=()),
-    Column("ghz", "GHz", 5, 5, 2, _metric("ghz"), needs=("cycles", "ref_cycles")),
-    Column("ipc", "IPC", 5, 5, 0, _metric("ipc"), needs=("instructions", "cycles")),
-    Column("ipc_hist", "IPC hist", 10, 60, 3, None, justify="left", needs=("instructions", "cycles")),
-    Column("llc_per_s", "LLC miss/s", 11, 11, 1, _metric("llc_misses_per_s"), needs=("llc_misses",)),
-    Column("mpki", "MPKI", 6, 6, 2, _metric("llc_mpki"), needs=("llc_misses", "instructions")),
-    Column("llc_ratio", "LLC miss%", 10, 10, 5, _metric("llc_miss_ratio"), needs=("llc_misses", "llc_references")),
-    Column("llc_hist", "LLC/s hist", 10, 60, 6, None, justify="left", needs=("llc_misses",)),
-    Column("br_ratio", "Br miss%", 9, 9, 5, _metric("branch_miss_ratio"), needs=("branch_misses", "branches")),
-    Column("task", "Top task", 12, 40, 4, None, justify="left"),
+    Column("cpu", TITLES["cpu"], 6, 6, 0, lambda c: c.cpu, justify="left"),
+    Column("util", TITLES["util"], 6, 6, 1, _metric("util"), needs=()),
+    Column("ghz", TITLES["ghz"], 5, 5, 2, _metric("ghz"), needs=NEEDS["ghz"]),
+    Column("ipc", TITLES["ipc"], 5, 5, 0, _metric("ipc"), needs=NEEDS["ipc"]),
+    Column("ipc_hist", TITLES["ipc_hist"], 10, 60, 3, None, justify="left", needs=NEEDS["ipc_hist"]),
+    Column("llc_per_s", TITLES["llc_per_s"], 11, 11, 1, _metric("llc_misses_per_s"), needs=NEEDS["llc_per_s"]),
+    Column("mpki", TITLES["mpki"], 6, 6, 2, _metric("llc_mpki"), needs=NEEDS["mpki"]),
+    Column("llc_ratio", TITLES["llc_ratio"], 10, 10, 5, _metric("llc_miss_ratio"), needs=NEEDS["llc_ratio"]),
+    Column("llc_hist", TITLES["llc_hist"], 10, 60, 6, None, justify="left", needs=NEEDS["llc_hist"]),
+    Column("br_ratio", TITLES["br_ratio"], 9, 9, 5, _metric("branch_miss_ratio"), needs=NEEDS["br_ratio"]),
+    Column("task", TITLES["task"], 12, 40, 4, None, justify="left"),
 )
 
 
@@ -72,10 +73,10 @@ def _latest(key: str) -> Callable[[CoreState], float]:
 # Beside the counters (pmutop.probes.power): shown for the fields some source measures (`power`).
 POWER_COLUMNS: tuple[Column, ...] = (
     # Dropped before the task name on narrow screens: Util% and GHz already tell most of it.
-    Column("busy", "Busy%", 6, 6, 5, _latest("busy")),
-    Column("bzy_mhz", "BzyMHz", 6, 6, 7, _latest("bzy_mhz")),
-    Column("temp_c", "°C", 4, 4, 6, _latest("temp_c")),
-    Column("pkg_watts", "PkgW", 6, 6, 7, _latest("pkg_watts")),
+    Column("busy", TITLES["busy"], 6, 6, 5, _latest("busy")),
+    Column("bzy_mhz", TITLES["bzy_mhz"], 6, 6, 7, _latest("bzy_mhz")),
+    Column("temp_c", TITLES["temp_c"], 4, 4, 6, _latest("temp_c")),
+    Column("pkg_watts", TITLES["pkg_watts"], 6, 6, 7, _latest("pkg_watts")),
 )
 # The rest turbostat shows, offered by `c` (off until chosen there; then dropped first when space runs out):
 # Avg MHz (the clock over the whole interval, idle included), what throttles the clock, and each idle
@@ -120,7 +121,9 @@ def columns_for(keys: list[str], power: Iterable[str] = ()) -> tuple[Column, ...
     counted = set(keys)
     standard = [c for c in COLUMNS if set(c.needs) <= counted]
     extras = []
-    for key in extra_events(keys):
+    # Every counted event shows somewhere: a rate column for those no shown column is made of (the batch table
+    # does the same, pmutop.derive.titles.rate_events).
+    for key in rate_events(keys, [c.key for c in standard]):
         title = rate_title(key)
         width = max(9, len(title) + 1)
         extras.append(Column(f"ev:{key}", title, width, width, 3, _rate(key), needs=(key,), event=key))
