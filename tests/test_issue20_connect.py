@@ -170,3 +170,33 @@ def test_a_replayed_remote_recording_names_its_rows_host_cpu(server: int, tmp_pa
         assert isinstance(feed, HostLabels) and feed.labels == {0: f"{host}:0", 1: f"{host}:1"}
     finally:
         feed.close()
+
+
+def test_a_lost_host_in_a_remote_recording_comes_back_in_the_replay(server: int, tmp_path: Path) -> None:
+    """A host that stops answering for a while is an error sample in the recording, not the end of its rows:
+    the replay shows it lost, then its numbers again, as the live --connect view did."""
+    from pmutop.feeds.replay import ReplayFeed
+    from pmutop.recording.reader import read_recording
+
+    path = tmp_path / "remote.jsonl"
+    r = pmutop(
+        *("--connect", f"127.0.0.1:{server}", "--batch", "--count", "4", "--interval", "0.2"),
+        *("--format", "json", "--record", str(path)),
+    )
+    assert r.returncode == 0, r.stderr
+    lines = path.read_text().splitlines()
+    body = [json.loads(line) for line in lines[1:]]
+    lost = next(line for line in body if line["sample"]["cpu"] == 0 and line["sample"]["seq"] == 2)
+    lost["sample"]["error"] = "127.0.0.1: connection refused"  # as the remote feed records a lost host
+    path.write_text("\n".join([lines[0], *(json.dumps(line) for line in body)]) + "\n")
+    replayed = pmutop("replay", str(path), "--batch", "--format", "json")
+    assert replayed.returncode == 0, replayed.stderr
+    records = [json.loads(line) for line in replayed.stdout.splitlines()]
+    assert [rec["cpu"] for rec in records].count(0) == 4  # cpu 0 is back after its lost interval
+    feed = ReplayFeed(read_recording(str(path)))
+    try:
+        while feed.step():
+            pass
+        assert feed.failures() == {}
+    finally:
+        feed.close()

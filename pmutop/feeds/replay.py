@@ -51,6 +51,7 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
         self._at_end = False
         self.error: str | None = None  # the reading stopped at a damaged place
         self._keys = h.keys
+        self._remote = h.remote
         # A recording of --connect names each row host:cpu (the live view's row names); a local one has none.
         self.labels = {int(cpu): str(name) for cpu, name in h.backend.get("labels", {}).items()}
         self._topdown = h.topdown
@@ -269,7 +270,7 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
                     self._tasks[s.cpu] = TopTask(task.name, task.pid, task.cpu_seconds)
             # Renumbered: a seek pushes old samples again, and each ring's numbers must keep going up.
             ring.push(dataclasses.replace(s, seq=ring.count + 1))
-            if s.error:
+            if s.error and not self._remote:
                 self._failures[s.cpu] = s.error
         self._elapsed = max((s.time for s, _ in group), default=self._elapsed)
 

@@ -44,6 +44,11 @@ class Header:
     runinfo: dict[str, Any] = field(default_factory=dict)  # pmutop.core.run_description.RunInfo as a dict
 
     @property
+    def remote(self) -> bool:
+        """A recording of `--connect`: a lost host comes back, so an error sample does not end its rows."""
+        return "hosts" in self.backend
+
+    @property
     def start_text(self) -> str:
         return datetime.fromtimestamp(self.start, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 

@@ -33,7 +33,7 @@ def replay_batch(
     for group in intervals if count is None or count > 0 else ():
         by_cpu = {s.cpu: s for s in group}
         for cpu, s in by_cpu.items():
-            if s.error and cpu not in failed:
+            if s.error and cpu not in failed and not h.remote:  # a remote host that was lost comes back
                 failed.add(cpu)
                 if warn:
                     warn(f"cpu {cpu} dropped: {s.error}")
