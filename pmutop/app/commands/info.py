@@ -88,13 +88,8 @@ def gather(platform: HostPlatform, *, probe: bool = True) -> dict[str, Any]:
             **perfmon_to_dict(described.perfmon),
             "topdown": topdowns[cpu],
         }
-        if groups and {k: v for k, v in groups[-1].items() if k != "cpus"} == entry:
-            groups[-1]["cpus"].append(cpu)
-        else:
-            groups.append({"cpus": [cpu], **entry})
-    for g in groups:
-        g["cpus"] = format_cpu_list(g["cpus"])
-    facts["cpu_groups"] = groups
+        _add_to_groups(groups, cpu, entry)
+    facts["cpu_groups"] = _cpu_lists(groups)
     return facts
 
 
@@ -155,13 +150,8 @@ def gather_simulated(platform: Platform) -> dict[str, Any]:
             **perfmon_to_dict(pm),
             "topdown": {"backend": "msr", **plan.to_dict()},
         }
-        if groups and {k: v for k, v in groups[-1].items() if k != "cpus"} == entry:
-            groups[-1]["cpus"].append(cpu)
-        else:
-            groups.append({"cpus": [cpu], **entry})
-    for g in groups:
-        g["cpus"] = format_cpu_list(g["cpus"])
-    facts["cpu_groups"] = groups
+        _add_to_groups(groups, cpu, entry)
+    facts["cpu_groups"] = _cpu_lists(groups)
     return facts
 
 
@@ -349,3 +339,17 @@ def info_main(argv: list[str]) -> int:
     args = info_parser().parse_args(argv)
     print(run_info(described_platform(args), args.json), flush=True)
     return 0
+
+
+def _add_to_groups(groups: list[dict[str, Any]], cpu: int, entry: dict[str, Any]) -> None:
+    """Consecutive CPUs with the same facts share one group (a hybrid part: the P-cores, then the E-cores)."""
+    if groups and {k: v for k, v in groups[-1].items() if k != "cpus"} == entry:
+        groups[-1]["cpus"].append(cpu)
+    else:
+        groups.append({"cpus": [cpu], **entry})
+
+
+def _cpu_lists(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for group in groups:
+        group["cpus"] = format_cpu_list(group["cpus"])
+    return groups
