@@ -68,7 +68,7 @@ def test_csv_has_a_header_and_the_json_columns(capsys: pytest.CaptureFixture[str
     assert code == 0, err
     rows = list(csv.DictReader(io.StringIO(out)))
     assert len(rows) == 4 and [r["cpu"] for r in rows] == ["0", "3", "0", "3"]
-    assert list(rows[0])[:4] == ["time", "interval_index", "cpu", "interval"]
+    assert list(rows[0])[:5] == ["kind", "time", "interval_index", "cpu", "interval"] and rows[0]["kind"] == "cpu"
     assert set(RAW_KEYS + METRIC_KEYS + ("overflows", "suspect", "mode")) <= set(rows[0])
     assert all(r["mode"] == "SIMULATED" for r in rows)
     assert float(rows[0]["ipc"]) == pytest.approx(

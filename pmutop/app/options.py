@@ -146,6 +146,19 @@ def run_parser(serve: bool = False) -> OneLineParser:
     p.add_argument(
         "--timestamps", action="store_true", help="with --batch: add each interval's wall-clock time (UTC, ISO 8601)"
     )
+    if not serve:
+        p.add_argument(
+            "--pid",
+            metavar="LIST",
+            help="with --batch: also count exactly these processes (1234,5678), threads and children included, "
+            'as `perf stat -p` (perf backend): one "kind": "task" record per process per interval',
+        )
+        p.add_argument(
+            "--records",
+            choices=("cpu", "task"),
+            help="with --batch: print one kind of record. JSON prints every kind (cpu, then task); CSV and the "
+            "table print one kind: task with --pid, else cpu",
+        )
     p.add_argument(
         "--record",
         metavar="FILE",

@@ -81,6 +81,7 @@ def rate_columns(keys: list[str]) -> list[str]:
 def columns(keys: list[str], *, timestamps: bool = False) -> list[str]:
     """The columns of a run counting `keys`, in order: CSV's header and JSON's keys are exactly these."""
     cols = [
+        "kind",  # "cpu"; per-process records are "task" (pmutop.derive.task_records)
         "time",
         *(["timestamp"] if timestamps else []),
         "interval_index",
@@ -170,7 +171,7 @@ def record(
 
     With `keys` (the run's events) the record has exactly `columns(keys)`, null where a value is absent;
     `time`/`index` give every record of one interval the same time and interval number."""
-    rec: dict[str, Any] = {"time": round(s.time if time is None else time, 3)}
+    rec: dict[str, Any] = {"kind": "cpu", "time": round(s.time if time is None else time, 3)}
     if timestamp is not None:
         rec["timestamp"] = timestamp
     if index is not None:

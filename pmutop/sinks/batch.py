@@ -19,6 +19,7 @@ from pmutop.core.heap_freeze import freeze_startup_heap
 from pmutop.core.numfmt import fixed as _fmt
 from pmutop.core.numfmt import si as _si
 from pmutop.core.sample import Sample
+from pmutop.core.task_reading import TaskCounterSource
 from pmutop.derive import power, titles, topdown
 from pmutop.derive.metrics import CoreMetrics, combined, for_sample
 from pmutop.derive.power import combined_power, power_values
@@ -209,6 +210,8 @@ def run_batch(
     timestamps: bool = False,
     pace: Callable[[], bool] | None = None,
     power_fields: Collection[str] = (),
+    tasks: TaskCounterSource | None = None,
+    records: str = "all",
 ) -> dict[int, str]:
     """Print `count` intervals (forever when None, or until `stop` is set). The engine must be started;
     the caller stops it. A CPU whose sampler fails is reported once and dropped; the others go on.
@@ -216,19 +219,28 @@ def run_batch(
 
     `pace`: for an unthreaded engine, takes the next interval's samples (Engine.tick_on_schedule); False
     ends the run (stopping). `power_fields`: the power columns a table shows (pmutop.derive.power.SERIES that
-    the run measures); the table's header is printed at once, before the first interval (which may be long)."""
+    the run measures); the table's header is printed at once, before the first interval (which may be long).
+    `tasks`: per-process counters (--pid), read after each interval's CPU samples; `records`: which kinds to
+    print, "cpu", "task" or "all" (CSV and the table print one kind)."""
     out = out or sys.stdout
     keys = feed.keys(feed.cpus[0])
     tma = any(feed.topdown_method(cpu) for cpu in feed.cpus)
     # The printers write into this buffer; each interval reaches `out` in one write (not one per line).
     buf = io.StringIO()
-    printer = PRINTERS[fmt](buf, keys, mode, tma, timestamps)
+    printer = PRINTERS[fmt](buf, keys, mode, tma, timestamps) if records != "task" else None
+    task_printer = None
+    if tasks is not None and records != "cpu":
+        from pmutop.sinks.batch_tasks import TASK_PRINTERS
+
+        task_printer = TASK_PRINTERS[fmt](buf, tasks.events, mode, timestamps)
     if isinstance(printer, TablePrinter):
         printer.begin([], power_fields)
     _drain(buf, out)
     # Wall-clock time of the engine's start, for absolute timestamps.
     wall0 = time.time() - feed.elapsed()
     seen = {cpu: 0 for cpu in feed.cpus}
+    if tasks is not None:
+        tasks.begin()
     warned: set[tuple[int, str]] = set()
     failed: dict[int, str] = {}
     done = 0
@@ -257,7 +269,10 @@ def run_batch(
             s = feed.rings[cpu].since(seen[cpu])[0]
             seen[cpu] = s.seq
             batch.append(s)
-        print_interval(printer, batch, done + 1, wall0 if timestamps else None, warn, warned)
+        if printer is not None:
+            print_interval(printer, batch, done + 1, wall0 if timestamps else None, warn, warned)
+        if tasks is not None:
+            _print_tasks(task_printer, tasks, batch, done + 1, wall0 if timestamps else None)
         _drain(buf, out)
         out.flush()
         done += 1
@@ -291,6 +306,18 @@ def print_interval(
         printer.write(s, time=at, index=index, timestamp=stamp, pkg_instructions=pkg)
     if len(batch) > 1 and hasattr(printer, "write_total"):
         printer.write_total(batch, time=at, timestamp=stamp)
+
+
+def _print_tasks(printer: Any, tasks: TaskCounterSource, batch: list[Sample], index: int, wall0: float | None) -> None:
+    """The processes' readings of this interval, stamped with the CPU records' time (the processes are read
+    just after the CPUs); read even when not printed, so an exited process is dropped."""
+    readings = tasks.read()
+    if printer is None or not batch:
+        return
+    at = max(s.time for s in batch)
+    stamp = _timestamp(wall0 + at) if wall0 is not None else None
+    for r in readings:
+        printer.write(r, time=at, index=index, timestamp=stamp)
 
 
 def _drain(buf: io.StringIO, out: IO[str]) -> None:

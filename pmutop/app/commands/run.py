@@ -9,12 +9,15 @@ from pmutop.app.console import NEEDS_TERMINAL, has_terminal, say, warn
 from pmutop.app.live_view import SharedTasks, run_feed_view, run_live_view, task_source
 from pmutop.app.platform_setup import build_platform
 from pmutop.app.session import MeasurementSession
+from pmutop.backends.base import Backend
 from pmutop.backends.perf import PerfBackend
 from pmutop.backends.run_facts import collect
 from pmutop.core.cpulist import format_cpu_list, select_cpus
 from pmutop.core.errors import PmutopError, UsageError
 from pmutop.core.run_description import RunInfo
+from pmutop.core.task_reading import TaskCounterSource
 from pmutop.engine.engine import Engine
+from pmutop.hw.platform import Platform
 from pmutop.probes.power.monitor import PowerMonitor
 from pmutop.safety.exit_guard import ExitGuard, signal_name
 from pmutop.sinks.exporter import parse_listen
@@ -113,11 +116,41 @@ def _check_modes(args: argparse.Namespace, serving: bool) -> None:
             raise UsageError("serve has no --batch: it serves /metrics")
 
 
+def _check_task_options(args: argparse.Namespace) -> list[int]:
+    """--pid and --records: the processes to count (empty: none); refused before anything is touched."""
+    pid_text, records = getattr(args, "pid", None), getattr(args, "records", None)
+    if pid_text is None:
+        if records == "task":
+            raise UsageError("--records task needs --pid (the processes to count)")
+        return []
+    if not args.batch:
+        raise UsageError("--pid needs --batch (the live process view is still to come)")
+    if getattr(args, "connect", None) or args.demo or args.backend == "sim" or args.record:
+        raise UsageError("--pid counts this machine's processes live: not with --connect, --demo or --record")
+    from pmutop.probes.task_counters import parse_pid_list
+
+    return parse_pid_list(pid_text)
+
+
+def _open_task_counters(args: argparse.Namespace, pids: list[int], backend: Backend) -> TaskCounterSource | None:
+    if not pids:
+        return None
+    from pmutop.probes.task_counters import TaskCounters
+
+    events = args.events
+    if not isinstance(backend, PerfBackend):
+        # Per-task hardware counters would take the counters the msr backend programs: software events only.
+        say("--pid with the msr backend counts task-clock and context-switches only (--backend perf: all events)")
+        events = []
+    return TaskCounters(pids, events, say=say)
+
+
 def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
     if args.demo:
         args.backend = "sim"
     serving = getattr(args, "listen", None) is not None
     _check_modes(args, serving)
+    pids = _check_task_options(args)
     if getattr(args, "connect", None):
         return run_remote(args, guard)
     if args.count is not None and not args.batch:
@@ -131,6 +164,25 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
     session = MeasurementSession(platform, cpus, guard)
     session.recover_leftovers()
     backend = build_backend(request_from_args(args), platform)
+    task_counters = _open_task_counters(args, pids, backend)
+    try:
+        return _measure(args, argv, guard, platform, cpus, session, backend, serving, task_counters)
+    finally:
+        if task_counters is not None:
+            task_counters.close()
+
+
+def _measure(
+    args: argparse.Namespace,
+    argv: list[str],
+    guard: ExitGuard,
+    platform: Platform,
+    cpus: list[int],
+    session: MeasurementSession,
+    backend: Backend,
+    serving: bool,
+    task_counters: TaskCounterSource | None,
+) -> int:
     mode = "SIMULATED" if platform.simulated else backend.name
     # The live view starts where the user left it (sort, columns, view, interval); --interval wins.
     settings = load_settings() if not (args.batch or serving) else (Settings(), None)
@@ -178,6 +230,8 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
                 timestamps=args.timestamps,
                 pace=(lambda: engine.tick_on_schedule(guard.stop_requested)) if unthreaded else None,
                 power_fields=power.measured_fields(),
+                tasks=task_counters,
+                records=args.records or ("all" if args.format == "json" else "task" if task_counters else "cpu"),
             )
         else:
             run_live_view(engine, info, platform, cpus, guard, settings, tasks=tasks)
