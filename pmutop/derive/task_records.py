@@ -8,7 +8,7 @@ from pmutop.core.task_reading import TaskReading
 from pmutop.derive.records import rounded
 
 # Derived values of a process, null where their inputs were not counted.
-TASK_METRICS = ("cpu_pct", "ghz", "ipc", "llc_mpki")
+TASK_METRICS = ("util", "ghz", "ipc", "llc_mpki")
 
 
 def task_columns(events: list[str], *, timestamps: bool = False) -> list[str]:
@@ -34,8 +34,8 @@ def task_columns(events: list[str], *, timestamps: bool = False) -> list[str]:
 
 
 def task_metrics(counts: dict[str, int], interval: float) -> dict[str, float | None]:
-    """cpu_pct = 100 × task_clock / interval (200 for two busy threads, as top), ghz = cycles / task_clock,
-    ipc = instructions / cycles, llc_mpki = 1000 × llc_misses / instructions."""
+    """util = task_clock / interval, a fraction of one CPU like every share (2.0: two busy threads);
+    ghz = cycles / task_clock; ipc = instructions / cycles; llc_mpki = 1000 × llc_misses / instructions."""
 
     def ratio(num: str, den: str, scale: float = 1.0) -> float | None:
         if num not in counts or den not in counts or not counts[den]:
@@ -44,7 +44,7 @@ def task_metrics(counts: dict[str, int], interval: float) -> dict[str, float | N
 
     clock = counts.get("task_clock")
     return {
-        "cpu_pct": rounded(100 * clock / 1e9 / interval) if clock is not None and interval > 0 else None,
+        "util": rounded(clock / 1e9 / interval) if clock is not None and interval > 0 else None,
         "ghz": ratio("cycles", "task_clock"),  # cycles per ns of running time = GHz
         "ipc": ratio("instructions", "cycles"),
         "llc_mpki": ratio("llc_misses", "instructions", 1000),

@@ -38,7 +38,7 @@ class TaskCsvPrinter:
 
 # (title, width, value key, cell): the live per-core table's formats for the same quantities.
 _TABLE = (
-    ("CPU%", 6, "cpu_pct", lambda v, w: _fmt(v, ".1f", w)),
+    ("CPU%", 6, "util", lambda v, w: _fmt(None if v is None else 100 * v, ".1f", w)),
     ("GHz", 5, "ghz", lambda v, w: _fmt(v, ".2f", w)),
     ("IPC", 5, "ipc", lambda v, w: _fmt(v, ".2f", w)),
     ("LLC miss/s", 10, "llc_misses_per_s", _si),
@@ -53,7 +53,7 @@ class TaskTablePrinter:
 
     def __init__(self, out: IO[str], events: list[str], mode: str, timestamps: bool = False) -> None:
         self.out, self.events, self.mode = out, events, mode
-        counted = {f"{e}_per_s" for e in events} | {"cpu_pct", "counted", "context_switches_per_s"}
+        counted = {f"{e}_per_s" for e in events} | {"util", "counted", "context_switches_per_s"}
         needs = {"ghz": "cycles", "ipc": "instructions"}
         self.columns = [c for c in _TABLE if c[2] in counted or needs.get(c[2]) in events]
         stamp = "timestamp".ljust(24) + " " if timestamps else ""
