@@ -13,7 +13,6 @@ from pmutop.core.errors import UsageError
 from pmutop.core.sample import Sample
 from pmutop.derive import topdown
 from pmutop.derive.metrics import combined
-from pmutop.derive.records import record
 from pmutop.recording.reader import Recording
 
 SOFTWARE_RATES = ("context_switches", "cpu_migrations", "page_faults")  # the kernel's software events
@@ -50,9 +49,10 @@ def _spread(values: Sequence[float]) -> Spread:
     return Spread(q2, q3 - q1)
 
 
-def _machine_record(group: Iterable[Sample]) -> dict[str, Any]:
-    """One interval's machine total: sums of counts over the CPUs (what the live `all` row shows)."""
-    ok = [s for s in group if not s.error and not s.suspect]
+def _values(samples: Iterable[Sample]) -> dict[str, Any]:
+    """The compared metrics of one CPU's sample, or of an interval's machine total (sums of counts over the
+    CPUs, as the live `all` row): one formula for both, and none of a batch record's other fields."""
+    ok = [s for s in samples if not s.error and not s.suspect]
     if not ok:
         return {}
     out: dict[str, Any] = dict(combined(ok).as_dict())
@@ -87,9 +87,8 @@ def summarize(rec: Recording) -> Summary:
     for group in rec.iter_intervals():
         intervals += 1
         for s in group:
-            if not s.error and not s.suspect:
-                add(str(s.cpu), record(s, rec.header.mode))
-        add(ALL, _machine_record(group))
+            add(str(s.cpu), _values((s,)))
+        add(ALL, _values(group))
     return Summary({row: {k: _spread(v) for k, v in per.items() if v} for row, per in values.items()}, intervals)
 
 
@@ -97,11 +96,6 @@ def spreads(rec: Recording) -> dict[str, dict[str, Spread]]:
     """cpu (as text, plus "all") -> metric -> median and IQR over the intervals that have it (suspect samples
     left out)."""
     return summarize(rec).spreads
-
-
-def medians(rec: Recording) -> dict[str, dict[str, float]]:
-    """cpu (as text, plus "all") -> metric -> median over the run."""
-    return {row: {k: s.median for k, s in per.items()} for row, per in spreads(rec).items()}
 
 
 @dataclass
