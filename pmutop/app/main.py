@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from pmutop.app.console import REPORT_HINT, say
 from pmutop.app.live_view import LIVE_VIEW_RAN
-from pmutop.core.errors import PmutopError
+from pmutop.core.errors import PmutopError, UsageError
 from pmutop.safety.exit_guard import ExitGuard
 
 
@@ -52,7 +52,21 @@ def _dispatch(argv: list[str], guard: ExitGuard) -> int:
 
     if command == "serve":
         return run(run_parser(serve=True).parse_args(rest), argv, guard)
-    return run(run_parser().parse_args(argv), argv, guard)
+    options, measured = split_command(argv)
+    args = run_parser().parse_args(options)
+    args.command = measured
+    return run(args, argv, guard)
+
+
+def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """`pmutop [options] -- COMMAND [ARGS]`: the options, and the command to start and count (None: none).
+    Split here, not by argparse, so the command's own options are never read as pmutop's."""
+    if "--" not in argv:
+        return argv, None
+    at = argv.index("--")
+    if at + 1 == len(argv):
+        raise UsageError("-- needs a command to start, e.g. pmutop -- make -j8")
+    return argv[:at], argv[at + 1 :]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

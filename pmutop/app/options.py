@@ -74,7 +74,9 @@ def run_parser(serve: bool = False) -> OneLineParser:
         "`pmutop restore [--sysroot DIR]` puts back what a killed pmutop left programmed; "
         "`pmutop selftest [--demo] [--cores LIST]` checks the counters against known workloads; "
         "`pmutop serve [--listen HOST:PORT]` serves the counters to Prometheus; "
-        "`pmutop replay FILE` and `pmutop diff A B` show and compare --record recordings.",
+        "`pmutop replay FILE` and `pmutop diff A B` show and compare --record recordings. "
+        "`pmutop [options] -- COMMAND [ARGS]` starts COMMAND and counts it, its threads and children, "
+        "as `perf stat -- COMMAND` does.",
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     if serve:
@@ -154,10 +156,34 @@ def run_parser(serve: bool = False) -> OneLineParser:
             'as `perf stat -p` (perf backend): one "kind": "task" record per process per interval',
         )
         p.add_argument(
+            "--tasks",
+            action="store_true",
+            help="open on the process view (key 4); with --batch: also a task record per counted process",
+        )
+        p.add_argument(
+            "--cgroups",
+            action="store_true",
+            help="open on the cgroup view (key 5); with --batch: also a cgroup record per counted cgroup",
+        )
+        p.add_argument(
+            "--cgroup",
+            metavar="PATH",
+            action="append",
+            help="count exactly this cgroup (repeatable; a path under /sys/fs/cgroup, e.g. system.slice/nginx.service)",
+        )
+        p.add_argument(
+            "--top",
+            type=_bounded_int(1, 4096),
+            default=32,
+            metavar="N",
+            help="the process view counts the N processes using most CPU (default 32)",
+        )
+        p.add_argument(
             "--records",
-            choices=("cpu", "task"),
-            help="with --batch: print one kind of record. JSON prints every kind (cpu, then task); CSV and the "
-            "table print one kind: task with --pid, else cpu",
+            choices=("cpu", "task", "cgroup"),
+            help="with --batch: print one kind of record. JSON prints every kind (cpu, task, cgroup); CSV and "
+            "the table print one kind: task with --pid, --tasks or -- COMMAND, cgroup with --cgroups or --cgroup, "
+            "else cpu",
         )
     p.add_argument(
         "--record",

@@ -15,12 +15,13 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import psutil
 
 from pmutop.core.errors import PmutopError, UsageError
 from pmutop.core.sysroot import Sysroot
-from pmutop.core.task_reading import TaskReading
+from pmutop.core.task_reading import EXACT, TaskReading, TaskSnapshot
 from pmutop.hw.perf_event import (
     PERF_COUNT_HW_BRANCH_MISSES,
     PERF_COUNT_HW_CACHE_MISSES,
@@ -227,7 +228,7 @@ class TaskCounters:
         for p in self._processes.values():
             p.prev, p.at = _summed(p.counters, len(self._specs)), time.monotonic()
 
-    def read(self) -> list[TaskReading]:
+    def read(self, cpu_samples: Sequence[Any] = ()) -> TaskSnapshot:
         out = []
         for pid, p in list(self._processes.items()):
             exited = not _alive(pid)  # checked before the read, so an exited process's read is its last
@@ -242,7 +243,7 @@ class TaskCounters:
                 for c in p.counters:
                     c.close()
                 del self._processes[pid]
-        return out
+        return TaskSnapshot(tasks=tuple(out), mode=EXACT)
 
     def _reading(self, p: _Process, cur: list[tuple[int, int, int]], interval: float, exited: bool) -> TaskReading:
         counts: dict[str, int] = {}

@@ -311,7 +311,7 @@ def print_interval(
 def _print_tasks(printer: Any, tasks: TaskCounterSource, batch: list[Sample], index: int, wall0: float | None) -> None:
     """The processes' readings of this interval, stamped with the CPU records' time (the processes are read
     just after the CPUs); read even when not printed, so an exited process is dropped."""
-    readings = tasks.read()
+    readings = tasks.read(batch).tasks
     if printer is None or not batch:
         return
     at = max(s.time for s in batch)

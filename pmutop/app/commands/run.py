@@ -9,6 +9,7 @@ from pmutop.app.console import NEEDS_TERMINAL, has_terminal, say, warn
 from pmutop.app.live_view import SharedTasks, run_feed_view, run_live_view, task_source
 from pmutop.app.platform_setup import build_platform
 from pmutop.app.session import MeasurementSession
+from pmutop.app.task_setup import TaskPlan, check_task_options, default_records, open_task_source
 from pmutop.backends.base import Backend
 from pmutop.backends.perf import PerfBackend
 from pmutop.backends.run_facts import collect
@@ -116,41 +117,12 @@ def _check_modes(args: argparse.Namespace, serving: bool) -> None:
             raise UsageError("serve has no --batch: it serves /metrics")
 
 
-def _check_task_options(args: argparse.Namespace) -> list[int]:
-    """--pid and --records: the processes to count (empty: none); refused before anything is touched."""
-    pid_text, records = getattr(args, "pid", None), getattr(args, "records", None)
-    if pid_text is None:
-        if records == "task":
-            raise UsageError("--records task needs --pid (the processes to count)")
-        return []
-    if not args.batch:
-        raise UsageError("--pid needs --batch (the live process view is still to come)")
-    if getattr(args, "connect", None) or args.demo or args.backend == "sim" or args.record:
-        raise UsageError("--pid counts this machine's processes live: not with --connect, --demo or --record")
-    from pmutop.probes.task_counters import parse_pid_list
-
-    return parse_pid_list(pid_text)
-
-
-def _open_task_counters(args: argparse.Namespace, pids: list[int], backend: Backend) -> TaskCounterSource | None:
-    if not pids:
-        return None
-    from pmutop.probes.task_counters import TaskCounters
-
-    events = args.events
-    if not isinstance(backend, PerfBackend):
-        # Per-task hardware counters would take the counters the msr backend programs: software events only.
-        say("--pid with the msr backend counts task-clock and context-switches only (--backend perf: all events)")
-        events = []
-    return TaskCounters(pids, events, say=say)
-
-
 def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
     if args.demo:
         args.backend = "sim"
     serving = getattr(args, "listen", None) is not None
     _check_modes(args, serving)
-    pids = _check_task_options(args)
+    plan = check_task_options(args)
     if getattr(args, "connect", None):
         return run_remote(args, guard)
     if args.count is not None and not args.batch:
@@ -164,9 +136,9 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
     session = MeasurementSession(platform, cpus, guard)
     session.recover_leftovers()
     backend = build_backend(request_from_args(args), platform)
-    task_counters = _open_task_counters(args, pids, backend)
+    task_counters = open_task_source(args, plan, backend)
     try:
-        return _measure(args, argv, guard, platform, cpus, session, backend, serving, task_counters)
+        return _measure(args, argv, guard, platform, cpus, session, backend, serving, plan, task_counters)
     finally:
         if task_counters is not None:
             task_counters.close()
@@ -181,6 +153,7 @@ def _measure(
     session: MeasurementSession,
     backend: Backend,
     serving: bool,
+    plan: TaskPlan,
     task_counters: TaskCounterSource | None,
 ) -> int:
     mode = "SIMULATED" if platform.simulated else backend.name
@@ -231,7 +204,7 @@ def _measure(
                 pace=(lambda: engine.tick_on_schedule(guard.stop_requested)) if unthreaded else None,
                 power_fields=power.measured_fields(),
                 tasks=task_counters,
-                records=args.records or ("all" if args.format == "json" else "task" if task_counters else "cpu"),
+                records=default_records(args, plan),
             )
         else:
             run_live_view(engine, info, platform, cpus, guard, settings, tasks=tasks)
