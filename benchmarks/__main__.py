@@ -3,7 +3,7 @@
 Benchmarks (all by default): sampler (read path per core-sample, threaded vs one thread), live (live view
 CPU time vs htop), floors (what a Textual app and one Python thread per core cost doing nothing else: the
 floor under the live view's figures), keys (key to screen at 256 cores), batch (batch mode vs perf stat),
-memory (RSS growth), startup (first frame, batch exit).
+memory (RSS growth), startup (first frame, batch exit), tasks (the process view's added cost, real mode).
 Numbers only, no pass/fail; the machine's load shows in them, so compare figures of the same run.
 """
 
@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import floors, procs, programs, sampler
+from benchmarks import floors, procs, programs, sampler, tasks
 
-NAMES = ("sampler", "live", "floors", "keys", "batch", "memory", "startup")
+NAMES = ("sampler", "live", "floors", "keys", "batch", "memory", "startup", "tasks")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -58,6 +58,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         results.update(programs.memory(first_s=min(60.0, minutes * 60 / 3), later_s=minutes * 60))
     if "startup" in args.only:
         results.update(programs.startup(repeat))
+    if "tasks" in args.only:
+        results.update(tasks.process_view(args.seconds or (10 if quick else 60), repeat))
     return results
 
 
