@@ -23,6 +23,7 @@ from pmutop.hw.platform import NMI_WATCHDOG, PERF_EVENT_PARANOID, HostPlatform, 
 from pmutop.pmu import registers, topdown_plan
 from pmutop.pmu.cpuid_decode import CpuIdentity, PerfmonInfo, identity_to_dict, perfmon_to_dict
 from pmutop.pmu.perfmon import PerfmonTables
+from pmutop.probes import dram
 from pmutop.probes.power.monitor import PowerMonitor
 from pmutop.safety.state_files import describe_runs, leftover_lines
 
@@ -76,6 +77,9 @@ def gather(platform: HostPlatform, *, probe: bool = True) -> dict[str, Any]:
         {"source": x.name, "available": x.available, "detail": x.detail}
         for x in PowerMonitor.for_platform(platform, cpus).sources()
     ]
+    facts["memory_bandwidth"] = dram.info_facts(
+        platform.sysroot, facts.get("vendor"), facts.get("family"), facts.get("model")
+    )
     choice = choose(host, BackendRequest()).after_leftovers(leftover_lines(facts["pmutop_runs"]))
     facts["verdict"] = choice.to_dict()
     topdowns = _topdown(platform, survey, choice)
@@ -119,6 +123,7 @@ def gather_simulated(platform: Platform) -> dict[str, Any]:
         {"source": x.name, "available": x.available, "detail": x.detail}
         for x in PowerMonitor.for_platform(platform, cpus).sources()
     ]
+    facts["memory_bandwidth"] = dram.unavailable("the simulated machine has no memory controllers yet").to_dict()
     facts["verdict"] = {
         "backend": "msr",
         "events": "hardware",
@@ -311,6 +316,7 @@ def render_text(f: dict[str, Any]) -> str:
     for i, src in enumerate(f.get("power_sources") or []):
         state = "yes" if src["available"] else "no"
         lines.append(("Power sources" if i == 0 else "", f"{src['source']}: {state}: {src['detail']}"))
+    lines.extend(dram.info_lines(f.get("memory_bandwidth")))
     v = f["verdict"]
     if v["backend"]:
         lines.append(

@@ -1,0 +1,103 @@
+"""What the DRAM bandwidth source gives its readers for one interval: plain values, no kernel objects.
+
+Shared by the uncore reader (probes/dram.py), the live view, the batch printers, the recorder and the exporter
+(a neutral leaf like task_reading). Bytes are memory-controller cache-line transfers × 64; rates are over the
+measured interval, never the nominal one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BYTES_PER_LINE = 64  # one CAS / one data_read count moves one 64-byte cache line
+
+# Where the numbers come from (the `source` of `pmutop info`'s memory_bandwidth and of every package record).
+SOURCE_UNCORE = "uncore"  # the kernel's memory-controller PMUs (uncore_imc_*, amd_umc_*)
+SOURCE_NONE = "none"  # nothing measures DRAM traffic here (the `why` says what is missing)
+
+
+@dataclass(frozen=True)
+class DramReading:
+    """One memory channel (one uncore PMU instance) over one interval.
+
+    `read_bytes`/`write_bytes` are None when the counter did not run in the interval (not counted, which is
+    not zero). `saturated`: a saturating counter (AMD UMC) hit its ceiling: the bytes are a lower bound and
+    must be shown as such, never as a plain value."""
+
+    pmu: str  # "uncore_imc_0", "amd_umc_3", "uncore_imc_free_running_1"
+    package: int
+    channel: int  # the instance's index within its package, 0..n-1
+    read_bytes: float | None
+    write_bytes: float | None
+    interval: float  # seconds, measured between this reading and the previous one
+    saturated: bool = False
+
+
+@dataclass(frozen=True)
+class PackageDram:
+    """One package (socket) over one interval: the sum of its channels, and its theoretical peak."""
+
+    package: int
+    read_bytes: float | None
+    write_bytes: float | None
+    read_bytes_per_s: float | None
+    write_bytes_per_s: float | None
+    interval: float
+    peak_bytes_per_s: float | None  # channels × MT/s × 8 bytes; None when the memory speed is unknown
+    channels: tuple[DramReading, ...]
+    saturated: bool = False  # any channel saturated: the totals are lower bounds
+
+    @property
+    def peak_share(self) -> float | None:
+        """(read + write) / peak, or None when either side is unknown."""
+        if self.peak_bytes_per_s is None or self.read_bytes_per_s is None or self.write_bytes_per_s is None:
+            return None
+        return (self.read_bytes_per_s + self.write_bytes_per_s) / self.peak_bytes_per_s
+
+
+def package_totals(
+    package: int, channels: tuple[DramReading, ...], interval: float, peak_bytes_per_s: float | None
+) -> PackageDram:
+    """Sum a package's channels; a direction is None when any of its channels was not counted (a partial sum
+    would read as a drop in traffic)."""
+
+    def total(values: list[float | None]) -> float | None:
+        return None if not values or any(v is None for v in values) else sum(v for v in values if v is not None)
+
+    read = total([c.read_bytes for c in channels])
+    write = total([c.write_bytes for c in channels])
+
+    def rate(value: float | None) -> float | None:
+        return None if value is None or interval <= 0 else value / interval
+
+    return PackageDram(
+        package,
+        read,
+        write,
+        rate(read),
+        rate(write),
+        interval,
+        peak_bytes_per_s,
+        channels,
+        any(c.saturated for c in channels),
+    )
+
+
+@dataclass(frozen=True)
+class DramEstimate:
+    """An estimate of DRAM traffic from core LLC misses × 64 bytes: shown with `est.`, never as measured.
+
+    It misses write-backs, prefetches that hit DRAM without a demand miss and traffic from devices, and counts
+    misses served by another socket's cache; it is only an order of magnitude when no uncore PMU exists."""
+
+    bytes: float
+    bytes_per_s: float | None
+    interval: float
+    estimate: bool = True
+    label: str = "est."
+
+
+def estimate_from_llc_misses(llc_misses: float, interval: float) -> DramEstimate:
+    """LLC misses × 64 over the measured interval, labelled as an estimate."""
+    total = llc_misses * BYTES_PER_LINE
+    return DramEstimate(total, total / interval if interval > 0 else None, interval)
