@@ -261,6 +261,7 @@ def test_skx_bytes_are_counts_times_64_per_socket_over_the_measured_interval(tmp
     assert [ch.read_bytes for ch in pkg0.channels] == [64_000.0 * (n + 1) for n in range(6)]
     assert pkg0.read_bytes == 64 * 21_000 and pkg0.write_bytes == 64 * 3000
     assert pkg0.read_bytes_per_s == pytest.approx(64 * 21_000 / 1.25)
+    assert pkg0.channels[1].read_bytes_per_s == pytest.approx(64_000 * 2 / 1.25)
     assert pkg1.read_bytes == 64 * 60 and pkg1.write_bytes == 0
     assert pkg1.channels[0].pmu == "uncore_imc_0" and pkg1.channels[0].package == 1
     # The next interval counts only what came since.
@@ -402,6 +403,31 @@ def test_refused_open_is_one_line_saying_root_or_paranoid(tmp_path: Path, monkey
     assert "perf_event_paranoid=2" in line and "run as root" in line and "perf_event_paranoid=0" in line
 
 
+def test_the_reader_against_the_real_kernel(tmp_path: Path) -> None:
+    """The real perf_event_open, read and close path, with a CPU-wide software event standing in for a memory
+    channel (this VM has no uncore PMU): cpu-clock counts the nanoseconds of the measured interval."""
+    import time
+
+    from pmutop.hw.perf_event import PERF_COUNT_SW_CPU_CLOCK, PERF_TYPE_SOFTWARE
+    from pmutop.probes.dram import ChannelPlan
+
+    channel = ChannelPlan("software", PERF_TYPE_SOFTWARE, 0, 0, 0, ((PERF_COUNT_SW_CPU_CLOCK, 0, 0),), ())
+    plan = DramPlan("uncore", "cpu-clock as a stand-in", None, [channel])
+    c = DramCounters(plan, memory_speed=MemorySpeed(None, 0, ""))
+    try:
+        c.open()
+    except PmutopError as e:
+        pytest.skip(f"CPU-wide software events cannot be opened here: {e}")
+    try:
+        time.sleep(0.3)
+        (pkg,) = c.read()
+    finally:
+        c.close()
+    assert pkg.read_bytes is not None and pkg.read_bytes_per_s is not None
+    assert pkg.read_bytes_per_s / BYTES_PER_LINE == pytest.approx(1e9, rel=0.2)  # ns of cpu-clock per second
+    assert pkg.write_bytes == 0  # a direction without events adds nothing
+
+
 def test_no_source_refuses_to_count() -> None:
     with pytest.raises(PmutopError, match="DRAM bandwidth: nothing here"):
         DramCounters(DramPlan("none", "nothing here"))
@@ -427,7 +453,7 @@ def test_info_json_and_text_on_this_machine(capsys: pytest.CaptureFixture[str]) 
     assert set(mb) >= {"source", "why", "channels", "notes"} and mb["why"]
     assert main(["info"]) == 0
     out = capsys.readouterr().out
-    assert f"Memory bandwidth  {mb['source']}: {mb['why']}" in out
+    assert f"DRAM traffic   {mb['source']}: {mb['why']}" in out
 
 
 def test_info_json_on_a_two_socket_skylake_sysroot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -448,7 +474,7 @@ def test_info_json_on_a_two_socket_skylake_sysroot(tmp_path: Path, capsys: pytes
     assert [c["package"] for c in mb["channels"]] == [0] * 6 + [1] * 6
     assert main(["info", "--sysroot", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "Memory bandwidth  uncore: 12 memory channels on 2 packages" in out
+    assert "DRAM traffic   uncore: 12 memory channels on 2 packages" in out
     assert "uncore_imc_5 package 1 cpu 28: type 25, read config 0x304, write config 0xc04, 64 bytes a count" in out
 
 

@@ -32,6 +32,14 @@ class DramReading:
     interval: float  # seconds, measured between this reading and the previous one
     saturated: bool = False
 
+    @property
+    def read_bytes_per_s(self) -> float | None:
+        return _rate(self.read_bytes, self.interval)
+
+    @property
+    def write_bytes_per_s(self) -> float | None:
+        return _rate(self.write_bytes, self.interval)
+
 
 @dataclass(frozen=True)
 class PackageDram:
@@ -66,21 +74,21 @@ def package_totals(
 
     read = total([c.read_bytes for c in channels])
     write = total([c.write_bytes for c in channels])
-
-    def rate(value: float | None) -> float | None:
-        return None if value is None or interval <= 0 else value / interval
-
     return PackageDram(
         package,
         read,
         write,
-        rate(read),
-        rate(write),
+        _rate(read, interval),
+        _rate(write, interval),
         interval,
         peak_bytes_per_s,
         channels,
         any(c.saturated for c in channels),
     )
+
+
+def _rate(value: float | None, interval: float) -> float | None:
+    return None if value is None or interval <= 0 else value / interval
 
 
 @dataclass(frozen=True)

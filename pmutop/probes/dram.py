@@ -408,7 +408,7 @@ def info_lines(facts: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     """The same as text, for `pmutop info`: a summary line, one line per channel, the notes."""
     if not facts:
         return []
-    label = "Memory bandwidth"
+    label = "DRAM traffic"  # no wider than the longest label info prints: the column stays put
     lines = [(label, f"{facts['source']}: {facts['why']}")]
     for ch in facts.get("channels") or []:
         read = ", ".join(f"{c:#x}" for c in ch["read"])
