@@ -36,8 +36,20 @@ def test_it_installs_without_a_c_compiler_and_says_what_is_missing(tmp_path: Pat
     assert not [n for n in names if "_shim" in n and n.endswith(".so")]
 
 
-@pytest.mark.parametrize("delay", [0.02, 0.06, 0.12, 0.2, 0.35])
+def _interpreter_start_up_s() -> float:
+    """How long this machine takes to start Python itself (site, the editable install's finder) before any
+    pmutop code runs: a signal in that window is the interpreter's to handle, not pmutop's."""
+    took = []
+    for _ in range(3):
+        t0 = time.monotonic()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        took.append(time.monotonic() - t0)
+    return max(took)
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.04, 0.1, 0.18, 0.33])
 def test_ctrl_c_during_start_up_is_one_line_and_130(tmp_path: Path, delay: float) -> None:
+    delay += _interpreter_start_up_s()  # measured under the machine's current load, so the signal lands in pmutop
     proc = subprocess.Popen(
         [sys.executable, "-m", "pmutop", "--demo", "--batch", "--count", "1", "--interval", "0.5"],
         stdout=subprocess.PIPE,
