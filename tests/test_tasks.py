@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from conftest import FakeProcess, FakePsutil
 
+from pmutop.core.clock import ManualClock
 from pmutop.probes.tasks import PsutilTasks, SimTasks
 from pmutop.sim.platform import SimPlatform
 
@@ -31,11 +32,24 @@ def test_a_reused_pid_is_a_new_process(fake_psutil: FakePsutil) -> None:
     assert top[0].name == "new" and abs(top[0].cpu_seconds - 0.3) < 1e-9
 
 
-def test_simulated_tasks_follow_the_workload_phase(sim: SimPlatform) -> None:
-    tasks = SimTasks(sim, sim.online_cpus()).top_per_cpu()
-    for cpu in sim.online_cpus():
-        regime = str(sim.machine.workload(cpu).rates_at(sim.machine.elapsed_ns()).regime)
-        if regime == "idle":
-            assert cpu not in tasks
-        else:
-            assert tasks[cpu].name.startswith("sim-") and tasks[cpu].pid == 4000 + cpu
+def test_simulated_tasks_follow_the_workload_phase(sim: SimPlatform, clock: ManualClock) -> None:
+    # Each regime is run by its program (pmutop.sim.processes): the top task of a core is that program.
+    programs = {
+        "busy": {"cc1plus"},
+        "memory": {"stream"},
+        "mixed": {"mysqld", "nginx"},
+        "branchy": {"nginx"},
+        "frontend": {"java"},
+        "idle": {"systemd-journal", "sshd", "cron", "containerd", "kubelet"} | {f"kworker/{c}:1" for c in range(4)},
+    }
+    source = SimTasks(sim, sim.online_cpus())
+    for _ in range(20):
+        clock.advance(0.1)  # one workload segment: one run per core
+        start = sim.machine.elapsed_ns() - 50_000_000
+        tasks = source.top_per_cpu()
+        assert set(tasks) == set(sim.online_cpus())
+        for cpu, task in tasks.items():
+            regime = str(sim.machine.workload(cpu).rates_at(start).regime)
+            phase = str(sim.machine.workload(cpu).rates_at(start).phase)
+            assert task.name in programs[phase if phase == "mixed" else regime], (cpu, regime, task)
+            assert sim.machine.processes.process(task.pid).comm == task.name

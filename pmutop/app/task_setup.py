@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pmutop.app.console import say
 from pmutop.backends.base import Backend
 from pmutop.backends.perf import PerfBackend
+from pmutop.backends.sim import SimBackend
 from pmutop.core.errors import UsageError
 from pmutop.core.task_reading import TaskCounterSource
 
@@ -35,6 +36,8 @@ def check_task_options(args: argparse.Namespace) -> TaskPlan:
     pid_text, records = getattr(args, "pid", None), getattr(args, "records", None)
     if plan.command is not None:
         raise UsageError("-- COMMAND is not built yet")
+    if args.demo or args.backend == "sim":
+        return _simulated_plan(args, plan)
     if getattr(args, "tasks", False) or getattr(args, "cgroups", False) or getattr(args, "cgroup", None):
         raise UsageError("--tasks, --cgroups and --cgroup are not built yet")
     if pid_text is None:
@@ -53,8 +56,41 @@ def check_task_options(args: argparse.Namespace) -> TaskPlan:
     return plan
 
 
+def _simulated_plan(args: argparse.Namespace, plan: TaskPlan) -> TaskPlan:
+    """--demo: the simulated machine's processes and cgroups (pmutop.sim.process_counters)."""
+    pid_text, records = getattr(args, "pid", None), getattr(args, "records", None)
+    if pid_text is not None:
+        from pmutop.probes.task_counters import parse_pid_list
+
+        plan.pids = parse_pid_list(pid_text)
+    elif getattr(args, "tasks", False):
+        plan.top = getattr(args, "top", None) or 32
+    plan.cgroups = [str(c) for c in getattr(args, "cgroup", None) or []]
+    plan.all_cgroups = bool(getattr(args, "cgroups", False))
+    if records == "task" and not (plan.pids or plan.top):
+        raise UsageError("--records task needs --pid or --tasks (the processes to count)")
+    if records == "cgroup" and not (plan.cgroups or plan.all_cgroups):
+        raise UsageError("--records cgroup needs --cgroups or --cgroup")
+    if plan.wanted and not args.batch:
+        raise UsageError("--pid, --tasks, --cgroups and --cgroup need --batch (the live views are still to come)")
+    if plan.wanted and args.record:
+        raise UsageError("--pid, --tasks, --cgroups and --cgroup cannot be recorded yet")
+    return plan
+
+
 def open_task_source(args: argparse.Namespace, plan: TaskPlan, backend: Backend) -> TaskCounterSource | None:
     """The counters the plan asks for (None: none). The caller closes it."""
+    if isinstance(backend, SimBackend) and plan.wanted:
+        from pmutop.sim.process_counters import SimTaskCounters
+
+        return SimTaskCounters(
+            backend.platform.machine,  # type: ignore[attr-defined]  # a SimBackend runs on a SimPlatform
+            pids=plan.pids,
+            top=plan.top,
+            cgroups=plan.cgroups,
+            all_cgroups=plan.all_cgroups,
+            requested_events=args.events,
+        )
     if not plan.pids:
         return None
     from pmutop.probes.task_counters import TaskCounters

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 import psutil
 
@@ -61,28 +61,22 @@ class PsutilTasks:
 
 
 class SimTasks:
-    """Task names derived from each simulated core's workload phase (shown only in SIMULATED mode)."""
-
-    NAMES: ClassVar[dict[str, str]] = {"idle": "idle", "busy": "compute", "memory": "stream", "mixed": "mixed"}
+    """Each simulated core's top task: the process of the simulated machine's process table
+    (pmutop.sim.processes) that ran longest on it since the previous lookup (shown only in SIMULATED mode)."""
 
     def __init__(self, platform: Any, cpus: Iterable[int]) -> None:
         self._machine = platform.machine
         self._cpus = list(cpus)
-        self._last_ns = 0  # the previous lookup: CPU time counts from there, as psutil's deltas do
+        self._last_tick = 0  # the previous lookup's TSC: CPU time counts from there, as psutil's deltas do
         self._last: tuple[int, dict[int, TopTask]] | None = None  # (time, tasks) of the last lookup
 
     def top_per_cpu(self) -> dict[int, TopTask]:
         now = self._machine.elapsed_ns()
         if self._last is not None and self._last[0] == now:
             return self._last[1]  # asked again at the same simulated instant: the same answer
-        seconds = max(0, now - self._last_ns) / 1e9
-        self._last_ns = now
-        out: dict[int, TopTask] = {}
-        for cpu in self._cpus:
-            rates = self._machine.workload(cpu).rates_at(now)
-            if str(rates.regime) == "idle":
-                continue
-            name = f"sim-{self.NAMES.get(str(rates.regime), str(rates.regime))}"
-            out[cpu] = TopTask(name, 4000 + cpu, rates.util * seconds)
+        tick = self._machine.workload(0).ticks(now)
+        tops = self._machine.processes.top_per_cpu(self._cpus, self._last_tick, tick)
+        self._last_tick = tick
+        out = {cpu: TopTask(name, pid, seconds) for cpu, (name, pid, seconds) in tops.items()}
         self._last = (now, out)
         return out

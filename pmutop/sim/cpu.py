@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -114,6 +115,9 @@ class SimCpu:
         self.thermal: tuple[int, float] = (-1, 0.0)  # (time step, temperature): see sim/power.py
         self.thermal_points: tuple[object, dict[int, tuple[int, int, int]]] = (None, {})  # sim/power.py
         self._cum = workload.cumulative(0)
+        # The TSC of the latest rdpmc reads (counters and TSC of one instant): the simulated per-process counters
+        # find the instants a sampler's intervals start and end at among them (pmutop.sim.process_counters).
+        self.counter_reads: deque[int] = deque(maxlen=64)
         self._enabled: list[_Counter] | None = None  # cache, dropped by every register write
         fixed = range(cfg.fixed_counters)
         self.metrics_fields = core.metrics
@@ -471,4 +475,6 @@ class SimCpu:
             values += [self._rdpmc(_RDPMC_TYPE_GP << 16 | i) for i in range(n_gp)]
             if metrics:
                 values.append(self._rdpmc(_RDPMC_TYPE_METRICS << 16))
-            return self.tsc(), values
+            tsc = self.tsc()
+            self.counter_reads.append(tsc)
+            return tsc, values

@@ -46,12 +46,14 @@ Approximations (no real hardware gives these numbers):
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Callable
 
 from pmutop.core.clock import Clock, MonotonicClock
 from pmutop.hw.msr import MsrDevice
 from pmutop.sim.config import SimConfig
 from pmutop.sim.cpu import SimCpu
+from pmutop.sim.processes import ProcessTable
 from pmutop.sim.workload import Workload
 
 _PDCM = 1 << 15
@@ -103,6 +105,17 @@ class SimMachine:
         # Fault injection for tests: called with the cpu right after every read_counters (rdpmc), so a
         # test can let time pass between a sampler's counter read and its GLOBAL_STATUS read.
         self.after_counter_read: Callable[[int], None] | None = None
+        self._processes: ProcessTable | None = None
+        self._processes_lock = threading.Lock()
+
+    @property
+    def processes(self) -> ProcessTable:
+        """Who runs each stretch of each core's workload (built on first use: a run that never asks pays nothing)."""
+        with self._processes_lock:
+            if self._processes is None:
+                config = self.config
+                self._processes = ProcessTable(self, config.cpus, config.seed, config.tsc_hz)
+            return self._processes
 
     @property
     def cpus(self) -> list[int]:

@@ -250,7 +250,13 @@ class Workload:
         last = self._last
         if last is not None and last[0] == t_ns:
             return last[1]
-        ticks = self.ticks(t_ns)
+        counts = self.cumulative_ticks(self.ticks(t_ns))
+        self._last = (t_ns, counts)
+        return counts
+
+    def cumulative_ticks(self, ticks: int) -> Counts:
+        """cumulative() at the instant the simulated TSC reads `ticks` (the amounts depend on the ticks only): the
+        process table (pmutop.sim.processes) cuts each core's time at TSC values."""
         seg, off = divmod(ticks, self.seg_ticks)
         with self._lock:
             pi = self._phase_index(seg)
@@ -264,9 +270,13 @@ class Workload:
             vec: tuple[int, ...] | list[int] = [b + (a - b) * off // st for b, a in zip(before, after, strict=True)]
         else:
             vec = before
-        counts = Counts(ticks, self._amounts(vec[:_N]), self._amounts(vec[_N:]))
-        self._last = (t_ns, counts)
-        return counts
+        return Counts(ticks, self._amounts(vec[:_N]), self._amounts(vec[_N:]))
+
+    def phase_span(self, seg: int) -> tuple[PhaseKind, int, int]:
+        """(kind, first segment, length in segments) of the phase holding segment `seg`."""
+        with self._lock:
+            phase = self._phases[self._phase_index(seg) - self._first]
+            return phase.kind, phase.start, phase.length
 
     def rates_at(self, t_ns: int) -> Rates:
         seg = self.ticks(max(t_ns, 0)) // self.seg_ticks
