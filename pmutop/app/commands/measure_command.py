@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import IO, Any, NoReturn
 
@@ -91,7 +91,6 @@ class MeasuredCommand:
         requested_events: Sequence[str] | None,
         *,
         live: bool,
-        opener: Callable[..., int] | None = None,
     ) -> None:
         self.command = command
         self.guard = guard
@@ -107,6 +106,8 @@ class MeasuredCommand:
         self._output, redirect = _live_redirects() if live else (None, {})
         gate_r, self._gate_w = os.pipe()
         self._error_r, error_w = os.pipe()  # close-on-exec: EOF once exec worked, else the errno
+        # Forked here, with one other thread alive: the exit guardian, waiting in sigwaitinfo and holding no
+        # lock; the child runs only os calls before exec (_child).
         self.pid = os.fork()
         if self.pid == 0:
             _child(path, command, gate_r, error_w, redirect)
@@ -114,9 +115,11 @@ class MeasuredCommand:
         for fd in {gate_r, error_w, *redirect.values()} - {kept}:
             os.close(fd)
         try:
-            # Quiet: its note names --pid; the command's own note follows.
-            kwargs: dict[str, Any] = {"opener": opener} if opener is not None else {}
-            self._counters = TaskCounters([self.pid], requested_events, **kwargs)
+            # Quiet (no say): its notes name --pid; the command's own note follows.
+            self._counters = TaskCounters([self.pid], requested_events)
+        except PmutopError as e:
+            self._abandon()
+            raise type(e)(str(e).replace(f"--pid {self.pid}", "-- COMMAND"), e.exit_code) from None
         except BaseException:
             self._abandon()
             raise
@@ -128,8 +131,8 @@ class MeasuredCommand:
     # -- TaskCounterSource
 
     def begin(self) -> None:
-        """Counting starts now: let the command exec (once; later calls change nothing, so the interval
-        readers ask for never loses the command's first instructions)."""
+        """Counting starts now: let the command exec. Once: a later call (the batch loop's) changes nothing, so
+        the first interval read starts before the command's first instruction, not after it."""
         self.release()
 
     def read(self, cpu_samples: Sequence[Any] = ()) -> TaskSnapshot:
