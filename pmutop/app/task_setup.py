@@ -12,6 +12,7 @@ from pmutop.backends.perf import PerfBackend
 from pmutop.backends.sim import SimBackend
 from pmutop.core.errors import UsageError
 from pmutop.core.task_reading import TaskCounterSource
+from pmutop.safety.exit_guard import ExitGuard
 
 
 @dataclass
@@ -24,6 +25,7 @@ class TaskPlan:
     cgroups: list[str] = field(default_factory=list)
     all_cgroups: bool = False
     command: list[str] | None = None
+    command_path: str = ""  # the executable the command runs, found as a shell finds it
 
     @property
     def wanted(self) -> bool:
@@ -35,7 +37,14 @@ def check_task_options(args: argparse.Namespace) -> TaskPlan:
     plan = TaskPlan(command=getattr(args, "command", None))
     pid_text, records = getattr(args, "pid", None), getattr(args, "records", None)
     if plan.command is not None:
-        raise UsageError("-- COMMAND is not built yet")
+        from pmutop.app.commands.measure_command import check_command
+
+        plan.command_path = check_command(args, plan.command)
+        if args.backend == "auto":
+            args.backend = "perf"  # the command is counted exactly with per-task perf counters: perf everywhere
+        if not args.batch:
+            args.tasks = True  # the live view opens on the process view
+        return plan
     if args.demo or args.backend == "sim":
         return _simulated_plan(args, plan)
     if getattr(args, "tasks", False) or getattr(args, "cgroups", False) or getattr(args, "cgroup", None):
@@ -78,8 +87,11 @@ def _simulated_plan(args: argparse.Namespace, plan: TaskPlan) -> TaskPlan:
     return plan
 
 
-def open_task_source(args: argparse.Namespace, plan: TaskPlan, backend: Backend) -> TaskCounterSource | None:
-    """The counters the plan asks for (None: none). The caller closes it."""
+def open_task_source(
+    args: argparse.Namespace, plan: TaskPlan, backend: Backend, guard: ExitGuard | None = None
+) -> TaskCounterSource | None:
+    """The counters the plan asks for (None: none); `guard`: for -- COMMAND (it passes signals on). The caller
+    closes it."""
     if isinstance(backend, SimBackend) and plan.wanted:
         from pmutop.sim.process_counters import SimTaskCounters
 
@@ -91,15 +103,21 @@ def open_task_source(args: argparse.Namespace, plan: TaskPlan, backend: Backend)
             all_cgroups=plan.all_cgroups,
             requested_events=args.events,
         )
-    if not plan.pids:
+    if not plan.pids and not plan.command:
         return None
     from pmutop.probes.task_counters import TaskCounters
 
     events = args.events
     if not isinstance(backend, PerfBackend):
         # Per-task hardware counters would take the counters the msr backend programs: software events only.
-        say("--pid with the msr backend counts task-clock and context-switches only (--backend perf: all events)")
+        what = "-- COMMAND" if plan.command else "--pid"
+        say(f"{what} with the msr backend counts task-clock and context-switches only (--backend perf: all events)")
         events = []
+    if plan.command:
+        from pmutop.app.commands.measure_command import start_command
+
+        assert guard is not None
+        return start_command(args, plan.command, plan.command_path, guard, events)
     return TaskCounters(plan.pids, events, say=say)
 
 

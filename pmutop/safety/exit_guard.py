@@ -40,6 +40,9 @@ TERMINATING: tuple[signal.Signals, ...] = (
 )
 GRACE_S = 1.5  # how long the main thread gets to restore and exit after a signal
 EXIT_NOT_RESTORED = 4
+# siginfo's si_code for a signal the kernel sent itself, as a terminal does to its whole foreground process group
+# on Ctrl-C, Ctrl-\ and hangup (kill() gives SI_USER): include/uapi/asm-generic/siginfo.h, drivers/tty/n_tty.c.
+SI_KERNEL = 0x80
 # Leave the alternate screen, show the cursor, stop mouse reporting: what a UI that never closed left on.
 _TERMINAL_RESET = b"\x1b[?1049l\x1b[?25h\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?2004l"
 
@@ -67,6 +70,7 @@ class ExitGuard:
         self._old_mask: set[int | signal.Signals] | None = None
         self._old_excepthook = threading.excepthook
         self._tty_attrs: list[Any] | None = None
+        self._divert: Callable[[int, bool], bool] | None = None
 
     # -- set-up
 
@@ -111,6 +115,13 @@ class ExitGuard:
         """`restore` puts the machine back (idempotent, shared with the main thread); `report` prints."""
         self._restore, self._report = restore, report
 
+    def divert_signals(self, handler: Callable[[int, bool], bool] | None) -> None:
+        """While set (None: no more), each terminating signal goes first to `handler(signum, from_terminal)`,
+        called from the guardian thread (it must not block); True: it took the signal and the run goes on
+        (`pmutop -- COMMAND` passes signals to the command and ends when the command ends). `from_terminal`:
+        the kernel sent it (a terminal's Ctrl-C reaches its whole foreground process group), not kill()."""
+        self._divert = handler
+
     # -- the way out
 
     def restore(self) -> RestoreResult:
@@ -149,11 +160,15 @@ class ExitGuard:
 
     def _watch(self) -> None:
         while True:
-            signum = signal.sigwait(TERMINATING)
+            info = signal.sigwaitinfo(TERMINATING)
+            signum = info.si_signo
             if self._closing:
                 return
             if self.signum is not None:
                 continue  # already on the way out: the restore is running or done
+            divert = self._divert
+            if divert is not None and divert(signum, info.si_code == SI_KERNEL):
+                continue
             self.signum = signum
             self.request_stop()
             self._deadline()
