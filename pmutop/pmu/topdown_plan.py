@@ -233,22 +233,22 @@ def _spec(
 ) -> EventSpec:
     """The table event `name` as an EventSpec named `name` (its key is what the formula reads).
 
-    `twin` is its general-counter twin (Intel names them *_P): used instead when `name` is missing, and for
-    the encoding perf needs when `name` lives only on a fixed counter.
+    `twin` is its general-counter twin (Intel names them *_P): used instead when `name` is missing or lives on
+    a fixed counter this PMU does not have (a v5 PMU reports fixed counters 0-3 only), and for the encoding
+    perf needs when `name` lives only on a fixed counter.
     """
     ev = events.get(name)
     alt = events.get(twin) if twin else None
     if ev is None and alt is None:
         raise _Missing(f"{name} is not among pmutop's built-in top-down events")
+    max_fixed = perfmon.registers.max_fixed
     try:
-        if ev is None:
+        if ev is None or (alt is not None and ev.fixed_counter is not None and ev.fixed_counter >= max_fixed):
             assert alt is not None
-            return dataclasses.replace(
-                to_spec(alt, any_thread=any_thread, max_fixed=perfmon.registers.max_fixed), name=name
-            )
-        spec = to_spec(ev, any_thread=any_thread, max_fixed=perfmon.registers.max_fixed)
+            return dataclasses.replace(to_spec(alt, any_thread=any_thread, max_fixed=max_fixed), name=name)
+        spec = to_spec(ev, any_thread=any_thread, max_fixed=max_fixed)
         if spec.raw is None and alt is not None and alt.fixed_counter is None:
-            gp = to_spec(alt, any_thread=any_thread, max_fixed=perfmon.registers.max_fixed)
+            gp = to_spec(alt, any_thread=any_thread, max_fixed=max_fixed)
             spec = dataclasses.replace(spec, raw=gp.raw, counters=gp.counters)
         return spec
     except UsageError as e:
