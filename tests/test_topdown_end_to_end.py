@@ -1,6 +1,7 @@
-"""Top-down from the planner to the numbers, on the simulated PMU: PERF_METRICS (Sapphire Rapids shape), the
-four-event formula (Skylake shape, with Intel's table rows in tests/fixtures/topdown) and E-core events
-(Alder Lake shape): fractions near the simulator's truth, level 1 summing to 1, the PMU restored."""
+"""Top-down from the planner to the numbers, on the simulated PMU and with no perfmon tables (the encodings
+ship with pmutop): PERF_METRICS (Sapphire Rapids and Ice Lake shapes), the four-event formula (Skylake shape)
+and E-core events (Alder Lake shape): fractions near the simulator's truth, level 1 summing to 1, the PMU
+restored. Intel's table rows in tests/fixtures/topdown only cross-check."""
 
 from __future__ import annotations
 
@@ -95,19 +96,25 @@ def test_sapphire_rapids_shape_measures_level_1_and_2_by_default(clock: ManualCl
         assert got["tma_heavy_operations"] is not None and got["tma_memory_bound"] is not None
 
 
-def test_skylake_shape_uses_the_formula_with_the_tables_events_only_when_asked(clock: ManualClock) -> None:
-    tables = PerfmonTables.locate(str(TABLES))
-    _, samples, _ = run(clock, "skx", 1, 2, tables=tables)
+def test_ice_lake_shape_measures_level_1_by_default(clock: ManualClock) -> None:
+    platform, samples, spans = run(clock, "icx", 1, 30)
+    method, got = over_the_run(samples, 0)
+    assert method == "perf_metrics"
+    close_to_truth(platform, 0, spans[0], spans[-1], got)
+    assert got["tma_heavy_operations"] is None  # Ice Lake's PERF_METRICS has level 1 only
+
+
+def test_skylake_shape_uses_the_formula_with_built_in_events_only_when_asked(clock: ManualClock) -> None:
+    _, samples, _ = run(clock, "skx", 1, 2)
     assert samples[-1][0].topdown is None  # it costs general counters: off unless --topdown
-    platform, samples, spans = run(ManualClock(1), "skx", 1, 60, tables=tables, topdown=True)
+    platform, samples, spans = run(ManualClock(1), "skx", 1, 60, topdown=True)
     assert samples[-1][0].topdown == "slots4"
     assert steady_intervals_match(platform, samples, spans, 0) >= 5
     assert any(samples[-1][0].estimated)  # its events take turns with the others on 4 counters
 
 
 def test_alder_lake_shape_measures_p_cores_by_perf_metrics_and_e_cores_by_their_events(clock: ManualClock) -> None:
-    tables = PerfmonTables.locate(str(TABLES))
-    platform, samples, spans = run(clock, "adl", 4, 60, tables=tables, topdown=True)
+    platform, samples, spans = run(clock, "adl", 4, 60, topdown=True)
     methods = {}
     for cpu in range(4):
         methods[cpu] = samples[-1][cpu].topdown
@@ -115,17 +122,13 @@ def test_alder_lake_shape_measures_p_cores_by_perf_metrics_and_e_cores_by_their_
     assert methods == {0: "perf_metrics", 1: "perf_metrics", 2: "gracemont", 3: "gracemont"}
 
 
-def test_without_tables_the_e_cores_say_why_and_show_nothing(clock: ManualClock) -> None:
-    platform = SimPlatform(SimConfig(model="adl", cpus=2, seed=5), clock)
-    backend = MsrBackend(platform, clock, None, topdown=True, tables=None)
-    engine = Engine(backend, platform, clock, [0, 1], 1.0, threaded=False)
-    engine.start()
-    clock.advance(1.0)
-    p, e = engine.tick()
-    engine.stop()
-    assert p.topdown == "perf_metrics" and e.topdown is None
-    assert all(v is None for v in topdown.compute(e.topdown, e.counts).values())
-    assert any("top-down not measured on cpu 1" in n and "perfmon tables" in n for n in backend.notices)
+def test_tables_change_nothing_measured(clock: ManualClock) -> None:
+    """The perfmon tables only cross-check the built-in encodings: with or without them, the same counts."""
+    _, without, _ = run(clock, "adl", 4, 5, topdown=True)
+    _, with_tables, _ = run(ManualClock(1), "adl", 4, 5, topdown=True, tables=PerfmonTables.locate(str(TABLES)))
+    assert [s.topdown for s in without[-1]] == ["perf_metrics", "perf_metrics", "gracemont", "gracemont"]
+    for a, b in zip(without, with_tables, strict=True):
+        assert [(s.topdown, s.counts) for s in a] == [(s.topdown, s.counts) for s in b]
 
 
 @pytest.mark.integration
@@ -150,7 +153,7 @@ def test_demo_batch_json_carries_top_down_fields() -> None:
 def test_with_smt_the_skylake_formula_is_per_core_with_anythread_events(clock: ManualClock) -> None:
     siblings = {f"sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list": "0-1" for c in (0, 1)}
     platform = SimPlatform(SimConfig(model="skx", cpus=2, seed=5), clock, siblings)
-    backend = MsrBackend(platform, clock, None, topdown=True, tables=PerfmonTables.locate(str(TABLES)))
+    backend = MsrBackend(platform, clock, None, topdown=True)
     engine = Engine(backend, platform, clock, [0, 1], 1.0, threaded=False)
     engine.start()
     any_selects = set()

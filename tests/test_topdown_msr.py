@@ -444,7 +444,7 @@ def spec(name: str, event: int, umask: int, **kw: int) -> EventSpec:
 
 
 def test_formula_events_on_simulated_skx_give_the_truth(clock: ManualClock) -> None:
-    # /work/shared/perfmon/SKX/events/skylakex_core.json encodings, as pmutop.pmu.topdown_plan looks them up.
+    # /work/shared/perfmon/SKX/events/skylakex_core.json encodings, as pmutop.pmu.builtin_events ships them.
     events = [
         spec("UOPS_ISSUED.ANY", 0x0E, 0x01),
         spec("UOPS_RETIRED.RETIRE_SLOTS", 0xC2, 0x02),

@@ -341,14 +341,13 @@ def test_skylake_x_with_smt_formula_events_only_when_asked(tmp_path: Path, kerne
     build_sysroot(tmp_path, [0, 1], SKYLAKE_X_LEAVES)
     add_pmu(tmp_path, "cpu", 4, INTEL_FORMATS, OTHER_EVENTS)  # no slots: PERF_METRICS is Ice Lake and later
     add_siblings(tmp_path, {0: "0,1", 1: "0,1"})
-    tables = PerfmonTables(FIXTURE_TABLES)
-    default = PerfBackend(platform_for(tmp_path), ManualClock(), resolver=Resolver(tables).resolve)
+    default = PerfBackend(platform_for(tmp_path), ManualClock())  # no perfmon tables: the encodings are built in
     prepare(default, [0])
     plan = default.topdown_plan(0)
     assert plan is not None and plan.method == "slots4_smt" and plan.costs_counters
     assert default.topdown_method(0) is None and len(groups_of(kernel, 0)) == 1  # costs counters: off by default
 
-    asked = PerfBackend(platform_for(tmp_path), ManualClock(), topdown=True, tables=tables)
+    asked = PerfBackend(platform_for(tmp_path), ManualClock(), topdown=True)
     prepare(asked, [1])
     main, topdown = groups_of(kernel, 1)
     assert asked.topdown_method(1) == "slots4_smt"
@@ -382,7 +381,7 @@ def test_skylake_x_without_the_any_format_is_a_per_thread_approximation(tmp_path
     build_sysroot(tmp_path, [0], SKYLAKE_X_LEAVES)
     add_pmu(tmp_path, "cpu", 4, {k: v for k, v in INTEL_FORMATS.items() if k != "any"}, {})
     add_siblings(tmp_path, {0: "0,20"})
-    backend = PerfBackend(platform_for(tmp_path), ManualClock(), topdown=True, tables=PerfmonTables(FIXTURE_TABLES))
+    backend = PerfBackend(platform_for(tmp_path), ManualClock(), topdown=True)
     prepare(backend, [0])
     assert backend.topdown_method(0) == "slots4"
     _, topdown = groups_of(kernel, 0)
@@ -390,16 +389,17 @@ def test_skylake_x_without_the_any_format_is_a_per_thread_approximation(tmp_path
     assert any("per thread (approximation: SMT on and the kernel offers no AnyThread" in n for n in backend.notices)
 
 
-def test_no_tables_asked_for_topdown_says_why(tmp_path: Path, kernel: FakeKernel) -> None:
+def test_tables_given_only_cross_check(tmp_path: Path, kernel: FakeKernel) -> None:
     build_sysroot(tmp_path, [0, 1], SKYLAKE_X_LEAVES)
     add_pmu(tmp_path, "cpu", 4, INTEL_FORMATS, {})
-    backend = PerfBackend(platform_for(tmp_path), ManualClock(), topdown=True)
+    tables = PerfmonTables(FIXTURE_TABLES)
+    backend = PerfBackend(platform_for(tmp_path), ManualClock(), topdown=True, resolver=Resolver(tables).resolve)
     prepare(backend, [0, 1])
-    assert backend.topdown_method(0) is None
-    assert (
-        "top-down not measured: no PERF_METRICS and no perfmon tables (run `pmutop events --download`, or give "
-        "--perfmon-dir DIR (or set PMUTOP_PERFMON_DIR)) (cpu 0-1)"
-    ) in backend.notices
+    assert backend.topdown_method(0) == "slots4"
+    plan = backend.topdown_plan(0)
+    assert plan is not None and plan.encodings == "encodings built into pmutop, the perfmon table agrees"
+    _, topdown = groups_of(kernel, 0)
+    assert [o.config for o in topdown] == [0x010E, 0x02C2, 0x019C, 0x010D]
 
 
 def test_alder_lake_p_core_gets_the_metrics_group_and_the_e_core_its_events(tmp_path: Path, kernel: FakeKernel) -> None:
@@ -414,8 +414,7 @@ def test_alder_lake_p_core_gets_the_metrics_group_and_the_e_core_its_events(tmp_
     }
     add_pmu(tmp_path, "cpu_atom", 10, INTEL_FORMATS, atom_events, cpus="16-23")
     add_siblings(tmp_path, {0: "0-1", 16: "16"})
-    tables = PerfmonTables(FIXTURE_TABLES)
-    default = PerfBackend(platform_for(tmp_path), ManualClock(), tables=tables)
+    default = PerfBackend(platform_for(tmp_path), ManualClock())  # no perfmon tables
     prepare(default, [0, 16])
     assert (default.topdown_method(0), default.topdown_method(16)) == ("perf_metrics", None)
     _, p_topdown = groups_of(kernel, 0)
@@ -423,7 +422,7 @@ def test_alder_lake_p_core_gets_the_metrics_group_and_the_e_core_its_events(tmp_
     assert len(groups_of(kernel, 16)) == 1
 
     kernel.opened.clear()
-    asked = PerfBackend(platform_for(tmp_path), ManualClock(), topdown=True, tables=tables)
+    asked = PerfBackend(platform_for(tmp_path), ManualClock(), topdown=True)
     prepare(asked, [16])
     assert asked.topdown_method(16) == "gracemont"
     _, e_topdown = groups_of(kernel, 16)

@@ -1,5 +1,6 @@
-"""How top-down is measured per CPU and core type (pmutop.pmu.topdown_plan), from real CPUID dumps and
-Intel's real perfmon tables (../shared; those tests skip without it) and a few transcribed rows (always)."""
+"""How top-down is measured per CPU and core type (pmutop.pmu.topdown_plan), from real CPUID dumps, with no
+perfmon tables (the encodings are built in) and with Intel's real tables as a cross-check (../shared; those
+tests skip without it)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from pmutop.pmu.cpuid_decode import (
     decode_identity,
     decode_perfmon,
 )
-from pmutop.pmu.perfmon import AnyThreadSpec, PerfmonTables, Resolver
+from pmutop.pmu.perfmon import AnyThreadSpec, PerfmonTables
 from pmutop.pmu.registers import RawEvent
 from pmutop.pmu.uarch import core_uarch
 
@@ -66,11 +67,6 @@ def real() -> PerfmonTables:
     return PerfmonTables(SHARED_PERFMON)
 
 
-@pytest.fixture
-def fixture_tables() -> PerfmonTables:
-    return PerfmonTables(FIXTURE)
-
-
 def dump_cpu(fragment: str, cpu: int) -> tuple[CpuIdentity, CoreType | None, PerfmonInfo, object]:
     dumps = load_shared_dump(fragment)
     if dumps is None:
@@ -86,13 +82,13 @@ def raws(plan: topdown_plan.TopdownPlan) -> dict[str, tuple[RawEvent | None, int
 # --- transcribed rows (always run) --------------------------------------------------------------------
 
 
-def test_skylake_x_without_smt_is_the_four_event_formula(fixture_tables: PerfmonTables) -> None:
+def test_skylake_x_without_smt_is_the_four_event_formula() -> None:
     plan = topdown_plan.plan_topdown(
-        ident(6, 0x55, 4), None, pmu(4, 4), perf_capabilities=0x33C5, smt=False, tables=fixture_tables, backend="msr"
+        ident(6, 0x55, 4), None, pmu(4, 4), perf_capabilities=0x33C5, smt=False, tables=None, backend="msr"
     )
     assert (plan.method, plan.detail, plan.gp_counters, plan.width, plan.approximate) == (
         "slots4",
-        "four-event formula",
+        "four-event formula; encodings built into pmutop",
         4,
         4,
         False,
@@ -115,13 +111,13 @@ def test_skylake_x_without_smt_is_the_four_event_formula(fixture_tables: Perfmon
     assert plan.costs_counters and not plan.enabled(None) and plan.enabled(True) and not plan.enabled(False)
 
 
-def test_skylake_x_with_smt_counts_per_core_with_anythread(fixture_tables: PerfmonTables) -> None:
+def test_skylake_x_with_smt_counts_per_core_with_anythread() -> None:
     plan = topdown_plan.plan_topdown(
-        ident(6, 0x55, 4), None, pmu(4, 4), perf_capabilities=None, smt=True, tables=fixture_tables, backend="perf"
+        ident(6, 0x55, 4), None, pmu(4, 4), perf_capabilities=None, smt=True, tables=None, backend="perf"
     )
     assert (plan.method, plan.detail, plan.approximate) == (
         "slots4_smt",
-        "four-event formula, per physical core (AnyThread)",
+        "four-event formula, per physical core (AnyThread); encodings built into pmutop",
         False,
     )
     assert plan.keys == (
@@ -154,7 +150,7 @@ def test_skylake_x_with_smt_counts_per_core_with_anythread(fixture_tables: Perfm
     ],
 )
 def test_anythread_only_on_pmu_v3_v4_else_an_approximation(
-    fixture_tables: PerfmonTables, perfmon: PerfmonInfo, backend: str, fmt: bool, why: str
+    perfmon: PerfmonInfo, backend: str, fmt: bool, why: str
 ) -> None:
     plan = topdown_plan.plan_topdown(
         ident(6, 0x55, 4),
@@ -162,30 +158,32 @@ def test_anythread_only_on_pmu_v3_v4_else_an_approximation(
         perfmon,
         perf_capabilities=None,
         smt=True,
-        tables=fixture_tables,
+        tables=None,
         backend=backend,
         any_thread_format=fmt,
     )
     assert (plan.method, plan.approximate) == ("slots4", True)
-    assert plan.detail == f"four-event formula, per thread (approximation: SMT on and {why})"
+    assert (
+        plan.detail == f"four-event formula, per thread (approximation: SMT on and {why}); encodings built into pmutop"
+    )
     assert not any(isinstance(e, AnyThreadSpec) for e in plan.events)
 
 
-def test_v3_with_smt_uses_anythread(fixture_tables: PerfmonTables) -> None:
+def test_v3_with_smt_uses_anythread() -> None:
     plan = topdown_plan.plan_topdown(
-        ident(6, 0x55, 4), None, pmu(3, 4), perf_capabilities=None, smt=True, tables=fixture_tables, backend="msr"
+        ident(6, 0x55, 4), None, pmu(3, 4), perf_capabilities=None, smt=True, tables=None, backend="msr"
     )
     assert plan.method == "slots4_smt"
 
 
-def test_gracemont_from_the_transcribed_table(fixture_tables: PerfmonTables) -> None:
+def test_gracemont_from_the_built_in_table() -> None:
     plan = topdown_plan.plan_topdown(
         ident(6, 0x97, 2, hybrid=True), E_CORE, pmu(5, 6), perf_capabilities=None, smt=False,
-        tables=Resolver(fixture_tables), backend="msr",
+        tables=None, backend="msr",
     )  # fmt: skip
     assert (plan.method, plan.detail, plan.width, plan.gp_counters) == (
         "gracemont",
-        "E-core events (Gracemont, 5 wide)",
+        "E-core events (Gracemont, 5 wide); encodings built into pmutop",
         5,
         4,
     )
@@ -198,16 +196,21 @@ def test_gracemont_from_the_transcribed_table(fixture_tables: PerfmonTables) -> 
     }
 
 
-def test_no_tables_says_why_and_how_to_get_them() -> None:
-    for core_type, model in ((None, 0x55), (E_CORE, 0x97)):
+def test_without_tables_the_formula_cores_measure_from_the_built_in_events() -> None:
+    for core_type, model, method in ((None, 0x55, "slots4"), (E_CORE, 0x97, "gracemont")):
         plan = topdown_plan.plan_topdown(
             ident(6, model, 4, hybrid=core_type is not None), core_type, pmu(4, 4), perf_capabilities=None,
             smt=False, tables=None, backend="msr",
         )  # fmt: skip
-        assert plan.method is None and not plan.available and not plan.enabled(True)
-        assert plan.detail.startswith(
-            "unavailable: no PERF_METRICS and no perfmon tables (run `pmutop events --download`"
-        )
+        assert plan.method == method and plan.enabled(True)
+        assert plan.to_dict()["encodings"] == "encodings built into pmutop"
+
+
+def test_a_core_without_built_in_events_says_so() -> None:
+    plan = topdown_plan.plan_topdown(
+        ident(6, 0x66, 3), None, pmu(4, 4), perf_capabilities=None, smt=False, tables=None, backend="msr"
+    )
+    assert plan.detail == "unavailable: pmutop ships no top-down events for Palm Cove"
 
 
 def test_perf_metrics_needs_no_tables_and_costs_no_counters() -> None:
@@ -414,7 +417,11 @@ def test_real_crestmont_retires_at_0x72(real: PerfmonTables, identity: CpuIdenti
     plan = topdown_plan.plan_topdown(
         identity, core_type, pmu(5, 8), perf_capabilities=None, smt=False, tables=real, backend="perf"
     )
-    assert (plan.method, plan.width, plan.detail) == ("crestmont", 6, "E-core events (Crestmont, 6 wide)")
+    assert (plan.method, plan.width, plan.detail) == (
+        "crestmont",
+        6,
+        "E-core events (Crestmont, 6 wide); encodings built into pmutop, the perfmon table agrees",
+    )
     assert raws(plan) == {
         "topdown_fe_bound_all": (RawEvent(0x71, 0x00), None),
         "topdown_bad_speculation_all": (RawEvent(0x73, 0x00), None),
@@ -452,21 +459,29 @@ def test_real_arrow_lake_crestmont_table_lacks_the_all_names_but_has_the_p_twins
     assert "TOPDOWN_RETIRING.ALL" not in events and "TOPDOWN_RETIRING.ALL_P" in events
 
 
-def test_real_table_missing_an_event_names_it(real: PerfmonTables, tmp_path: Path) -> None:
-    # Ice Lake's table has no UOPS_RETIRED.RETIRE_SLOTS: a slots4 core mapped to it says which event is missing.
+def test_a_perfmon_table_that_disagrees_is_named_and_the_built_in_encoding_used(
+    real: PerfmonTables, tmp_path: Path
+) -> None:
+    # Sandy Bridge's table mapped to Skylake-SP: INT_MISC.RECOVERY_CYCLES is 0x0D/0x03 cmask 1 there, and
+    # IDQ_UOPS_NOT_DELIVERED.CORE is limited to counters 0-3. The plan keeps the built-in encodings and says so.
     (tmp_path / "mapfile.csv").write_text(
         "Family-model,Version,Filename,EventType,Core Type,Native Model ID,Core Role Name\n"
-        "GenuineIntel-6-55-[01234],V1,/ICL/events/icelake_core.json,core,,,\n"
+        "GenuineIntel-6-55-[01234],V1,/SNB/events/sandybridge_core.json,core,,,\n"
     )
-    (tmp_path / "ICL/events").mkdir(parents=True)
-    (tmp_path / "ICL/events/icelake_core.json").write_bytes(
-        (SHARED_PERFMON / "ICL/events/icelake_core.json").read_bytes()
+    (tmp_path / "SNB/events").mkdir(parents=True)
+    (tmp_path / "SNB/events/sandybridge_core.json").write_bytes(
+        (SHARED_PERFMON / "SNB/events/sandybridge_core.json").read_bytes()
     )
     plan = topdown_plan.plan_topdown(
         ident(6, 0x55, 4), None, pmu(4, 4), perf_capabilities=None, smt=False, tables=PerfmonTables(tmp_path),
         backend="msr",
     )  # fmt: skip
-    assert plan.detail == "unavailable: UOPS_RETIRED.RETIRE_SLOTS is not in this CPU's perfmon table"
+    assert plan.method == "slots4"
+    assert raws(plan)["int_misc_recovery_cycles"] == (RawEvent(0x0D, 0x01), None)
+    assert plan.detail.startswith("four-event formula; encodings built into pmutop; the perfmon table differs: ")
+    assert "INT_MISC.RECOVERY_CYCLES: built in event=0x0d,umask=0x01, table event=0x0d,umask=0x03,cmask=1" in (
+        plan.detail
+    )
 
 
 def test_real_zen4_dump(real: PerfmonTables) -> None:
@@ -509,14 +524,18 @@ def test_info_per_core_type(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
     skx = build_sysroot(tmp_path / "skx", [0, 1], SKYLAKE_X_LEAVES, msrs=idle_pmu_registers())
     add_siblings(skx, {0: "0-1", 1: "0-1"})
-    _, text = _info(skx)
-    assert "top-down (msr backend): unavailable: no PERF_METRICS and no perfmon tables (run `pmutop events" in text
-    monkeypatch.setenv("PMUTOP_PERFMON_DIR", str(FIXTURE))
-    facts, text = _info(skx)
+    facts, text = _info(skx)  # no perfmon tables: the encodings are built in
     assert facts["cpu_groups"][0]["topdown"]["method"] == "slots4_smt"  # type: ignore[index]
+    assert facts["cpu_groups"][0]["topdown"]["encodings"] == "encodings built into pmutop"  # type: ignore[index]
     assert (
-        "top-down (msr backend): Skylake, four-event formula, per physical core (AnyThread); takes 5 "
-        "general-purpose counters, so only when asked (--topdown)"
+        "top-down (msr backend): Skylake, four-event formula, per physical core (AnyThread); encodings built into "
+        "pmutop; takes 5 general-purpose counters, so only when asked (--topdown)"
+    ) in text
+    monkeypatch.setenv("PMUTOP_PERFMON_DIR", str(FIXTURE))
+    _, text = _info(skx)
+    assert (
+        "top-down (msr backend): Skylake, four-event formula, per physical core (AnyThread); encodings built into "
+        "pmutop, the perfmon table agrees; takes 5 general-purpose counters, so only when asked (--topdown)"
     ) in text
 
     adl = build_sysroot(
@@ -533,4 +552,4 @@ def test_info_per_core_type(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         "16",
         "gracemont",
     )
-    assert "E-core events (Gracemont, 5 wide); takes 4 general-purpose counters" in text
+    assert "E-core events (Gracemont, 5 wide); encodings built into pmutop, the perfmon table agrees; takes 4 " in text

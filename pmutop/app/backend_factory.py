@@ -32,7 +32,8 @@ def request_from_args(args: argparse.Namespace) -> BackendRequest:
 
 
 def topdown_tables(request: BackendRequest):  # type: ignore[no-untyped-def]
-    """Intel's tables for the top-down formulas (--perfmon-dir, else the usual places), unless it is off."""
+    """Intel's tables (--perfmon-dir, else the usual places) to cross-check the top-down encodings pmutop ships
+    (pmutop.pmu.builtin_events), unless top-down is off. Top-down works without them."""
     if request.topdown is False:
         return None
     from pmutop.pmu.perfmon import PerfmonTables

@@ -203,7 +203,7 @@ def _add_sim_options(p: argparse.ArgumentParser, *, workload: bool = True) -> No
         choices=SIM_MODELS,
         default="spr",
         help="CPU shape: spr (default; Sapphire Rapids, PERF_METRICS level 1 and 2), icx (level 1), "
-        "skx (Skylake-SP: top-down by the four-event formula, --topdown with Intel's tables), adl (hybrid)",
+        "skx (Skylake-SP: top-down by the four-event formula, with --topdown), adl (hybrid)",
     )
     if workload:
         sim.add_argument(

@@ -13,14 +13,14 @@ Methods and their sources (see also ../shared/reference/topdown.md):
   (tools/perf/Documentation/topdown.txt), and the kernel lists only the levels the CPU has.
 - slots4 / slots4_smt: Sandy Bridge .. Cascade Lake, the four-event formula of pmu-tools (skl_*_ratios.py):
   UOPS_ISSUED.ANY, UOPS_RETIRED.RETIRE_SLOTS, IDQ_UOPS_NOT_DELIVERED.CORE, INT_MISC.RECOVERY_CYCLES and
-  cycles, looked up by name in the core's perfmon table (the encodings differ by generation: Sandy Bridge's
-  INT_MISC.RECOVERY_CYCLES is 0x0D/0x03 cmask 1, Skylake's 0x0D/0x01). With SMT on, the core's slots are
+  cycles, from the core's built-in table (pmutop.pmu.builtin_events: the encodings differ by generation, Sandy
+  Bridge's INT_MISC.RECOVERY_CYCLES is 0x0D/0x03 cmask 1, Skylake's 0x0D/0x01). With SMT on, the core's slots are
   shared: CPU_CLK_UNHALTED.THREAD_ANY and INT_MISC.RECOVERY_CYCLES_ANY count for both threads (AnyThread),
   which only PMU versions 3 and 4 have (CPUID.0AH:EDX[15] marks it deprecated from v5; Linux
   intel_pmu_hw_config refuses it below v3). Linux's own SNB-SKL "topdown-total-slots" event does the same
   (event=0x3c,any=1 with HT on). Without AnyThread the per-thread values are an approximation.
 - gracemont / crestmont / skymont: E-cores, TOPDOWN_FE_BOUND.ALL, TOPDOWN_BAD_SPECULATION.ALL,
-  TOPDOWN_BE_BOUND.ALL, TOPDOWN_RETIRING.ALL by name from the E-core's table, over 5 / 6 / 8 slots per cycle
+  TOPDOWN_BE_BOUND.ALL, TOPDOWN_RETIRING.ALL from the E-core's built-in table, over 5 / 6 / 8 slots per cycle
   (Linux perf adl/mtl/lnl-metrics.json). Skymont's first three are fixed counters 4-6 (Intel's table) whose
   general-counter twins (the *.ALL_P events) are what perf opens; Linux (intel_skt_event_constraints) puts
   those encodings on fixed counters 4-6 itself.
@@ -41,10 +41,10 @@ from pmutop.core.errors import PmutopError, UsageError
 
 # The method names (shared with pmutop.derive.topdown); callers also read them here, e.g. topdown_plan.PERF_METRICS.
 from pmutop.core.topdown_methods import CRESTMONT, GRACEMONT, PERF_METRICS, SKYMONT, SLOTS4, SLOTS4_SMT, ZEN4, ZEN5
-from pmutop.pmu import uarch
+from pmutop.pmu import builtin_events, uarch
 from pmutop.pmu.cpuid_decode import CORE_TYPE_CORE, CoreType, CpuIdentity, CpuidFn, PerfmonInfo
 from pmutop.pmu.events import ARCH_EVENTS, EventSpec
-from pmutop.pmu.perfmon import NO_TABLES_HINT, IntelEvent, PerfmonTables, Resolver, to_spec
+from pmutop.pmu.perfmon import IntelEvent, PerfmonTables, Resolver, to_spec
 from pmutop.pmu.registers import RawEvent
 
 BACKENDS = ("msr", "perf")
@@ -86,7 +86,8 @@ _AMD_EVENTS = (
     _amd("ex_ret_ops", 0xC1),
 )
 
-_NO_TABLES = f"no PERF_METRICS and no perfmon tables ({NO_TABLES_HINT})"
+# Where the formula methods' encodings come from (TopdownPlan.encodings); the perfmon tables only check them.
+ENCODINGS_BUILT_IN = "encodings built into pmutop"
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,9 @@ class TopdownPlan:
     approximate: bool = False  # per-thread values on a core whose slots the SMT siblings share
     width: int | None = None  # slots per cycle of the formula (None: the hardware counts slots)
     core: str | None = None  # core microarchitecture, e.g. "Golden Cove"
+    # Formula methods on Intel: where the event encodings come from (pmutop.pmu.builtin_events) and what the
+    # perfmon tables, when present, say about them; "" where no Intel table could be a question.
+    encodings: str = ""
 
     @property
     def available(self) -> bool:
@@ -131,6 +135,7 @@ class TopdownPlan:
             "approximate": self.approximate,
             "width": self.width,
             "core": self.core,
+            "encodings": self.encodings or None,
             "keys": list(self.keys),
             "events": [_event_text(e) for e in self.events],
         }
@@ -210,7 +215,7 @@ def _gp_needed(events: Collection[EventSpec], perfmon: PerfmonInfo, core_type: C
 
 
 class _Missing(Exception):
-    """An event the method needs is not in this CPU's table (or cannot be counted as defined)."""
+    """An event the method needs is not in the built-in table (or cannot be counted as defined)."""
 
 
 def _table_events(tables: PerfmonTables, identity: CpuIdentity, core_type: CoreType | None) -> dict[str, IntelEvent]:
@@ -228,22 +233,22 @@ def _spec(
 ) -> EventSpec:
     """The table event `name` as an EventSpec named `name` (its key is what the formula reads).
 
-    `twin` is its general-counter twin (Intel names them *_P): used instead when `name` is missing, and for
-    the encoding perf needs when `name` lives only on a fixed counter.
+    `twin` is its general-counter twin (Intel names them *_P): used instead when `name` is missing or lives on
+    a fixed counter this PMU does not have (a v5 PMU reports fixed counters 0-3 only), and for the encoding
+    perf needs when `name` lives only on a fixed counter.
     """
     ev = events.get(name)
     alt = events.get(twin) if twin else None
     if ev is None and alt is None:
-        raise _Missing(f"{name} is not in this CPU's perfmon table")
+        raise _Missing(f"{name} is not among pmutop's built-in top-down events")
+    max_fixed = perfmon.registers.max_fixed
     try:
-        if ev is None:
+        if ev is None or (alt is not None and ev.fixed_counter is not None and ev.fixed_counter >= max_fixed):
             assert alt is not None
-            return dataclasses.replace(
-                to_spec(alt, any_thread=any_thread, max_fixed=perfmon.registers.max_fixed), name=name
-            )
-        spec = to_spec(ev, any_thread=any_thread, max_fixed=perfmon.registers.max_fixed)
+            return dataclasses.replace(to_spec(alt, any_thread=any_thread, max_fixed=max_fixed), name=name)
+        spec = to_spec(ev, any_thread=any_thread, max_fixed=max_fixed)
         if spec.raw is None and alt is not None and alt.fixed_counter is None:
-            gp = to_spec(alt, any_thread=any_thread, max_fixed=perfmon.registers.max_fixed)
+            gp = to_spec(alt, any_thread=any_thread, max_fixed=max_fixed)
             spec = dataclasses.replace(spec, raw=gp.raw, counters=gp.counters)
         return spec
     except UsageError as e:
@@ -270,7 +275,8 @@ def plan_topdown(
 
     perf_capabilities: IA32_PERF_CAPABILITIES, or None when it could not be read (the model decides then).
     smt: this CPU shares its core with an online sibling (smt_from_sysfs); None = unknown, taken as off.
-    tables: Intel's perfmon tables (or a Resolver over them), None when there are none.
+    tables: Intel's perfmon tables (or a Resolver over them), None when there are none. The formula methods'
+        encodings are built in (pmutop.pmu.builtin_events); the tables only cross-check them.
     perf_events: perf only: the event names the core PMU lists in sysfs events/ (None: not looked at).
     any_thread_format: perf only: the core PMU's sysfs format/ has `any` (Linux shows it on v3-v4 PMUs).
     """
@@ -291,21 +297,36 @@ def plan_topdown(
         return _plan_perf_metrics(
             core, core_type, perfmon, perf_capabilities, backend, perf_events, hypervisor=identity.hypervisor
         )
-    table = _as_tables(tables)
-    if table is None:
-        return unavailable(_NO_TABLES, core.name)
-    try:
-        events = _table_events(table, identity, core_type)
-    except PmutopError as e:
-        return unavailable(f"the perfmon tables cannot be read: {e}", core.name)
-    if not events:
-        return unavailable(f"the perfmon tables have no core table for this CPU ({NO_TABLES_HINT})", core.name)
+    events = builtin_events.events_for_core(core.name)
+    if events is None:
+        return unavailable(f"pmutop ships no top-down events for {core.name}", core.name)
     try:
         if core.topdown == uarch.TD_SLOTS4:
-            return _plan_slots4(core, core_type, perfmon, events, bool(smt), backend, any_thread_format)
-        return _plan_ecore(core, core_type, perfmon, events)
+            plan = _plan_slots4(core, core_type, perfmon, events, bool(smt), backend, any_thread_format)
+        else:
+            plan = _plan_ecore(core, core_type, perfmon, events)
     except _Missing as e:
         return unavailable(str(e), core.name)
+    encodings = _cross_check(_as_tables(tables), identity, core_type, events)
+    return dataclasses.replace(plan, encodings=encodings, detail=f"{plan.detail}; {encodings}")
+
+
+def _cross_check(
+    tables: PerfmonTables | None, identity: CpuIdentity, core_type: CoreType | None, events: Mapping[str, IntelEvent]
+) -> str:
+    """Where the plan's encodings come from, checked against the perfmon tables when there are some."""
+    if tables is None:
+        return ENCODINGS_BUILT_IN
+    try:
+        table = _table_events(tables, identity, core_type)
+    except PmutopError:
+        return ENCODINGS_BUILT_IN + " (the perfmon tables cannot be read to check them)"
+    if not table:
+        return ENCODINGS_BUILT_IN
+    differ = builtin_events.differences(events, table)
+    if differ:
+        return ENCODINGS_BUILT_IN + "; the perfmon table differs: " + "; ".join(differ)
+    return ENCODINGS_BUILT_IN + ", the perfmon table agrees"
 
 
 def _plan_amd(core: uarch.CoreUarch, backend: str) -> TopdownPlan:

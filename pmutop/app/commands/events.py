@@ -16,7 +16,7 @@ from pmutop.core.cpulist import format_cpu_list, group_by_cpu
 from pmutop.core.errors import HardwareError, UsageError
 from pmutop.hw.cpus import describe_cpus
 from pmutop.hw.platform import HostPlatform, Platform
-from pmutop.pmu import perfmon, topdown_plan
+from pmutop.pmu import builtin_events, perfmon, topdown_plan, uarch
 from pmutop.pmu.cpuid_decode import CoreType, CpuIdentity, PerfmonInfo, identity_to_dict
 from pmutop.pmu.events import ARCH_EVENTS, SOFTWARE_EVENTS, EventSpec
 from pmutop.pmu.perfmon import MAPFILE, NO_TABLES_HINT, PERFMON_ENV, PERFMON_URL, IntelEvent, PerfmonTables
@@ -222,6 +222,36 @@ def _amd_topdown_entries(group: CpuGroup) -> list[dict[str, Any]]:
     return out
 
 
+def _builtin_topdown_entries(group: CpuGroup) -> list[dict[str, Any]]:
+    """The Intel events pmutop ships for top-down on this group's core (pmutop.pmu.builtin_events), if any."""
+    ident, native = group.identity, group.core.native_model_id if group.core else None
+    core = uarch.core_uarch(ident.vendor, ident.family, ident.model, group.core_code, native)
+    shipped = builtin_events.TOPDOWN_EVENTS.get(core.name) if core else None
+    if core is None or shipped is None:
+        return []
+    out = []
+    for name, entry in shipped.items():
+        ev = entry.event
+        fixed_only = ev.fixed_counter is not None
+        tables = "/".join(dict.fromkeys(source.split("/")[0] for source in entry.sources))
+        out.append(
+            _entry(
+                name,
+                "builtin",
+                f"{core.name}: {ev.description} (Intel's {tables} tables)",
+                core_type=group.core_short,
+                cpus=format_cpu_list(group.cpus),
+                event=None if fixed_only else ev.event_code,
+                umask=None if fixed_only else ev.umask,
+                cmask=None if fixed_only else ev.cmask,
+                counters=ev.counters,
+                fixed_counter=ev.fixed_counter,
+                encoding=ev.encoding + (",any" if ev.any_thread else ""),
+            )
+        )
+    return out
+
+
 def _software_entries(all_cpus: str) -> list[dict[str, Any]]:
     return [
         _entry(spec.name, "software", spec.description, cpus=all_cpus, encoding="kernel")
@@ -361,6 +391,8 @@ def run_events(
     entries += _software_entries(all_cpus)
     for group in amd:
         entries += _amd_topdown_entries(group)
+    for group in intel_like:
+        entries += _builtin_topdown_entries(group)
     sections: list[tuple[dict[str, Any], list[dict[str, Any]]]] = [_table_section(tables, g) for g in groups]
     for _, intel in sections:
         entries.extend(intel)
@@ -402,6 +434,10 @@ def run_events(
     for group in amd:
         title = f"AMD events pmutop counts for top-down on CPUs {format_cpu_list(group.cpus)}"
         lines += _render_section(title + " (not --events names)", pick("amd", format_cpu_list(group.cpus)))
+    for group in intel_like:
+        cpus = format_cpu_list(group.cpus)
+        title = f"Intel events pmutop ships for top-down on CPUs {cpus}"
+        lines += _render_section(title + " (no tables needed; not --events names)", pick("builtin", cpus))
     for info, _ in sections:
         files = ", ".join(Path(f).name for f in info["files"])
         title = f"Intel events for CPUs {info['cpus']}" + (f" ({info['core_type']}-cores)" if info["core_type"] else "")
