@@ -9,7 +9,7 @@ from typing import ClassVar
 from rich.console import RenderableType
 from rich.table import Table as RichTable
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, VerticalScroll
@@ -44,6 +44,7 @@ PLOTS: tuple[tuple[str, str, float, str, Callable[[float], str]], ...] = (
     ("ghz", "GHz", 4.0, "yellow", lambda v: f"{v:.2f}"),
     ("csw", "CSw/s", 100.0, "blue", lambda v: fmt.si(v, 5).strip()),
 )
+PLOT_WIDTH = 38  # a plot narrower than this shows too little history to read
 THREAD_COLUMNS = (TaskColumn("pid", "TID", 7, 0, justify="left"), TaskColumn("name", "Thread", 16, 0, justify="left"))
 
 
@@ -106,6 +107,10 @@ class ReadingDetailScreen(ViewScreen):
     def on_mount(self) -> None:
         self.set_interval(POLL_S, self._poll)
         self._poll()
+
+    def on_resize(self, event: events.Resize) -> None:
+        for i, plot in enumerate(self.query(HistoryPlot)):  # as many as have room to be read
+            plot.display = i < max(1, event.size.width // PLOT_WIDTH)
 
     def refresh_from(self, model: ViewModel) -> None:
         self._poll()
