@@ -235,7 +235,8 @@ def test_task_filter_terms() -> None:
     assert not f.matches({"name": "nginx"}, 1, {"cpu": None})
     assert parse_task_filter("pid=1,7-9", numeric).pids == frozenset({1, 7, 8, 9})  # type: ignore[union-attr]
     assert parse_task_filter("  ", numeric) is None
-    for bad, message in (("ghz<2", "cannot filter by 'ghz<2'"), ("pid~3", "pid=PID")):
+    bad_terms = (("ghz<2", "cannot filter by 'ghz<2'"), ("pid~3", "pid=PID"), ("pid=1-99999999", "PIDs end at"))
+    for bad, message in bad_terms:
         try:
             parse_task_filter(bad, numeric)
         except Exception as e:  # UsageError: one line

@@ -180,6 +180,7 @@ def parse_filter(text: str, core_types: set[str] | None = None) -> RowFilter | N
 
 _TEXT_TERM = re.compile(r"^(pid|user|comm|name|cgroup)(=|~)(.+)$", re.I)
 TASK_TEXT = {"comm": "name", "name": "name", "user": "user", "cgroup": "cgroup"}
+PID_MAX_LIMIT = 4 * 1024 * 1024  # the largest pid_max (include/linux/threads.h, PID_MAX_LIMIT on 64-bit)
 TASK_ALIASES = {"util": "cpu", "cpu%": "cpu", "llc/s": "llc", "llc_misses": "llc", "branch": "brmiss"}
 
 
@@ -224,6 +225,8 @@ def parse_task_filter(text: str, numeric: set[str]) -> TaskFilter | None:
                 raise UsageError(f"cannot filter by {term!r}: pid=PID or pid=1,2")
             for part in m.group(3).split(","):
                 low, _, high = part.partition("-")
+                if int(high or low) > PID_MAX_LIMIT:
+                    raise UsageError(f"cannot filter by {term!r}: PIDs end at {PID_MAX_LIMIT}")
                 pids.update(range(int(low), int(high or low) + 1))
             continue
         if m:
