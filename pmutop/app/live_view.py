@@ -10,6 +10,7 @@ from pmutop.app.console import say
 from pmutop.core.errors import PmutopError
 from pmutop.core.feed import SampleFeed
 from pmutop.core.run_description import RunInfo
+from pmutop.core.task_reading import TaskFeed
 from pmutop.engine.engine import Engine
 from pmutop.hw.platform import Platform
 from pmutop.probes.tasks import NoTasks, PsutilTasks, SimTasks, TaskSource, TopTask
@@ -62,8 +63,11 @@ def run_live_view(
     guard: ExitGuard,
     settings: tuple[Settings, str | None],
     tasks: TaskSource | None = None,
+    task_feed: TaskFeed | None = None,
+    start_view: str | None = None,
 ) -> None:
-    """`tasks`: the run's task lookup when a recorder shares it (SharedTasks); else one of its own."""
+    """`tasks`: the run's task lookup when a recorder shares it (SharedTasks); else one of its own.
+    `task_feed`: the per-process and per-cgroup counters (views 4 and 5); `start_view`: the view to open on."""
     from pmutop.tui.app import PmutopApp
 
     LIVE_VIEW_RAN.set()
@@ -74,6 +78,8 @@ def run_live_view(
         settings=settings[0],
         settings_path=config_path(),
         settings_problem=settings[1],
+        task_feed=task_feed,
+        start_view=start_view,
     )
     guard.on_stop(app.exit_soon)  # a signal, or an error in another thread: close the UI, then restore
     app.run()

@@ -11,6 +11,7 @@ import random
 import sys
 from pathlib import Path
 
+from pmutop.app.scripted_tasks import ScriptedTasks
 from pmutop.backends.run_facts import collect
 from pmutop.backends.sim import SimBackend
 from pmutop.core.clock import ManualClock
@@ -18,7 +19,9 @@ from pmutop.core.errors import HardwareError
 from pmutop.core.ring import SampleRing
 from pmutop.core.run_description import RunInfo
 from pmutop.core.sample import Sample
+from pmutop.core.task_reading import ESTIMATED, EXACT, TaskCounterSource
 from pmutop.engine.engine import Engine
+from pmutop.engine.task_sampler import TaskSampler
 from pmutop.pmu.events import EventSpec
 from pmutop.probes.power.monitor import PowerMonitor
 from pmutop.probes.tasks import SimTasks
@@ -46,8 +49,10 @@ def demo_app(
     events: list[EventSpec] | None = None,
     gp_counters: int = 4,
     model: str = "skx",
+    task_source: TaskCounterSource | None = None,
 ) -> tuple[PmutopApp, Engine, SimPlatform, ManualClock]:
-    """A live view over a simulated machine that has already run `intervals` intervals."""
+    """A live view over a simulated machine that has already run `intervals` intervals; with `task_source`,
+    its per-process counters too, read by a task sampler after each interval's CPU samples."""
     clock = ManualClock(start_ns=1_000_000_000)
     config = SimConfig(cpus=cpus, e_cores=e_cores, seed=seed, gp_counters=gp_counters, model=model)
     platform = SimPlatform(config, clock)
@@ -57,13 +62,16 @@ def demo_app(
     engine = Engine(backend, platform, clock, cpus_, interval, threaded=False, power=power)
     engine.start()
     tasks = SimTasks(platform, engine.cpus)
+    sampler = TaskSampler(task_source, engine) if task_source is not None else None
     for n in range(intervals):
         if n == intervals - 1:
             tasks.top_per_cpu()  # as the live view looked the tasks up an interval ago: CPU time counts from there
         clock.advance(interval)
-        engine.tick()
+        samples = engine.tick()
+        if sampler is not None:
+            sampler.sample_once(samples)
     info = collect(platform, backend, engine.cpus, hostname="demo-host")
-    return PmutopApp(engine, info, tasks), engine, platform, clock
+    return PmutopApp(engine, info, tasks, task_feed=sampler), engine, platform, clock
 
 
 # The pictures show a hybrid part whose P-cores measure top-down (PERF_METRICS); its E-cores need Intel's
@@ -161,8 +169,21 @@ def failed_core_app() -> tuple[PmutopApp, Engine]:
     return app, engine
 
 
+# The process and cgroup views over made-up processes (pmutop.app.scripted_tasks): (mode, keys).
+TASK_VIEWS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "processes": (EXACT, ("4",)),
+    "processes-estimated": (ESTIMATED, ("4",)),
+    "cgroups": (EXACT, ("5",)),
+    "process-detail": (EXACT, ("4", "enter")),
+}
+
+
 def scene(name: str) -> tuple[PmutopApp, Engine | None, tuple[str, ...]]:
     """The app and the keys of one picture (VIEWS and SCENES)."""
+    if name in TASK_VIEWS:
+        mode, keys = TASK_VIEWS[name]
+        app, engine, _, _ = demo_app(model=SHOWN_MODEL, task_source=ScriptedTasks(mode))
+        return app, engine, keys
     if name in VIEWS:
         app, engine, _, _ = demo_app(model=SHOWN_MODEL)
         return app, engine, VIEWS[name]
@@ -180,7 +201,7 @@ def scene(name: str) -> tuple[PmutopApp, Engine | None, tuple[str, ...]]:
     raise KeyError(name)
 
 
-SCENES = (*VIEWS, "paused", "failed-core", "software-only", "256-cores")
+SCENES = (*VIEWS, "paused", "failed-core", "software-only", "256-cores", *TASK_VIEWS)
 
 
 async def _save(out: Path, name: str) -> Path:

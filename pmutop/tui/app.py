@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Input, Static
@@ -26,6 +26,7 @@ from pmutop.core.errors import PmutopError
 from pmutop.core.feed import HostLabels, LostHosts, SampleFeed
 from pmutop.core.heap_freeze import freeze_startup_heap
 from pmutop.core.run_description import RunInfo
+from pmutop.core.task_reading import TaskFeed
 from pmutop.derive.records import extra_events
 from pmutop.probes.tasks import NoTasks, TaskSource, TopTask
 from pmutop.tui import format as fmt
@@ -33,17 +34,16 @@ from pmutop.tui.config import Settings
 from pmutop.tui.config import save as save_settings
 from pmutop.tui.filter import parse_filter
 from pmutop.tui.header import add_lost_hosts, banner_text, machine_text, status_text
-from pmutop.tui.heatmap import Metric
 from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.base import ViewScreen
 from pmutop.tui.screens.detail import DetailScreen
 from pmutop.tui.screens.heatmap import HeatmapScreen
 from pmutop.tui.screens.help import HelpScreen
-from pmutop.tui.screens.pickers import ChoiceScreen, ColumnsScreen, first_measured, measured_metrics
+from pmutop.tui.screens.pickers import ChoiceScreen, ColumnsScreen
 from pmutop.tui.screens.too_small import TooSmallScreen, check_size
-from pmutop.tui.screens.topdown import TopdownScreen
 from pmutop.tui.table_controller import TOTAL_ROW, CoreTable
 from pmutop.tui.textual_private import end_after_error, quick_exit_driver
+from pmutop.tui.views import ViewKeys
 from pmutop.tui.widgets.fast_table import FastTable
 from pmutop.tui.widgets.filter_bar import FilterBar
 from pmutop.tui.widgets.history_panel import HistoryPanels, plot_specs
@@ -52,7 +52,7 @@ INTERVAL_STEPS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 PLOT_MIN_ROWS = 6  # a history panel: border, 3 plot rows, the time axis
 
 
-class PmutopApp(App[int]):
+class PmutopApp(ViewKeys):
     TITLE = "pmutop"
     CSS_PATH = Path(__file__).with_name("app.tcss")  # every style of the live view and its screens
     ENABLE_COMMAND_PALETTE = False  # every action has a key (and `?` lists them): its footer room goes to Help
@@ -79,11 +79,15 @@ class PmutopApp(App[int]):
         # a view's own "back" key did) and Esc always leads to the table.
         Binding("2,t", "view('topdown')", "Top-down", priority=True),
         Binding("3", "view('heatmap')", "Heatmap", show=False, priority=True),
+        Binding("4", "view('processes')", "Processes", show=False, priority=True),
+        Binding("5", "view('cgroups')", "Cgroups", show=False, priority=True),
         Binding("m", "choose_metric", "Heatmap metric", show=False, priority=True),
-        Binding("escape", "select_view('table')", "Table", priority=True),
+        Binding("escape", "back", "Table", priority=True),  # a process's detail: back to where it was opened
         Binding("1", "select_view('table')", show=False, priority=True),
         Binding("2,t", "select_view('topdown')", show=False, priority=True),
         Binding("3", "select_view('heatmap')", show=False, priority=True),
+        Binding("4", "select_view('processes')", show=False, priority=True),
+        Binding("5", "select_view('cgroups')", show=False, priority=True),
         Binding("m", "choose_metric('here')", "Metric", priority=True),  # the heatmap's own cycled through all
         Binding("home", "first_row", "First", show=False, priority=True),
         Binding("end", "last_row", "Last", show=False, priority=True),
@@ -103,13 +107,21 @@ class PmutopApp(App[int]):
         settings: Settings | None = None,
         settings_path: Path | None = None,
         settings_problem: str | None = None,
+        task_feed: TaskFeed | None = None,
+        task_note: str | None = None,
+        start_view: str | None = None,
     ) -> None:
         """`settings_path` None: settings are not saved (tests, screenshots); `settings_problem`: the one
-        line to show about an unusable config file."""
+        line to show about an unusable config file. `task_feed`: the per-process and per-cgroup counters
+        (views 4 and 5; None: they say why not, `task_note` when the caller knows); `start_view`: the view
+        to open on (--tasks, --cgroups) instead of the saved one."""
         super().__init__(driver_class=quick_exit_driver())
         self.feed = feed
         self.info = info
         self.tasks = tasks or NoTasks()
+        self.task_feed = task_feed
+        self.task_note = task_note
+        self.start_view = start_view
         self.settings = settings or Settings()
         self.settings_path = settings_path
         self.settings_problem = settings_problem
@@ -168,8 +180,9 @@ class PmutopApp(App[int]):
         self.watch(table, "scroll_y", self._refresh_stale_rows, init=False)
         if self.settings_problem:
             self.notify(self.settings_problem, title="settings", severity="warning", timeout=10)
-        if self.settings.view in ("topdown", "heatmap"):
-            await self.action_select_view(self.settings.view)
+        view = self.start_view or self.settings.view
+        if view in ("topdown", "heatmap", "processes", "cgroups"):
+            await self.action_select_view(view)
         check_size(self, self.size.width, self.size.height)
 
     def on_unmount(self) -> None:
@@ -411,7 +424,7 @@ class PmutopApp(App[int]):
         on_table = top is self.screen_stack[0]
         if action in self.TABLE_ONLY and not on_table:
             return False
-        if action == "select_view":  # the views' keys; on the table its own (shown) bindings apply
+        if action in ("select_view", "back"):  # the views' keys; on the table its own (shown) bindings apply
             return isinstance(top, ViewScreen)
         if action == "choose_metric":  # the table's "m", or the heatmap's
             return isinstance(top, HeatmapScreen) if parameters else on_table
@@ -546,44 +559,6 @@ class PmutopApp(App[int]):
         table = self._row_table()
         if table is not None:
             table.move_cursor(row=table.row_count - 1)
-
-    async def action_select_view(self, view: str, metric: str | None = None) -> None:
-        """Show `view` ("table", "topdown", "heatmap") as the one view over the table, whatever is shown now
-        (views never stack: Esc then always leads to the table); it is the view the next run starts in.
-        Awaited, so the keys typed after the view's key reach the view."""
-        wanted = {"topdown": TopdownScreen, "heatmap": HeatmapScreen}.get(view)
-        if wanted is None or not isinstance(self.screen, wanted):
-            while len(self.screen_stack) > 1 and not isinstance(self.screen, TooSmallScreen):
-                await self.pop_screen()
-            if view == "topdown":
-                await self.push_screen(TopdownScreen())
-            elif view == "heatmap":
-                await self.push_screen(HeatmapScreen(self._heatmap_metric(metric)))
-        elif isinstance(self.screen, HeatmapScreen) and metric:
-            self.screen.set_metric(self._heatmap_metric(metric))
-        self._remember(view=view)
-
-    def _heatmap_metric(self, wanted: str | None) -> Metric:
-        return first_measured(self.heatmap_metrics(), wanted, self.settings.heatmap_metric)
-
-    def heatmap_metrics(self) -> list[Metric]:
-        """What the heatmap can show in this run: only what it measures (util at least)."""
-        topdown = self.model.measures_topdown or any(self.feed.topdown_method(cpu) for cpu in self.feed.cpus)
-        return measured_metrics(self.model, self.keys, topdown)
-
-    async def action_view(self, view: str) -> None:  # the table's view keys (the views' are select_view)
-        await self.action_select_view(view)
-
-    async def action_choose_metric(self, _where: str = "") -> None:
-        current = self.screen.metric.key if isinstance(self.screen, HeatmapScreen) else self.settings.heatmap_metric
-
-        async def chosen(key: str | None) -> None:
-            if key:
-                self.settings.heatmap_metric = key
-                await self.action_select_view("heatmap", key)
-
-        choices = [(m.key, m.title) for m in self.heatmap_metrics()]
-        await self.push_screen(ChoiceScreen("Heatmap metric", choices, current), chosen)
 
     async def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

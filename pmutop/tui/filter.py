@@ -174,3 +174,71 @@ def parse_filter(text: str, core_types: set[str] | None = None) -> RowFilter | N
         core_types=frozenset(types) if types else None,
         conditions=tuple(conditions),
     )
+
+
+# -- the process and cgroup views' filter
+
+_TEXT_TERM = re.compile(r"^(pid|user|comm|name|cgroup)(=|~)(.+)$", re.I)
+TASK_TEXT = {"comm": "name", "name": "name", "user": "user", "cgroup": "cgroup"}
+PID_MAX_LIMIT = 4 * 1024 * 1024  # the largest pid_max (include/linux/threads.h, PID_MAX_LIMIT on 64-bit)
+TASK_ALIASES = {"util": "cpu", "cpu%": "cpu", "llc/s": "llc", "llc_misses": "llc", "branch": "brmiss"}
+
+
+@dataclass(frozen=True)
+class TaskFilter:
+    """Which process (or cgroup) rows to show: `pid=1,2`, `user=alice`, `comm~nginx` (part of the name),
+    `comm=nginx` (all of it), `cgroup~docker`, and conditions on the values as shown (`ipc<1`, `cpu>50`)."""
+
+    text: str
+    pids: frozenset[int] | None = None
+    texts: tuple[tuple[str, str, str], ...] = ()  # (field, "=" or "~", lower-case text)
+    conditions: tuple[tuple[str, str, float], ...] = ()  # (value key, operator, number)
+
+    def matches(self, fields: dict[str, str], pid: int | None, numbers: dict[str, float | None]) -> bool:
+        if self.pids is not None and pid not in self.pids:
+            return False
+        for name, op, wanted in self.texts:
+            have = fields.get(name, "").lower()
+            if (op == "=" and have != wanted) or (op == "~" and wanted not in have):
+                return False
+        for key, op, value in self.conditions:
+            v = numbers.get(key)
+            if v is None or not OPS[op](v, value):
+                return False
+        return True
+
+
+def parse_task_filter(text: str, numeric: set[str]) -> TaskFilter | None:
+    """None for an empty filter; UsageError (one line) for a term that makes no sense. `numeric`: the value
+    keys a condition may compare (the view's columns: cpu, ipc, mpki, ...)."""
+    # "comm ~ nginx" is one term, like "util > 50".
+    terms = _terms(re.sub(r"\s*~\s*", "~", text.strip()))
+    if not terms:
+        return None
+    pids: set[int] = set()
+    texts: list[tuple[str, str, str]] = []
+    conditions: list[tuple[str, str, float]] = []
+    for term in terms:
+        m = _TEXT_TERM.match(term)
+        if m and m.group(1).lower() == "pid":
+            if m.group(2) != "=" or not _CPU_LIST.match(m.group(3)):
+                raise UsageError(f"cannot filter by {term!r}: pid=PID or pid=1,2")
+            for part in m.group(3).split(","):
+                low, _, high = part.partition("-")
+                if int(high or low) > PID_MAX_LIMIT:
+                    raise UsageError(f"cannot filter by {term!r}: PIDs end at {PID_MAX_LIMIT}")
+                pids.update(range(int(low), int(high or low) + 1))
+            continue
+        if m:
+            texts.append((TASK_TEXT[m.group(1).lower()], m.group(2), m.group(3).lower()))
+            continue
+        m = _CONDITION.match(term)
+        name = m.group(1).lower() if m else ""
+        name = TASK_ALIASES.get(name, name)
+        if not m or name not in numeric:
+            raise UsageError(
+                f"cannot filter by {term!r}: use pid=, user=, comm~TEXT, cgroup~TEXT or a condition on "
+                f"{', '.join(sorted(numeric))} (ipc<1)"
+            )
+        conditions.append((name, m.group(2), float(m.group(3)) * SUFFIX[m.group(4).lower()]))
+    return TaskFilter(" ".join(terms), frozenset(pids) if pids else None, tuple(texts), tuple(conditions))

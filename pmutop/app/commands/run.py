@@ -19,6 +19,7 @@ from pmutop.core.errors import PmutopError, UsageError
 from pmutop.core.run_description import RunInfo
 from pmutop.core.task_reading import TaskCounterSource
 from pmutop.engine.engine import Engine
+from pmutop.engine.task_sampler import TaskSampler
 from pmutop.hw.platform import Platform
 from pmutop.probes.power.monitor import PowerMonitor
 from pmutop.safety.exit_guard import ExitGuard, signal_name
@@ -118,6 +119,15 @@ def _check_modes(args: argparse.Namespace, serving: bool) -> None:
             raise UsageError("serve has no --batch: it serves /metrics")
 
 
+def start_view(args: argparse.Namespace, plan: TaskPlan) -> str | None:
+    """The view --tasks, --pid or -- COMMAND (processes) and --cgroups or --cgroup (cgroups) open on."""
+    if getattr(args, "tasks", False) or plan.pids or plan.command:
+        return "processes"
+    if getattr(args, "cgroups", False) or plan.cgroups:
+        return "cgroups"
+    return None
+
+
 def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
     if args.demo:
         args.backend = "sim"
@@ -211,7 +221,15 @@ def _measure(
                 records=default_records(args, plan),
             )
         else:
-            run_live_view(engine, info, platform, cpus, guard, settings, tasks=tasks)
+            # Per-process counters are read in their own thread, just after each interval's CPU samples.
+            sampler = TaskSampler(task_counters, engine) if task_counters is not None else None
+            if sampler is not None:
+                sampler.start()
+            try:
+                run_live_view(engine, info, platform, cpus, guard, settings, tasks, sampler, start_view(args, plan))
+            finally:
+                if sampler is not None:
+                    sampler.stop()
             failed_cpus = engine.failures()
             for cpu, why in failed_cpus.items():
                 warn(f"cpu {cpu} dropped: {why}")

@@ -8,16 +8,19 @@ from typing import ClassVar
 from rich.console import RenderableType
 from rich.table import Table as RichTable
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import Footer, Static
+from textual.widgets import DataTable, Footer, Static
 
 from pmutop.core.sample import Sample
+from pmutop.core.task_reading import TaskFeed
 from pmutop.derive import topdown
 from pmutop.tui import format as fmt
 from pmutop.tui.model import CoreState, ViewModel, resample
 from pmutop.tui.screens.base import VIEW_KEYS, ViewScreen
+from pmutop.tui.screens.processes import ProcessDetailScreen
 from pmutop.tui.topdown_view import COLOURS
 from pmutop.tui.widgets.history_panel import HistoryPanels
 
@@ -90,10 +93,56 @@ class DetailScreen(ViewScreen):
                 yield Static(id="formulas")
             yield Static(id="tma-detail")
             yield Static(id="power")
+            if self._task_feed() is not None and self.cpu >= 0:
+                yield Static(Text("processes on this CPU", style="bold"), id="cpu-procs-title")
+                yield DataTable(id="cpu-procs", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
+    def _task_feed(self) -> TaskFeed | None:
+        return getattr(self.app, "task_feed", None)
+
     def on_mount(self) -> None:
+        self._task_seq = -1
         self.refresh_from(self.live.model)
+        if self._task_feed() is not None and self.cpu >= 0:
+            table = self.query_one("#cpu-procs", DataTable)
+            table.add_column("PID", width=8, key="pid")
+            table.add_column("Command", width=20, key="comm")
+            table.add_column(Text("Share of busy", justify="right"), width=13, key="share")
+            self.set_interval(0.25, self._processes)  # the task snapshot comes just after the CPU samples
+            self._processes()
+            table.focus()  # Enter opens the highlighted process (Esc goes back)
+
+    def _processes(self) -> None:
+        """The processes that ran on this CPU in the latest interval, with their share of its busy time."""
+        feed = self._task_feed()
+        if feed is None or feed.seq == self._task_seq:
+            return
+        self._task_seq = feed.seq
+        snapshot = feed.latest()
+        table = self.query_one("#cpu-procs", DataTable)
+        cursor = table.cursor_row
+        table.clear()
+        if snapshot is None:
+            return
+        names = {r.pid: r.comm for r in snapshot.tasks}
+        for pid, share in snapshot.cpu_shares.get(self.cpu, ()):
+            table.add_row(str(pid), names.get(pid, "?"), Text(f"{100 * share:.1f}%", justify="right"), key=str(pid))
+        if 0 <= cursor < table.row_count:
+            table.move_cursor(row=cursor, animate=False)
+
+    @on(DataTable.RowHighlighted, "#cpu-procs")
+    def _process_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()  # the app's handler follows the per-core table's rows only
+
+    @on(DataTable.RowSelected, "#cpu-procs")
+    def _process_chosen(self, event: DataTable.RowSelected) -> None:
+        event.stop()  # not the app's: it opens a core's detail
+        feed = self._task_feed()
+        snapshot = feed.latest() if feed is not None else None
+        pid = int(event.row_key.value or 0)
+        start = next((r.start_time for r in snapshot.tasks if r.pid == pid), 0.0) if snapshot else 0.0
+        self.app.push_screen(ProcessDetailScreen(pid, start))
 
     def refresh_from(self, model: ViewModel) -> None:
         app = self.live

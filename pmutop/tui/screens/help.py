@@ -21,6 +21,7 @@ KEYS_HELP: tuple[tuple[str, str], ...] = (
     ("r", "reverse the sort"),
     ("click a header", "sort by that column (again: reverse)"),
     ("/", "filter rows: 0-3,8  P  E  util>50  ipc<1  backend>40"),
+    ("/ (views 4, 5)", "filter: pid=1234  user=alice  comm~nginx  cgroup~docker  ipc<1"),
     ("\\", "clear the filter"),
     ("c", "choose the columns shown"),
     ("↑ ↓ PgUp PgDn", "move the highlight (the plots follow it)"),
@@ -29,8 +30,10 @@ KEYS_HELP: tuple[tuple[str, str], ...] = (
     ("1", "the per-core table"),
     ("2, t", "top-down view: where each core's issue slots go"),
     ("3", "heatmap: cores down, time across"),
+    ("4", "processes: per-process counters (--tasks, --pid)"),
+    ("5", "cgroups: per-cgroup counters as a tree (--cgroups)"),
     ("m", "choose the heatmap's metric"),
-    ("Esc", "back to the table"),
+    ("Esc", "back to the table (from a process: back one view)"),
     ("F1, ?, h", "this help"),
 )
 

@@ -1,0 +1,69 @@
+"""Issue 21's views in a real terminal (tmux, its own -L socket, killed at the end): keys 4 and 5 in
+`pmutop --demo`, and the process view over the fake per-task source."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers.flags import needs_tmux
+
+from tests.test_tmux import Tmux
+
+pytestmark = [pytest.mark.integration, needs_tmux]
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def terminal(tmp_path: Path):  # type: ignore[no-untyped-def]
+    tmux = Tmux(tmp_path)
+    yield tmux
+    tmux.kill()
+
+
+def start(tmux: Tmux, tmp_path: Path, command: str) -> Path:
+    status = tmp_path / "status"
+    # Settings go to the test's directory, not the user's; the status file says how it ended.
+    cmd = f"cd {REPO} && XDG_CONFIG_HOME={tmp_path} {command}; echo $? > {status}; sleep 60"
+    tmux("new-session", "-d", "-s", "t", "-x", "120", "-y", "30", cmd)
+    return status
+
+
+def wait_exit(status: Path) -> int:
+    for _ in range(300):
+        if status.exists() and status.read_text().strip():
+            return int(status.read_text())
+        time.sleep(0.1)
+    raise AssertionError("pmutop did not exit")
+
+
+def test_keys_4_and_5_say_why_a_run_has_no_per_task_counters(terminal, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    status = start(terminal, tmp_path, f"{sys.executable} -m pmutop --demo --interval 0.2")
+    terminal.wait_for("Top task")
+    terminal("send-keys", "-t", "t", "4")
+    terminal.wait_for("per-process counters: start with --tasks or --pid")
+    terminal("send-keys", "-t", "t", "5")
+    terminal.wait_for("per-cgroup counters: start with --cgroups or --cgroup PATH")
+    terminal("send-keys", "-t", "t", "Escape")
+    terminal.wait_for("Top task")
+    terminal("send-keys", "-t", "t", "q")
+    assert wait_exit(status) == 0
+
+
+def test_the_process_view_in_a_real_terminal(terminal, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    script = "from tests.helpers.fake_tasks import task_app; app = task_app(intervals=20)[0]; app.run()"
+    status = start(terminal, tmp_path, f'{sys.executable} -c "{script}"')
+    terminal.wait_for("Top task")
+    terminal("send-keys", "-t", "t", "4")
+    screen = terminal.wait_for("stream (8)")
+    assert "Processes   7 counted" in screen and "no permission" in screen
+    terminal("send-keys", "-t", "t", "Enter")
+    terminal.wait_for("stream (pid 3310, 8 threads)")
+    terminal("send-keys", "-t", "t", "Escape")
+    terminal.wait_for("Processes   7 counted")
+    terminal("send-keys", "-t", "t", "5")
+    terminal.wait_for("system.slice")
+    terminal("send-keys", "-t", "t", "q")
+    assert wait_exit(status) == 0
