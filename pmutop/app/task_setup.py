@@ -80,8 +80,6 @@ def _simulated_plan(args: argparse.Namespace, plan: TaskPlan) -> TaskPlan:
         raise UsageError("--records task needs --pid or --tasks (the processes to count)")
     if records == "cgroup" and not (plan.cgroups or plan.all_cgroups):
         raise UsageError("--records cgroup needs --cgroups or --cgroup")
-    if plan.wanted and not args.batch:
-        raise UsageError("--pid, --tasks, --cgroups and --cgroup need --batch (the live views are still to come)")
     if plan.wanted and args.record:
         raise UsageError("--pid, --tasks, --cgroups and --cgroup cannot be recorded yet")
     return plan
