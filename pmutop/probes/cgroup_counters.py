@@ -54,6 +54,7 @@ ESTIMATE_NOTE = (
     "time (its task-clock there); exact numbers: --backend perf"
 )
 Opener = Callable[..., int]  # perf_event_open's signature (tests inject failures)
+Reader = Callable[[int, int], bytes]  # os.read's (tests give a fake kernel's group reads)
 Raw = tuple[list[int], int, int]  # one CPU's group read: counts, enabled ns, running ns
 
 
@@ -95,8 +96,9 @@ def raise_open_files_limit() -> int:
 class _CpuGroup:
     """One counter group of one cgroup on one CPU (leader: task-clock)."""
 
-    def __init__(self, cgroup_fd: int, cpu: int, events: Sequence[EventSpec], opener: Opener) -> None:
+    def __init__(self, cgroup_fd: int, cpu: int, events: Sequence[EventSpec], opener: Opener, reader: Reader) -> None:
         self.fds: list[int] = []
+        self.reader = reader
         try:
             for ev in events:
                 attr = make_attr(ev.type, ev.config, read_format=_READ_FORMAT)
@@ -107,7 +109,7 @@ class _CpuGroup:
         self.size = 8 * (3 + len(events))
 
     def read(self) -> Raw:
-        g = parse_group_read(os.read(self.fds[0], self.size), len(self.fds))
+        g = parse_group_read(self.reader(self.fds[0], self.size), len(self.fds))
         return g.values, g.time_enabled, g.time_running
 
     def close(self) -> None:
@@ -152,15 +154,19 @@ class CgroupCounters:
         sysroot: Sysroot | None = None,
         estimate: bool = False,
         opener: Opener = perf_event_open,
+        reader: Reader = os.read,
+        root: str | None = None,
         say: Callable[[str], None] | None = None,
     ) -> None:
+        """`root`: the v2 root under `sysroot` (found when None; tests give a fake tree with a fake opener and
+        reader)."""
         self.sysroot = sysroot or Sysroot("/")
         option = "--cgroups" if tree else "--cgroup"
-        self.root = cgroup_root_or_refuse(self.sysroot, option)
+        self.root = root if root is not None else cgroup_root_or_refuse(self.sysroot, option)
         self.pinned = check_paths(self.sysroot, self.root, paths)
         self.tree, self.top, self.estimate = tree, top, estimate
         self.cpus = list(cpus)
-        self._opener, self._say, self._option = opener, say, option
+        self._opener, self._reader, self._say, self._option = opener, reader, say, option
         self._namer = CgroupNamer(self.sysroot)
         self._counted: dict[str, _Counted] = {}
         self._usage: dict[str, int] = {}  # cumulative usage_usec at the last scan (tree mode)
@@ -231,7 +237,7 @@ class CgroupCounters:
         try:
             for cpu in self.cpus:
                 try:
-                    groups[cpu] = _CpuGroup(fd, cpu, self._specs, self._opener)
+                    groups[cpu] = _CpuGroup(fd, cpu, self._specs, self._opener, self._reader)
                 except PerfOpenError as e:
                     if e.errno == errno.ENODEV:
                         continue  # the CPU went offline: the others still count the cgroup
