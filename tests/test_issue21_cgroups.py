@@ -60,6 +60,7 @@ class FakeKernel:
         self.open_fds: set[int] = set()
         self.fail_at: tuple[int, int] | None = None  # (nth group open, errno)
         self.groups_opened = 0
+        self.error_state = False  # read() returns EOF, as for a group the kernel could not schedule
 
     def opener(self, attr: PerfEventAttr, pid: int, cpu: int, group_fd: int, flags: int) -> int:
         assert flags & PERF_FLAG_PID_CGROUP and cpu >= 0
@@ -81,6 +82,8 @@ class FakeKernel:
         return fd
 
     def reader(self, fd: int, size: int) -> bytes:
+        if self.error_state:
+            return b""
         path, cpu, n = self.leaders[fd]
         enabled, running, *values = self.state.get((path, cpu), [0, 0] + [0] * n)
         return struct.pack(f"={3 + n}Q", n, enabled, running, *values[:n])
@@ -242,6 +245,18 @@ def test_a_cgroup_removed_while_counted_gives_its_last_reading_then_is_gone(tree
     assert [r.path for r in c.read().cgroups] == ["/web"]
     c.close()
     assert kernel.fds_still_open() == 0
+
+
+def test_a_group_the_kernel_cannot_read_ends_like_a_removed_cgroup(tree: Path) -> None:
+    make_cgroup(tree, "/web")
+    kernel = FakeKernel(tree / ROOT)
+    c = counters(tree, kernel, "/web")
+    c.begin()
+    kernel.error_state = True
+    (r,) = c.read().cgroups
+    assert (r.path, r.removed, r.counts) == ("/web", True, {})
+    assert c.read().cgroups == ()
+    c.close()
 
 
 def test_the_tree_counts_the_busiest_cgroups_with_their_ancestors_not_the_root(tree: Path) -> None:
@@ -502,8 +517,8 @@ def test_counts_match_perf_stat_g(ping_pong: subprocess.Popen[str], cgroup: Path
     _, perf_err = perf.communicate(timeout=30)
     assert perf.returncode == 0, perf_err
     assert [r.processes for r in readings] == [2] * 4 and all(r.counted == 1.0 for r in readings)
-    # perf stat -I -x, lines: time,value,unit,event,cgroup,...; the first interval of each is left out: a cgroup
-    # event opened while its cgroup runs on a CPU starts counting at the next switch to it there.
+    # perf stat -I -x, lines: time,value,unit,event,cgroup,...; the first interval of each is left out: right
+    # after opening, cgroup events were seen to undercount here (task-clock ~8% low in the first second, 6.18).
     perf_rows: dict[str, list[tuple[float, float]]] = {}
     for line in perf_err.splitlines():
         fields = line.split(",")

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from pmutop.core.cpulist import format_cpu_list
-from pmutop.core.errors import PmutopError, UsageError
+from pmutop.core.errors import HardwareError, PmutopError, UsageError
 from pmutop.core.sample import Sample
 from pmutop.core.sysroot import Sysroot
 from pmutop.core.task_reading import ESTIMATED, EXACT, CgroupReading, TaskSnapshot
@@ -335,29 +335,37 @@ class CgroupCounters:
     # -- reading -------------------------------------------------------------------------------------------
 
     def read(self, cpu_samples: Sequence[Sample] = ()) -> TaskSnapshot:
-        readings: list[CgroupReading] = []
+        # The counters first, together (their interval is the CPU samples'), then the tree's files.
         base = self.sysroot.path(self.root)
-        for path, c in list(self._counted.items()):
+        raw: list[tuple[_Counted, dict[int, Raw] | None, float, bool]] = []
+        for path, c in self._counted.items():
             removed = not os.path.isdir(f"{base}{'' if path == '/' else path}")  # checked before the last read
-            now = time.monotonic()
-            cur = c.read()
-            reading = self._reading(c, cur, now - c.at, removed)
-            if self.estimate:
-                reading = self._estimated(reading, c.cpu_task_clock, cpu_samples)
-            readings.append(reading)
-            c.prev, c.at = cur, now
+            try:
+                cur: dict[int, Raw] | None = c.read()
+            except (OSError, HardwareError):  # a group the kernel put in error state: gone, like a removed one
+                cur, removed = None, True
+            raw.append((c, cur, time.monotonic(), removed))
+        deltas = self._scan() if self.tree else None
+        if not self.tree:
+            self._count_processes()
+        readings: list[CgroupReading] = []
+        for c, cur, now, removed in raw:
+            if cur is None:
+                readings.append(CgroupReading(c.path, c.name, now - c.at, {}, 1.0, removed=True))
+            else:
+                reading = self._reading(c, cur, now - c.at, removed)
+                if self.estimate:
+                    reading = self._estimated(reading, c.cpu_task_clock, cpu_samples)
+                readings.append(reading)
+                c.prev, c.at = cur, now
             if removed:
-                c.close()
-                del self._counted[path]
-        if self.tree:
-            deltas = self._scan()
+                self._counted.pop(c.path).close()
+        if deltas is not None:
             wanted = self._choose(deltas)
             for path in [p for p in self._counted if p not in wanted]:
                 self._counted.pop(path).close()
             self._wanted = len(wanted)
             self._open_all(wanted)
-        else:
-            self._count_processes()
         return TaskSnapshot(cgroups=tuple(readings), mode=ESTIMATED if self.estimate else EXACT, notes=self._notes())
 
     def _notes(self) -> tuple[str, ...]:
@@ -366,6 +374,10 @@ class CgroupCounters:
             notes.append(
                 f"counters on {len(self._counted)} of {self._wanted} cgroups: open files limit {self._files_limit}"
             )
+        if "/" in self._counted:
+            # Every task, the idle tasks included, is in the root cgroup: its task-clock is the CPUs' whole time
+            # (`perf stat -G / -a` shows 2.000 CPUs utilized on an idle 2-CPU machine).
+            notes.append("the root cgroup's task-clock counts idle time too: its CPU% is the CPUs' whole time")
         if self.estimate:
             notes.append(ESTIMATE_NOTE)
             if self._unknown_busy:
