@@ -376,7 +376,7 @@ class CgroupCounters:
             )
         if "/" in self._counted:
             # Every task, the idle tasks included, is in the root cgroup: its task-clock is the CPUs' whole time
-            # (`perf stat -G / -a` shows 2.000 CPUs utilized on an idle 2-CPU machine).
+            # (seen here: 1 s per CPU per second, a CPU with no context switch in it included, as `perf stat -a -G /`).
             notes.append("the root cgroup's task-clock counts idle time too: its CPU% is the CPUs' whole time")
         if self.estimate:
             notes.append(ESTIMATE_NOTE)
