@@ -489,11 +489,18 @@ def ping_pong(cgroup: Path) -> Iterator[subprocess.Popen[str]]:
 
 
 @pytest.mark.integration
-def test_batch_json_with_a_real_cgroup_runs(ping_pong: subprocess.Popen[str], cgroup: Path) -> None:
-    result = pmutop("--batch", "--cgroup", cgroup.name, "--format", "json", "--interval", "0.3", "--count", "2")
+@pytest.mark.parametrize("asked", ["cgroup", "tree", "cgroup and pid"])
+def test_batch_json_with_a_real_cgroup_runs(ping_pong: subprocess.Popen[str], cgroup: Path, asked: str) -> None:
+    options = {
+        "cgroup": ["--cgroup", cgroup.name],
+        "tree": ["--cgroups", "--top", "4"],
+        "cgroup and pid": ["--cgroup", f"/{cgroup.name}", "--pid", str(ping_pong.pid)],
+    }[asked]
+    result = pmutop("--batch", *options, "--format", "json", "--interval", "0.3", "--count", "2")
     assert result.returncode == 0, result.stderr
-    assert {json.loads(line)["kind"] for line in result.stdout.splitlines()} >= {"cpu"}
-    assert result.stderr.count("no hardware events") <= 2  # said once by the cgroups, once by the backend
+    kinds = {json.loads(line)["kind"] for line in result.stdout.splitlines()}
+    assert "cpu" in kinds and ("task" in kinds) == ("--pid" in options)
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.integration
