@@ -171,7 +171,6 @@ class CgroupCounters:
         self._counted: dict[str, _Counted] = {}
         self._usage: dict[str, int] = {}  # cumulative usage_usec at the last scan (tree mode)
         self._procs: dict[str, int] = {}  # processes per cgroup, its descendants' included
-        self._wanted_paths: list[str] = []
         self._wanted = 0  # how many cgroups the last choice wanted counted
         self._files_limit: int | None = None  # set when EMFILE stopped adding cgroups
         self._unknown_busy: set[int] = set()  # CPUs whose busy time no sample gave (estimate)
@@ -276,12 +275,12 @@ class CgroupCounters:
         if self.tree:
             self._scan()
             # No interval yet: the first choice ranks by CPU used since each cgroup began.
-            self._wanted_paths = self._choose({p: u for p, u in self._usage.items()})
+            wanted = self._choose(dict(self._usage))
         else:
-            self._wanted_paths = list(self.pinned)
+            wanted = list(self.pinned)
             self._count_processes()
-        self._wanted = len(self._wanted_paths)
-        self._open_all(self._wanted_paths)
+        self._wanted = len(wanted)
+        self._open_all(wanted)
         now = time.monotonic()
         for c in self._counted.values():
             c.prev, c.at = c.read(), now
