@@ -4,6 +4,7 @@ checked before anything is touched and opened after the backend is chosen."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pmutop.app.console import say
@@ -11,7 +12,10 @@ from pmutop.backends.base import Backend
 from pmutop.backends.perf import PerfBackend
 from pmutop.backends.sim import SimBackend
 from pmutop.core.errors import UsageError
-from pmutop.core.task_reading import TaskCounterSource
+from pmutop.core.sample import Sample
+from pmutop.core.sysroot import Sysroot
+from pmutop.core.task_reading import ESTIMATED, EXACT, SIMULATED, TaskCounterSource, TaskSnapshot
+from pmutop.hw.platform import HostPlatform
 from pmutop.safety.exit_guard import ExitGuard
 
 
@@ -25,7 +29,7 @@ class TaskPlan:
     cgroups: list[str] = field(default_factory=list)
     all_cgroups: bool = False
     command: list[str] | None = None
-    command_path: str = ""  # the executable the command runs, found as a shell finds it
+    command_path: str = ""  # the command's executable, found as a shell finds it
 
     @property
     def wanted(self) -> bool:
@@ -47,13 +51,14 @@ def check_task_options(args: argparse.Namespace) -> TaskPlan:
         return plan
     if args.demo or args.backend == "sim":
         return _simulated_plan(args, plan)
-    if getattr(args, "tasks", False) or getattr(args, "cgroups", False) or getattr(args, "cgroup", None):
-        raise UsageError("--tasks, --cgroups and --cgroup are not built yet")
+    if getattr(args, "tasks", False):
+        raise UsageError("--tasks is not built yet")
+    _check_cgroup_options(args, plan)
+    if records == "cgroup" and not (plan.cgroups or plan.all_cgroups):
+        raise UsageError("--records cgroup needs --cgroups or --cgroup")
     if pid_text is None:
         if records == "task":
             raise UsageError("--records task needs --pid (the processes to count)")
-        if records == "cgroup":
-            raise UsageError("--records cgroup needs --cgroups or --cgroup")
         return plan
     if not args.batch:
         raise UsageError("--pid needs --batch (the live process view is still to come)")
@@ -85,11 +90,27 @@ def _simulated_plan(args: argparse.Namespace, plan: TaskPlan) -> TaskPlan:
     return plan
 
 
+def _check_cgroup_options(args: argparse.Namespace, plan: TaskPlan) -> None:
+    """--cgroup PATH (repeatable) and --cgroups: checked before anything is touched (a missing cgroup is a usage
+    error naming it)."""
+    plan.cgroups = list(getattr(args, "cgroup", None) or [])
+    plan.all_cgroups = bool(getattr(args, "cgroups", False))
+    if not (plan.cgroups or plan.all_cgroups):
+        return
+    option = "--cgroups" if plan.all_cgroups else "--cgroup"
+    if getattr(args, "connect", None) or args.record:
+        raise UsageError(f"{option} counts this machine's cgroups live: not with --connect or --record")
+    from pmutop.probes.cgroup_counters import cgroup_root_or_refuse, check_paths
+
+    sysroot = Sysroot(getattr(args, "sysroot", None) or "/")
+    plan.cgroups = check_paths(sysroot, cgroup_root_or_refuse(sysroot, option), plan.cgroups)
+
+
 def open_task_source(
     args: argparse.Namespace, plan: TaskPlan, backend: Backend, guard: ExitGuard | None = None
 ) -> TaskCounterSource | None:
-    """The counters the plan asks for (None: none); `guard`: for -- COMMAND (it passes signals on). The caller
-    closes it."""
+    """The counters the plan asks for (None: none): per process, per cgroup, or both merged; `guard`: for
+    -- COMMAND (it passes signals on). The caller closes it."""
     if isinstance(backend, SimBackend) and plan.wanted:
         from pmutop.sim.process_counters import SimTaskCounters
 
@@ -101,22 +122,91 @@ def open_task_source(
             all_cgroups=plan.all_cgroups,
             requested_events=args.events,
         )
-    if not plan.pids and not plan.command:
-        return None
-    from pmutop.probes.task_counters import TaskCounters
-
-    events = args.events
-    if not isinstance(backend, PerfBackend):
-        # Per-task hardware counters would take the counters the msr backend programs: software events only.
-        what = "-- COMMAND" if plan.command else "--pid"
-        say(f"{what} with the msr backend counts task-clock and context-switches only (--backend perf: all events)")
-        events = []
     if plan.command:
         from pmutop.app.commands.measure_command import start_command
 
         assert guard is not None
-        return start_command(args, plan.command, plan.command_path, guard, events)
-    return TaskCounters(plan.pids, events, say=say)
+        return start_command(args, plan.command, plan.command_path, guard, _task_events(args, backend, "-- COMMAND"))
+    tasks = _open_tasks(args, plan, backend) if plan.pids else None
+    try:
+        cgroups = _open_cgroups(args, plan, backend) if plan.cgroups or plan.all_cgroups else None
+    except BaseException:
+        if tasks is not None:
+            tasks.close()
+        raise
+    if tasks is not None and cgroups is not None:
+        return CombinedSource(tasks, cgroups)
+    return tasks or cgroups
+
+
+def _task_events(args: argparse.Namespace, backend: Backend, what: str) -> list[str] | None:
+    """--events for per-task counters: with the msr backend none of the hardware ones (they would take the
+    counters the msr backend programs): software events only."""
+    if isinstance(backend, PerfBackend):
+        return args.events
+    say(f"{what} with the msr backend counts task-clock and context-switches only (--backend perf: all events)")
+    return []
+
+
+def _open_tasks(args: argparse.Namespace, plan: TaskPlan, backend: Backend) -> TaskCounterSource:
+    from pmutop.probes.task_counters import TaskCounters
+
+    return TaskCounters(plan.pids, _task_events(args, backend, "--pid"), say=say)
+
+
+def _open_cgroups(args: argparse.Namespace, plan: TaskPlan, backend: Backend) -> TaskCounterSource:
+    platform = backend.platform
+    from pmutop.probes.cgroup_counters import CgroupCounters
+
+    # The msr backend programs the PMU itself: per-cgroup hardware counters would fight it, so there the
+    # hardware counts are estimated from the cores' (and said to be).
+    estimate = not isinstance(backend, PerfBackend)
+    if estimate:
+        option = "--cgroups" if plan.all_cgroups else "--cgroup"
+        say(
+            f"{option} with the msr backend: task-clock and context-switches exact, hardware events est. "
+            "(--backend perf: exact)"
+        )
+    return CgroupCounters(
+        plan.cgroups,
+        tree=plan.all_cgroups,
+        top=args.top,
+        requested_events=args.events,
+        cpus=platform.online_cpus(),
+        sysroot=platform.sysroot if isinstance(platform, HostPlatform) else None,
+        estimate=estimate,
+        say=say,
+    )
+
+
+class CombinedSource:
+    """Per-process and per-cgroup counters read as one source: one snapshot with both."""
+
+    def __init__(self, tasks: TaskCounterSource, cgroups: TaskCounterSource) -> None:
+        self.tasks, self.cgroups = tasks, cgroups
+        self.events = list(dict.fromkeys([*tasks.events, *cgroups.events]))
+
+    def begin(self) -> None:
+        self.tasks.begin()
+        self.cgroups.begin()
+
+    def read(self, cpu_samples: Sequence[Sample] = ()) -> TaskSnapshot:
+        tasks, cgroups = self.tasks.read(cpu_samples), self.cgroups.read(cpu_samples)
+        modes = {tasks.mode, cgroups.mode}
+        mode = next((m for m in (SIMULATED, ESTIMATED) if m in modes), EXACT)
+        return TaskSnapshot(
+            tasks=tasks.tasks,
+            cgroups=cgroups.cgroups,
+            mode=mode,
+            notes=tasks.notes + cgroups.notes,
+            cpu_shares=tasks.cpu_shares,
+        )
+
+    def close(self) -> None:
+        try:
+            self.tasks.close()
+        finally:
+            self.cgroups.close()
 
 
 def default_records(args: argparse.Namespace, plan: TaskPlan) -> str:

@@ -56,7 +56,8 @@ class CgroupReading:
     cgroup v2 perf events are hierarchical), so a parent's counts include its children's.
 
     `path` is relative to the cgroup root ("/system.slice/docker-3f2a….scope"); `name` is how users know it
-    ("nginx.service", "docker web", "pod default/api-0"); other fields as in TaskReading."""
+    ("nginx.service", "docker web", "pod default/api-0"); `processes`: how many processes it and its descendants
+    hold (cgroup.procs, recursive like the counts); other fields as in TaskReading."""
 
     path: str
     name: str
@@ -67,6 +68,7 @@ class CgroupReading:
     processes: int = 0
     no_permission: bool = False
     estimate: bool = False
+    removed: bool = False  # the cgroup was removed while counted: this is its last reading
 
     @property
     def parent(self) -> str | None:

@@ -17,6 +17,7 @@ from pmutop.backends.choose import BackendChoice, BackendRequest, choose
 from pmutop.backends.facts import HostFacts, probe_host, probe_rdpmc
 from pmutop.core.cpulist import format_cpu_list, group_by_cpu
 from pmutop.core.errors import HardwareError, UsageError
+from pmutop.core.task_reading import ESTIMATED, EXACT, SIMULATED
 from pmutop.hw import perf_event
 from pmutop.hw.cpus import CpuSurvey, describe_cpus
 from pmutop.hw.platform import NMI_WATCHDOG, PERF_EVENT_PARANOID, HostPlatform, Platform
@@ -24,6 +25,7 @@ from pmutop.pmu import registers, topdown_plan
 from pmutop.pmu.cpuid_decode import CpuIdentity, PerfmonInfo, identity_to_dict, perfmon_to_dict
 from pmutop.pmu.perfmon import PerfmonTables
 from pmutop.probes import dram
+from pmutop.probes.cgroup_names import find_cgroup2
 from pmutop.probes.power.monitor import PowerMonitor
 from pmutop.safety.state_files import describe_runs, leftover_lines
 
@@ -82,6 +84,14 @@ def gather(platform: HostPlatform, *, probe: bool = True) -> dict[str, Any]:
     )
     choice = choose(host, BackendRequest()).after_leftovers(leftover_lines(facts["pmutop_runs"]))
     facts["verdict"] = choice.to_dict()
+    facts["per_task"] = per_task_facts(
+        host=platform.sysroot.is_host,
+        backend=choice.name,
+        perf=facts["perf"],
+        root=host.root,
+        paranoid=facts["perf_event_paranoid"],
+        cgroup2=find_cgroup2(platform.sysroot),
+    )
     topdowns = _topdown(platform, survey, choice)
     groups: list[dict[str, Any]] = []
     for cpu, described in survey.described.items():
@@ -131,6 +141,11 @@ def gather_simulated(platform: Platform) -> dict[str, Any]:
         "reasons": ["--demo: the msr backend programs the simulated PMU as it would a real one"],
         "fixes": [],
     }
+    facts["per_task"] = {
+        "mode": SIMULATED,
+        "why": "--demo: the simulated machine's process table (every number synthetic)",
+        "cgroups": {"possible": False, "v2_root": None, "why": "--demo: the simulated cgroups are still to come"},
+    }
     tables: PerfmonTables | None
     try:
         tables = PerfmonTables.locate(None)
@@ -158,6 +173,54 @@ def gather_simulated(platform: Platform) -> dict[str, Any]:
         _add_to_groups(groups, cpu, entry)
     facts["cpu_groups"] = _cpu_lists(groups)
     return facts
+
+
+def per_task_facts(
+    *, host: bool, backend: str | None, perf: dict[str, Any], root: bool, paranoid: int | None, cgroup2: str | None
+) -> dict[str, Any]:
+    """Which per-process and per-cgroup counting a plain run gives here: "exact" (perf backend: the kernel's
+    per-task and per-cgroup counters), "estimated" (msr backend: each core's counts split by each process's share
+    of its busy time) or "none", with why; and whether cgroup counters can open (cgroup v2 found, and where)."""
+    where = f"/{cgroup2}" if cgroup2 else None
+    if not host:
+        why = "--sysroot: per-task counters count this host's processes only"
+        return {"mode": "none", "why": why, "cgroups": {"possible": False, "v2_root": where, "why": why}}
+    if backend is None:
+        mode, why = "none", "no backend can run here (see the verdict)"
+    elif perf.get("checked") and not perf.get("software_ok"):
+        mode, why = "none", f"perf_event_open does not open software events: {perf.get('software_problem')}"
+    elif not root and paranoid is not None and paranoid >= 3:
+        # Debian/Ubuntu's level 3 forbids perf_event_open to unprivileged users altogether.
+        mode, why = "none", f"perf_event_paranoid={paranoid} forbids perf_event_open: run as root or CAP_PERFMON"
+    elif backend == "perf":
+        mode, why = EXACT, "perf backend: the kernel's per-task and per-cgroup counters"
+        if not perf.get("hardware_ok"):
+            why += " (software events only: task-clock, context switches; this PMU has no hardware events)"
+        if not root:
+            # Another user's process needs ptrace rights (kernel perf_check_permission): root or CAP_PERFMON.
+            why += "; your own processes only (others': run as root or CAP_PERFMON)"
+    else:
+        mode = ESTIMATED
+        why = (
+            f"{backend} backend: per-task counters would fight the counters it programs, so each core's counts "
+            "are split by each process's share of its busy time (exact numbers: --backend perf)"
+        )
+    if cgroup2 is None:
+        cgroups = {"possible": False, "v2_root": None, "why": "no cgroup v2 hierarchy at /sys/fs/cgroup(/unified)"}
+    elif mode == "none":
+        cgroups = {"possible": False, "v2_root": where, "why": f"cgroup v2 at {where}, but {why}"}
+    elif not root and (paranoid is None or paranoid > 0):
+        # Cgroup events are CPU-wide: above level 0 those need CAP_PERFMON (include/linux/perf_event.h
+        # perf_allow_cpu).
+        cgroups = {
+            "possible": False,
+            "v2_root": where,
+            "why": f"cgroup v2 at {where}, but cgroup counters are CPU-wide: perf_event_paranoid={paranoid} "
+            "allows them to root or CAP_PERFMON only",
+        }
+    else:
+        cgroups = {"possible": True, "v2_root": where, "why": f"cgroup v2 at {where}"}
+    return {"mode": mode, "why": why, "cgroups": cgroups}
 
 
 def verdict(facts: dict[str, Any]) -> dict[str, Any]:
@@ -331,6 +394,11 @@ def render_text(f: dict[str, Any]) -> str:
         lines.append(("", r))
     for fix in v["fixes"]:
         lines.append(("Fix", fix))
+    per_task = f.get("per_task")
+    if per_task:
+        lines.append(("Per-task", f"{per_task['mode']}: {per_task['why']}"))
+        cgroups = per_task["cgroups"]
+        lines.append(("Cgroups", ("yes: " if cgroups["possible"] else "no: ") + cgroups["why"]))
     width = max(len(k) for k, _ in lines) + 2
     return "\n".join(f"{k:<{width}}{val}" for k, val in lines)
 
