@@ -20,6 +20,8 @@ def run_replay(argv: list[str], guard: ExitGuard) -> int:
             raise UsageError("--count needs --batch")
         if args.timestamps:
             raise UsageError("--timestamps needs --batch")
+        if args.records:
+            raise UsageError("--records needs --batch")
         if not has_terminal():
             raise UsageError(NEEDS_TERMINAL)
     rec = read_recording(args.file)
@@ -30,7 +32,7 @@ def run_replay(argv: list[str], guard: ExitGuard) -> int:
     if args.batch:
         if rec.header.mode == "SIMULATED":
             say("SIMULATED PMU: every number shown is synthetic (a recording of the simulated PMU)")
-        replay_batch(rec, args.format, count=args.count, timestamps=args.timestamps, warn=warn)
+        replay_batch(rec, args.format, count=args.count, timestamps=args.timestamps, warn=warn, records=args.records)
         # Known without reading further only for a plain file or one read to its end (the live view's status
         # line says it once its index reaches the end).
         if rec.truncated_if_known:
