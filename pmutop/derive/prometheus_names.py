@@ -44,7 +44,7 @@ def metric_name(key: str) -> str:
 # "_total" for counters, "_seconds" for time). Per-process series are never exported: a PID is a label value
 # without bound (every short-lived process a new series, kept by Prometheus for its whole retention).
 CGROUP_PREFIX = PREFIX + "cgroup_"
-CGROUP_SECONDS = {"task_clock": 1e-9}  # count key -> factor to seconds (the kernel counts task-clock in ns)
+CGROUP_SECONDS = {"task_clock": 1e9}  # count key -> its units per second (the kernel counts task-clock in ns)
 CGROUP_RESERVED = {"counted_seconds", "sampled_seconds", "processes", "counters_info"}
 
 

@@ -13,6 +13,12 @@ from pmutop.sinks.batch import PRINTERS, print_interval, print_snapshot
 from pmutop.sinks.batch_tasks import SnapshotPrinter
 
 
+def check_records(recording: Recording, records: str | None) -> None:
+    """--records task or cgroup of a recording made without them is a usage error, said in one line."""
+    if records in ("task", "cgroup") and recording.header.task_events is None:
+        raise UsageError(f"--records {records}: {recording.path} holds no {records} records (recorded without them)")
+
+
 def replay_batch(
     recording: Recording,
     fmt: str,
@@ -32,8 +38,7 @@ def replay_batch(
     keys = h.keys[h.cpus[0]]
     tma = any(h.topdown.get(cpu) for cpu in h.cpus)
     records = records or ("all" if fmt == "json" else "cpu")
-    if records in ("task", "cgroup") and h.task_events is None:
-        raise UsageError(f"--records {records}: {recording.path} holds no {records} records (recorded without them)")
+    check_records(recording, records)
     printer = PRINTERS[fmt](out, keys, h.mode, tma, timestamps) if records in ("cpu", "all") else None
     snapshots = None
     if h.task_events is not None and records != "cpu":

@@ -307,7 +307,7 @@ class PmuCollector(Collector):
             processes.add_metric(lv, t.processes)
             for k, v in t.counts.items():
                 if k in CGROUP_SECONDS:
-                    counter(cgroup_metric_name(k), f"seconds its tasks ran ({k})").add_metric(lv, v * CGROUP_SECONDS[k])
+                    counter(cgroup_metric_name(k), f"seconds its tasks ran ({k})").add_metric(lv, v / CGROUP_SECONDS[k])
                 else:
                     counter(cgroup_metric_name(k), f"{k} events counted in the cgroup").add_metric(lv, v)
         return [mode, processes, *fams.values()]

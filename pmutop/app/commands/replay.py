@@ -12,7 +12,7 @@ from pmutop.safety.exit_guard import ExitGuard
 def run_replay(argv: list[str], guard: ExitGuard) -> int:
     from pmutop.feeds.replay import ReplayFeed
     from pmutop.recording.reader import RecordingError, read_recording
-    from pmutop.sinks.batch_replay import replay_batch
+    from pmutop.sinks.batch_replay import check_records, replay_batch
 
     args = replay_parser().parse_args(argv)
     if not args.batch:
@@ -30,6 +30,7 @@ def run_replay(argv: list[str], guard: ExitGuard) -> int:
     if not rec.samples:  # reads up to the first sample only
         raise RecordingError(f"{args.file}: the recording holds no samples (it was stopped before its first interval)")
     if args.batch:
+        check_records(rec, args.records)
         if rec.header.mode == "SIMULATED":
             say("SIMULATED PMU: every number shown is synthetic (a recording of the simulated PMU)")
         replay_batch(rec, args.format, count=args.count, timestamps=args.timestamps, warn=warn, records=args.records)
