@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -345,3 +347,36 @@ def test_diff_of_recordings_without_processes_prints_no_process_section(
     record(capsys, a)
     code, out, _ = run(capsys, "diff", str(a), str(a))
     assert code == 0 and "processes by command" not in out and "cgroups by path" not in out
+
+
+@pytest.mark.integration
+def test_a_recorded_pid_run_replays_its_task_records(tmp_path: Path) -> None:
+    """The real thing: the kernel's per-task counters (software events on this VM), --record and replay."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    path = tmp_path / "pid.jsonl.gz"
+    try:
+        args = ["--batch", "--pid", str(sleeper.pid), "--interval", "0.2", "--count", "3", "--format", "json"]
+        live = subprocess.run(
+            [sys.executable, "-m", "pmutop", *args, "--record", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        sleeper.kill()
+        sleeper.wait(timeout=10)
+    if live.returncode != 0 and "perf" in live.stderr:
+        pytest.skip(f"per-task counters unavailable here: {live.stderr.strip()}")
+    assert live.returncode == 0, live.stderr
+    replayed = subprocess.run(
+        [sys.executable, "-m", "pmutop", "replay", str(path), "--batch", "--format", "json", "--records", "task"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    tasks = [r for r in json_lines(live.stdout) if r["kind"] == "task"]
+    assert len(tasks) == 3 and all(r["pid"] == sleeper.pid for r in tasks)
+    assert json_lines(replayed.stdout) == tasks
