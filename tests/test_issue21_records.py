@@ -216,6 +216,22 @@ def test_a_snapshot_written_after_later_samples_still_pairs_with_its_interval(
     assert replayed == live
 
 
+def test_a_recording_cut_inside_its_last_snapshot_replays_up_to_it(
+    capsys: pytest.CaptureFixture[str], fake_tasks: Callable[..., Sources], tmp_path: Path
+) -> None:
+    fake_tasks()
+    path = tmp_path / "run.jsonl"
+    live = json_lines(record(capsys, path))
+    text = path.read_text()
+    assert text.splitlines()[-1].startswith('{"snapshot":')
+    path.write_text(text[: len(text) - 40])  # killed while writing the last interval's snapshot
+    code, out, err = run(capsys, "replay", str(path), "--batch", "--format", "json")
+    assert code == 0 and "the last line was cut short" in err
+    replayed = json_lines(out)
+    # Every interval's CPU records; the last interval's processes and cgroups are what was lost.
+    assert replayed == [r for r in live if r["kind"] == "cpu" or r["interval_index"] < 4]
+
+
 def test_an_old_recording_without_task_records_still_replays(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
