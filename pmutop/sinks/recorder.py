@@ -108,6 +108,7 @@ class Recorder:
         self.feed = feed
         self.on_failure = on_failure
         self.tasks = tasks
+        self._task_events = header.task_events is not None
         self._out = open_for_writing(path)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -168,7 +169,10 @@ class Recorder:
     def record_tasks(self, interval: int, time: float, snapshot: TaskSnapshot) -> None:
         """One interval's per-process and per-cgroup readings (any thread). `interval`: the seq of the CPU
         samples they were read with; `time`: those samples' run time. Nothing once the recording has failed
-        or closed (the run is being stopped)."""
+        or closed (the run is being stopped). The header must name the readings' events (make_header's
+        `task_events`): a replay reads snapshots only from a recording that says it has them."""
+        if not self._task_events:
+            raise ValueError("record_tasks: the recording's header has no task_events (make_header(task_events=...))")
         with self._lock:
             if self._closed or self.error is not None:
                 return
