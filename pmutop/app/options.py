@@ -148,7 +148,21 @@ def run_parser(serve: bool = False) -> OneLineParser:
     p.add_argument(
         "--timestamps", action="store_true", help="with --batch: add each interval's wall-clock time (UTC, ISO 8601)"
     )
-    if not serve:
+    if serve:
+        p.add_argument(
+            "--cgroups",
+            action="store_true",
+            help="also serve per-cgroup counters (pmutop_cgroup_<event>_total{cgroup,name}) for every cgroup. "
+            "Per-process series are never served: PIDs come and go without bound, and each would be a new "
+            "series in Prometheus (unbounded cardinality); cgroups are the services and containers",
+        )
+        p.add_argument(
+            "--cgroup",
+            metavar="PATH",
+            action="append",
+            help="serve per-cgroup counters for exactly this cgroup (repeatable; a path under /sys/fs/cgroup)",
+        )
+    else:
         p.add_argument(
             "--pid",
             metavar="LIST",
@@ -318,13 +332,20 @@ def replay_parser() -> OneLineParser:
     p.add_argument(
         "--timestamps", action="store_true", help="with --batch: add each interval's wall-clock time (UTC, ISO 8601)"
     )
+    p.add_argument(
+        "--records",
+        choices=("cpu", "task", "cgroup"),
+        help="with --batch: print one kind of record. JSON prints every kind the recording holds (cpu, then "
+        "task, then cgroup, per interval); CSV and the table print one kind (default cpu)",
+    )
     return p
 
 
 def diff_parser() -> OneLineParser:
     p = OneLineParser(
         prog=f"{PROG} diff",
-        description="Compare two recordings per core and per metric (medians over each run): before / after.",
+        description="Compare two recordings per core and per metric (medians over each run): before / after; "
+        "recordings with per-process or per-cgroup counters are also compared per command and per cgroup.",
     )
     p.add_argument("a", metavar="A", help="the recording before")
     p.add_argument("b", metavar="B", help="the recording after")

@@ -62,8 +62,8 @@ def check_task_options(args: argparse.Namespace) -> TaskPlan:
         return plan
     if not args.batch:
         raise UsageError("--pid needs --batch (the live process view is still to come)")
-    if getattr(args, "connect", None) or args.demo or args.backend == "sim" or args.record:
-        raise UsageError("--pid counts this machine's processes live: not with --connect, --demo or --record")
+    if getattr(args, "connect", None) or args.demo or args.backend == "sim":
+        raise UsageError("--pid counts this machine's processes live: not with --connect or --demo")
     from pmutop.probes.task_counters import parse_pid_list
 
     plan.pids = parse_pid_list(pid_text)

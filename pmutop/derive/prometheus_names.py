@@ -35,3 +35,24 @@ def metric_name(key: str) -> str:
     if key not in NAMED and (safe in RESERVED or safe.startswith("topdown_category")):
         safe = "event_" + safe
     return PREFIX + safe
+
+
+# Per-cgroup counters (`pmutop serve --cgroups/--cgroup`): one family per event, labelled by cgroup path and name.
+# task_clock is the time the cgroup's tasks ran: exported in seconds, the base unit, with the name Prometheus'
+# naming rules and every other exporter give CPU time (process_cpu_seconds_total, cAdvisor's
+# container_cpu_usage_seconds_total): https://prometheus.io/docs/practices/naming/ ("use base units",
+# "_total" for counters, "_seconds" for time). Per-process series are never exported: a PID is a label value
+# without bound (every short-lived process a new series, kept by Prometheus for its whole retention).
+CGROUP_PREFIX = PREFIX + "cgroup_"
+CGROUP_SECONDS = {"task_clock": 1e9}  # count key -> its units per second (the kernel counts task-clock in ns)
+CGROUP_RESERVED = {"counted_seconds", "sampled_seconds", "processes", "counters_info"}
+
+
+def cgroup_metric_name(key: str) -> str:
+    """The counter family (without _total) a cgroup's count key is exported as."""
+    if key == "task_clock":
+        return CGROUP_PREFIX + "cpu_seconds"
+    safe = re.sub(r"[^a-zA-Z0-9_]", "_", key).lower()
+    if safe in CGROUP_RESERVED or safe == "cpu_seconds":
+        safe = "event_" + safe
+    return CGROUP_PREFIX + safe

@@ -1,34 +1,64 @@
-"""One flat record per counted process per interval (`"kind": "task"`): JSON lines and CSV share these columns."""
+"""One flat record per counted process (`"kind": "task"`) and per counted cgroup (`"kind": "cgroup"`) per
+interval: JSON lines and CSV share these columns, and a replay rebuilds them from the recorded readings.
+
+A reading pmutop may not count (`no_permission`) has null counts and values; a reading of the msr backend's
+estimate (each core's counts split by the process's share of its busy time) says `"estimate": true`, so no
+reader takes it for the process's own counters."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pmutop.core.task_reading import TaskReading
+from pmutop.core.cpulist import format_cpu_list
+from pmutop.core.task_reading import CgroupReading, TaskReading
 from pmutop.derive.records import rounded
 
-# Derived values of a process, null where their inputs were not counted.
+# Derived values of a process or cgroup, null where their inputs were not counted.
 TASK_METRICS = ("util", "ghz", "ipc", "llc_mpki")
+
+
+def _stamp(timestamps: bool) -> list[str]:
+    return ["kind", "time", *(["timestamp"] if timestamps else []), "interval_index"]
+
+
+def _values(events: list[str]) -> list[str]:
+    return [*events, *(f"{k}_per_s" for k in events), *TASK_METRICS]
 
 
 def task_columns(events: list[str], *, timestamps: bool = False) -> list[str]:
     """The task record's keys in order: CSV's header and JSON's keys are exactly these."""
     return [
-        "kind",
-        "time",
-        *(["timestamp"] if timestamps else []),
-        "interval_index",
+        *_stamp(timestamps),
         "pid",
         "comm",
         "user",
+        "cgroup",
         "threads",
+        "cpus",
         "interval",
-        *events,
-        *(f"{k}_per_s" for k in events),
-        *TASK_METRICS,
+        *_values(events),
         "counted",
         "estimated",
+        "estimate",
         "exited",
+        "no_permission",
+        "mode",
+    ]
+
+
+def cgroup_columns(events: list[str], *, timestamps: bool = False) -> list[str]:
+    """The cgroup record's keys in order (CSV's header, JSON's keys)."""
+    return [
+        *_stamp(timestamps),
+        "cgroup",
+        "name",
+        "processes",
+        "interval",
+        *_values(events),
+        "counted",
+        "estimated",
+        "estimate",
+        "no_permission",
         "mode",
     ]
 
@@ -51,6 +81,21 @@ def task_metrics(counts: dict[str, int], interval: float) -> dict[str, float | N
     }
 
 
+def _measured(counts: dict[str, int], interval: float, events: list[str]) -> dict[str, Any]:
+    """The raw deltas, their rates and the derived values (null where not counted)."""
+    rec: dict[str, Any] = {k: counts.get(k) for k in events}
+    rec |= {f"{k}_per_s": rounded(counts[k] / interval) if k in counts and interval > 0 else None for k in events}
+    return rec | task_metrics(counts, interval)
+
+
+def _head(kind: str, time: float, index: int, timestamp: str | None) -> dict[str, Any]:
+    rec: dict[str, Any] = {"kind": kind, "time": round(time, 3)}
+    if timestamp is not None:
+        rec["timestamp"] = timestamp
+    rec["interval_index"] = index
+    return rec
+
+
 def task_record(
     r: TaskReading,
     mode: str,
@@ -60,21 +105,59 @@ def task_record(
     index: int,
     timestamp: str | None = None,
 ) -> dict[str, Any]:
-    rec: dict[str, Any] = {"kind": "task", "time": round(time, 3)}
-    if timestamp is not None:
-        rec["timestamp"] = timestamp
+    """`mode`: the run's (the CPU records' "mode"); whether this reading is an estimate is `estimate`."""
+    rec = _head("task", time, index, timestamp)
     rec |= {
-        "interval_index": index,
         "pid": r.pid,
         "comm": r.comm,
         "user": r.user,
+        "cgroup": r.cgroup,
         "threads": r.threads,
+        "cpus": list(r.cpus),
         "interval": round(r.interval, 6),
     }
-    rec |= {k: r.counts.get(k) for k in events}
+    rec |= _measured({} if r.no_permission else r.counts, r.interval, events)
     rec |= {
-        f"{k}_per_s": rounded(r.counts[k] / r.interval) if k in r.counts and r.interval > 0 else None for k in events
+        "counted": None if r.no_permission else r.counted,
+        "estimated": dict(r.estimated),
+        "estimate": r.estimate,
+        "exited": r.exited,
+        "no_permission": r.no_permission,
+        "mode": mode,
     }
-    rec |= task_metrics(r.counts, r.interval)
-    rec |= {"counted": r.counted, "estimated": dict(r.estimated), "exited": r.exited, "mode": mode}
     return rec
+
+
+def cgroup_record(
+    r: CgroupReading,
+    mode: str,
+    events: list[str],
+    *,
+    time: float,
+    index: int,
+    timestamp: str | None = None,
+) -> dict[str, Any]:
+    rec = _head("cgroup", time, index, timestamp)
+    rec |= {"cgroup": r.path, "name": r.name, "processes": r.processes, "interval": round(r.interval, 6)}
+    rec |= _measured({} if r.no_permission else r.counts, r.interval, events)
+    rec |= {
+        "counted": None if r.no_permission else r.counted,
+        "estimated": dict(r.estimated),
+        "estimate": r.estimate,
+        "no_permission": r.no_permission,
+        "mode": mode,
+    }
+    return rec
+
+
+def csv_cells(rec: dict[str, Any]) -> dict[str, Any]:
+    """A record's values as CSV cells: `estimated` as event=share;..., `cpus` as a CPU list (0-3,6), booleans
+    as true/false (JSON's spelling)."""
+    out = dict(rec)
+    out["estimated"] = ";".join(f"{k}={v:.3g}" for k, v in rec["estimated"].items())
+    if "cpus" in rec:
+        out["cpus"] = format_cpu_list(rec["cpus"])
+    for key, value in rec.items():
+        if isinstance(value, bool):
+            out[key] = "true" if value else "false"
+    return out

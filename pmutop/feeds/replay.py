@@ -11,13 +11,12 @@ from collections.abc import Callable, Generator
 from pmutop.core.errors import PmutopError
 from pmutop.core.feed import HostLabels, ReplayControls, SampleFeed
 from pmutop.core.ring import SampleRing
-from pmutop.core.sample import Sample
+from pmutop.feeds.replay_tasks import ReplayTaskFeed
 from pmutop.probes.tasks import TopTask
-from pmutop.recording.format import TaskNote
 from pmutop.recording.index import RecordingIndex
-from pmutop.recording.reader import Recording
+from pmutop.recording.reader import RecordedInterval, Recording
 
-Group = list[tuple[Sample, TaskNote | None]]  # one interval: each sample with its recorded task note
+Group = RecordedInterval  # one interval: each sample with its recorded task note, and its snapshot
 
 SPEEDS = ("1", "2", "10", "max")
 HISTORY_ON_SEEK = 60  # intervals pushed at once after a seek, so plots and heatmaps have their history
@@ -36,7 +35,9 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
     The file is streamed: the first interval is pushed at once while a second thread indexes the file for
     seeking (`notice` says how far); memory holds the rings and the index, never the whole recording.
 
-    It is also the replay's task source (top_per_cpu): the top tasks recorded with the intervals pushed."""
+    It is also the replay's task source (top_per_cpu): the top tasks recorded with the intervals pushed; and
+    `task_feed` is the process and cgroup views' TaskFeed (the snapshots recorded with the intervals pushed;
+    None when the recording has none)."""
 
     def __init__(self, recording: Recording, speed: str = "1", ring_capacity: int = 600) -> None:
         self.recording = recording
@@ -45,9 +46,10 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
         self.rings = {cpu: SampleRing(ring_capacity) for cpu in self.cpus}
         self.index = RecordingIndex(recording)
         self.index.start()
-        self._reader: Generator[Group, None, None] = recording.iter_intervals_with_tasks()  # the next step()'s
+        self._reader: Generator[Group, None, None] = recording.iter_recorded_intervals()  # the next step()'s
         self._peeked: Group | None = None
         self._tasks: dict[int, TopTask] = {}  # the latest recorded top task of each CPU
+        self.task_feed = ReplayTaskFeed(h.task_events) if h.task_events is not None else None
         self._at_end = False
         self.error: str | None = None  # the reading stopped at a damaged place
         self._keys = h.keys
@@ -189,11 +191,13 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
                 return  # nothing indexed yet to go to
             target = max(1, min(target, index.count))
             first = max(0, target - HISTORY_ON_SEEK)
-            reader = self.recording.iter_intervals_with_tasks(index.restart(first))
+            reader = self.recording.iter_recorded_intervals(index.restart(first))
             self._close_reader()
             self._reader, self._peeked, self._at_end = reader, None, False
             self._pos = first
             self._tasks = {}  # the intervals pushed now say what ran
+            if self.task_feed is not None:
+                self.task_feed.clear()
             for _ in range(target - first):
                 group = self._take()
                 if group is None:
@@ -258,7 +262,7 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
         self._reader.close()  # its file
 
     def _push(self, group: Group) -> None:
-        for s, note in group:
+        for s, note in group.samples:
             ring = self.rings.get(s.cpu)
             if ring is None:
                 continue
@@ -272,7 +276,9 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
             ring.push(dataclasses.replace(s, seq=ring.count + 1))
             if s.error and not self._remote:
                 self._failures[s.cpu] = s.error
-        self._elapsed = max((s.time for s, _ in group), default=self._elapsed)
+        if group.snapshot is not None and self.task_feed is not None:
+            self.task_feed.push(group.snapshot.snapshot)
+        self._elapsed = max((s.time for s, _ in group.samples), default=self._elapsed)
 
     def _run(self) -> None:
         while True:
@@ -285,7 +291,7 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
             group = self._step()
             if group is None:  # a seek to the end came in between
                 continue
-            wait = 0.0 if factor is None else max(s.interval for s, _ in group) / factor
+            wait = 0.0 if factor is None else max(s.interval for s, _ in group.samples) / factor
             deadline = time.monotonic() + wait
             with self._cond:
                 pos = self._pos

@@ -1,12 +1,14 @@
 """`pmutop diff A B`: two recordings compared per core and per metric (medians over the run, with their
-spread), as a table. The `all` row is the machine total of each interval (as the live view's `all` row)."""
+spread), as a table. The `all` row is the machine total of each interval (as the live view's `all` row).
+Recordings with per-process or per-cgroup counters are also compared per command and per cgroup
+(pmutop.recording.task_diff), from the same single pass over each file."""
 
 from __future__ import annotations
 
 import statistics
 from array import array
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pmutop.core.errors import UsageError
@@ -14,6 +16,7 @@ from pmutop.core.sample import Sample
 from pmutop.derive import topdown
 from pmutop.derive.metrics import combined
 from pmutop.recording.reader import Recording
+from pmutop.recording.task_diff import TaskTotals, task_diff_lines
 
 SOFTWARE_RATES = ("context_switches", "cpu_migrations", "page_faults")  # the kernel's software events
 
@@ -70,6 +73,7 @@ class Summary:
 
     spreads: dict[str, dict[str, Spread]]
     intervals: int
+    tasks: TaskTotals = field(default_factory=TaskTotals)  # its per-process and per-cgroup readings, summed
 
 
 def summarize(rec: Recording) -> Summary:
@@ -77,6 +81,7 @@ def summarize(rec: Recording) -> Summary:
     per metric (8 bytes a value: a 400 MB recording of 8 CPUs holds ~40 MB of them), not the samples."""
     values: dict[str, dict[str, array[float]]] = {}
     intervals = 0
+    tasks = TaskTotals()
 
     def add(row: str, r: dict[str, Any]) -> None:
         per = values.setdefault(row, {})
@@ -84,12 +89,20 @@ def summarize(rec: Recording) -> Summary:
             if r.get(key) is not None:
                 per.setdefault(key, array("d")).append(float(r[key]))
 
-    for group in rec.iter_intervals():
+    for interval in rec.iter_recorded_intervals():
         intervals += 1
+        group = [s for s, _ in interval.samples]
         for s in group:
             add(str(s.cpu), _values((s,)))
         add(ALL, _values(group))
-    return Summary({row: {k: _spread(v) for k, v in per.items() if v} for row, per in values.items()}, intervals)
+        if interval.snapshot is not None:
+            snapshot = interval.snapshot.snapshot
+            # The seconds its readings cover (the counters' own interval), else the CPUs'.
+            spans = [r.interval for r in snapshot.tasks] + [c.interval for c in snapshot.cgroups]
+            spans = spans or [s.interval for s in group]
+            tasks.add(snapshot, max(spans))
+    spreads = {row: {k: _spread(v) for k, v in per.items() if v} for row, per in values.items()}
+    return Summary(spreads, intervals, tasks)
 
 
 def spreads(rec: Recording) -> dict[str, dict[str, Spread]]:
@@ -194,4 +207,5 @@ def diff_table(a: Recording, b: Recording) -> str:
         f"IQR: interquartile range over the intervals; the all row is the machine total of each interval."
         f"  {NOISE_MARK} : the change is smaller than the spread (noise)"
     )
+    lines += task_diff_lines(sum_a.tasks, sum_b.tasks)
     return "\n".join(lines)

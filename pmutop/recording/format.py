@@ -10,6 +10,14 @@ task the live view showed on that CPU, looked up once per interval when the line
 {"name", "pid", "cpu_seconds"}; null when the lookup found none there; absent when no lookup was made (an
 older recording, or an interval written late with the next one). An old reader ignores it: its replay shows
 no task, as before.
+
+Format version 2 adds lines of their own beside the sample lines: {"snapshot": {...}}, one interval's
+per-process and per-cgroup readings (pmutop.core.task_reading.TaskSnapshot) with "interval" (the seq of the
+CPU samples it was read with) and "time" (their run time). A version 1 reader would take such a line for a
+damaged sample, hence the bump; this reader reads versions 1 and 2 alike (a version 1 recording has no
+snapshots). The header's "task_events" lists what the readings' counts may hold; null: the run counted no
+processes or cgroups. A snapshot follows its samples in the file (the recorder writes the samples first), but
+not necessarily before the next interval's samples: readers pair them by "interval", not by position.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from typing import Any
 from pmutop.core.run_description import RunInfo
 from pmutop.core.sample import Sample
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MAGIC = "pmutop-recording"  # the header's "format" value: what tells a recording from any other JSON lines
 SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Sample))
 
@@ -42,6 +50,7 @@ class Header:
     backend: dict[str, Any] = field(default_factory=dict)  # Backend.describe()
     events: list[dict[str, Any]] = field(default_factory=list)  # key, name and encoding of each event
     runinfo: dict[str, Any] = field(default_factory=dict)  # pmutop.core.run_description.RunInfo as a dict
+    task_events: list[str] | None = None  # the task and cgroup readings' events; None: no snapshots recorded
 
     @property
     def remote(self) -> bool:
@@ -94,6 +103,7 @@ def header_from_dict(d: dict[str, Any]) -> Header:
         backend=dict(d.get("backend", {})),
         events=list(d.get("events", [])),
         runinfo=dict(d.get("runinfo", {})),
+        task_events=None if d.get("task_events") is None else [str(e) for e in d["task_events"]],
     )
 
 

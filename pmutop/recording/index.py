@@ -17,7 +17,7 @@ import threading
 from array import array
 
 from pmutop.core.errors import PmutopError
-from pmutop.recording.reader import Checkpoint, Grouper, LineReader, Recording, Restart
+from pmutop.recording.reader import SNAPSHOT_PREFIX, Checkpoint, Grouper, LineReader, Recording, Restart
 
 # What the recorder writes first on every line (format.sample_to_dict keeps the Sample's field order).
 _PREFIX = re.compile(rb'\{"sample":\{"cpu":(\d+),"seq":(\d+),"time":(-?[0-9][0-9.eE+-]*),')
@@ -98,6 +98,11 @@ class RecordingIndex:
                     break
                 last = line
                 if not line.strip():
+                    continue
+                if line.startswith(SNAPSHOT_PREFIX):
+                    # Per-process readings: no interval starts here (a restart reads from the next sample).
+                    if not line.rstrip().endswith(b"}}"):
+                        bad_at = no
                     continue
                 if start is None and not grouper.pending:  # nothing held back: an interval can start here
                     start = (no, offset, frozenset(grouper.done))

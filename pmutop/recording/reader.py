@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import zlib
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
@@ -27,7 +27,10 @@ from pmutop.recording.format import (
     sample_from_dict,
     task_note_from_line,
 )
+from pmutop.recording.snapshot_format import RecordedSnapshot, snapshot_from_dict
 
+SNAPSHOT_PREFIX = b'{"snapshot":'  # a line of per-process/per-cgroup readings (format version 2)
+SNAPSHOT_LAG = 16  # intervals held back for a snapshot the recorder wrote after later intervals' samples
 CHUNK = 1 << 16  # compressed bytes read at a time from a .gz file
 CHECKPOINT_SPAN = 1 << 21  # decoded bytes between two gzip checkpoints: what a seek decompresses at most
 MAX_PENDING = 1000  # intervals held back waiting for a CPU that never writes again (a damaged recording)
@@ -195,7 +198,11 @@ class Recording:
         if not line.strip() or line.startswith(b'{"format":'):
             return False  # an empty last line, or the header's (no samples)
         try:
-            sample_from_dict(json.loads(line)["sample"])
+            obj = json.loads(line)
+            if "snapshot" in obj:
+                snapshot_from_dict(obj["snapshot"])
+            else:
+                sample_from_dict(obj["sample"])
         except _BAD_LINE:
             return True
         return False
@@ -212,15 +219,16 @@ class Recording:
         as the very last line it was cut short (`truncated`)."""
         entries = self._entries(restart, with_tasks=False)
         try:
-            for no, sample, _ in entries:
-                yield no, sample
+            for no, item, _ in entries:
+                if isinstance(item, Sample):
+                    yield no, item
         finally:
             entries.close()
 
     def _entries(
         self, restart: Restart | None, with_tasks: bool
-    ) -> Generator[tuple[int, Sample, TaskNote | None], None, None]:
-        """(line number, sample, its task note when `with_tasks`) in file order."""
+    ) -> Generator[tuple[int, Sample | RecordedSnapshot, TaskNote | None], None, None]:
+        """(line number, sample or snapshot, the sample's task note when `with_tasks`) in file order."""
         lines = self.lines() if restart is None else self.lines(restart.checkpoint, restart.line)
         bad_at: int | None = None
         try:
@@ -231,6 +239,9 @@ class Recording:
                     continue
                 try:
                     obj = json.loads(line)
+                    if line.startswith(SNAPSHOT_PREFIX):
+                        yield no, snapshot_from_dict(obj["snapshot"]), None
+                        continue
                     sample = sample_from_dict(obj["sample"])
                 except _BAD_LINE:
                     bad_at = no
@@ -242,39 +253,95 @@ class Recording:
 
     def iter_intervals(self, restart: Restart | None = None) -> Generator[list[Sample], None, None]:
         """Samples grouped by interval (sample n of every CPU), in order, read as they are asked for."""
-        for group in self._grouped(restart, with_tasks=False):
-            yield [s for s, _ in group]
+        for interval in self._grouped(restart, with_tasks=False):
+            yield [s for s, _ in interval.samples]
 
     def iter_intervals_with_tasks(
         self, restart: Restart | None = None
     ) -> Generator[list[tuple[Sample, TaskNote | None]], None, None]:
         """iter_intervals with each sample's task note (what the live view showed as its top task)."""
+        for interval in self._grouped(restart, with_tasks=True):
+            yield interval.samples
+
+    def iter_recorded_intervals(self, restart: Restart | None = None) -> Generator[RecordedInterval, None, None]:
+        """Each interval's samples with their task notes and its per-process/per-cgroup snapshot (None: the
+        recording has none for it)."""
         yield from self._grouped(restart, with_tasks=True)
 
-    def _grouped(
-        self, restart: Restart | None, with_tasks: bool
-    ) -> Generator[list[tuple[Sample, TaskNote | None]], None, None]:
+    def _grouped(self, restart: Restart | None, with_tasks: bool) -> Generator[RecordedInterval, None, None]:
         grouper = Grouper(self.header.cpus, restart.done if restart else frozenset())
-        skip = restart.skip if restart else 0
+        pairing = _SnapshotPairing(self.header.task_events is not None, restart.skip if restart else 0)
         entries = self._entries(restart, with_tasks)
         try:
-            for _, s, note in entries:
-                for group in grouper.add(s.cpu, s.seq, s.error is not None, (s, note)):
-                    if skip:
-                        skip -= 1
-                    else:
-                        yield group
+            for _, item, note in entries:
+                if isinstance(item, RecordedSnapshot):
+                    yield from pairing.add_snapshot(item)
+                    continue
+                for group in grouper.add(item.cpu, item.seq, item.error is not None, (item, note)):
+                    yield from pairing.add_group(group)
         finally:
             entries.close()
         for group in grouper.flush():
-            if skip:
-                skip -= 1
-            else:
-                yield group
+            yield from pairing.add_group(group)
+        yield from pairing.flush()
 
     def intervals(self) -> list[list[Sample]]:
         """Every interval in a list: the whole file in memory (tests and small files; the commands stream)."""
         return list(self.iter_intervals())
+
+
+@dataclass(frozen=True)
+class RecordedInterval:
+    """One interval of a recording: each CPU's sample with its task note, and the snapshot read with them."""
+
+    samples: list[tuple[Sample, TaskNote | None]]
+    snapshot: RecordedSnapshot | None = None
+
+
+class _SnapshotPairing:
+    """Pairs each complete interval with its snapshot (same interval number). The recorder writes a snapshot
+    after its interval's samples, but maybe after later intervals' too (the reader of the counters lagged):
+    while snapshots are expected, an interval waits for its own until a later one is read (snapshots are
+    written in order: this one will not come), SNAPSHOT_LAG intervals wait, or the file ends. `skip`: the
+    intervals a restart reads only to drop."""
+
+    def __init__(self, expected: bool, skip: int) -> None:
+        self.expected = expected
+        self.skip = skip
+        self.waiting: deque[tuple[int, list[tuple[Sample, TaskNote | None]]]] = deque()
+        self.snapshots: dict[int, RecordedSnapshot] = {}
+        self.latest = 0  # the highest interval a snapshot was read for
+        self.released = 0  # the highest interval given out (or skipped)
+
+    def add_group(self, group: list[tuple[Sample, TaskNote | None]]) -> Iterator[RecordedInterval]:
+        self.waiting.append((group[0][0].seq, group))
+        return self._release(final=False)
+
+    def add_snapshot(self, recorded: RecordedSnapshot) -> Iterator[RecordedInterval]:
+        self.expected = True  # a recording whose header did not say so still pairs what it has
+        if recorded.interval > self.released:  # else: its interval is gone by (a restart began after it)
+            self.snapshots[recorded.interval] = recorded
+            self.latest = max(self.latest, recorded.interval)
+        return self._release(final=False)
+
+    def flush(self) -> Iterator[RecordedInterval]:
+        return self._release(final=True)
+
+    def _release(self, final: bool) -> Iterator[RecordedInterval]:
+        while self.waiting:
+            seq, group = self.waiting[0]
+            still_coming = self.expected and not final and seq not in self.snapshots and seq > self.latest
+            if still_coming and len(self.waiting) <= SNAPSHOT_LAG:
+                return
+            self.waiting.popleft()
+            self.released = max(self.released, seq)
+            for old in [k for k in self.snapshots if k < seq]:
+                del self.snapshots[old]  # its interval was never read (a restart, a damaged recording)
+            snapshot = self.snapshots.pop(seq, None)
+            if self.skip:
+                self.skip -= 1
+            else:
+                yield RecordedInterval(group, snapshot)
 
 
 class _Samples(Sequence[Sample]):

@@ -19,7 +19,7 @@ from pmutop.core.heap_freeze import freeze_startup_heap
 from pmutop.core.numfmt import fixed as _fmt
 from pmutop.core.numfmt import si as _si
 from pmutop.core.sample import Sample
-from pmutop.core.task_reading import TaskCounterSource
+from pmutop.core.task_reading import TaskCounterSource, TaskSnapshot
 from pmutop.derive import power, titles, topdown
 from pmutop.derive.metrics import CoreMetrics, combined, for_sample
 from pmutop.derive.power import combined_power, power_values
@@ -212,6 +212,7 @@ def run_batch(
     power_fields: Collection[str] = (),
     tasks: TaskCounterSource | None = None,
     records: str = "all",
+    on_tasks: Callable[[int, float, TaskSnapshot], None] | None = None,
 ) -> dict[int, str]:
     """Print `count` intervals (forever when None, or until `stop` is set). The engine must be started;
     the caller stops it. A CPU whose sampler fails is reported once and dropped; the others go on.
@@ -220,19 +221,21 @@ def run_batch(
     `pace`: for an unthreaded engine, takes the next interval's samples (Engine.tick_on_schedule); False
     ends the run (stopping). `power_fields`: the power columns a table shows (pmutop.derive.power.SERIES that
     the run measures); the table's header is printed at once, before the first interval (which may be long).
-    `tasks`: per-process counters (--pid), read after each interval's CPU samples; `records`: which kinds to
-    print, "cpu", "task" or "all" (CSV and the table print one kind)."""
+    `tasks`: per-process and per-cgroup counters (--pid, --tasks, --cgroups, --cgroup), read after each
+    interval's CPU samples; `records`: which kinds to print, "cpu", "task", "cgroup" or "all" (JSON only: CSV
+    and the table print one kind). `on_tasks(interval, time, snapshot)`: each interval's snapshot, as read (the
+    recorder's record_tasks; `interval` is the CPU samples' seq, `time` their run time)."""
     out = out or sys.stdout
     keys = feed.keys(feed.cpus[0])
     tma = any(feed.topdown_method(cpu) for cpu in feed.cpus)
     # The printers write into this buffer; each interval reaches `out` in one write (not one per line).
     buf = io.StringIO()
-    printer = PRINTERS[fmt](buf, keys, mode, tma, timestamps) if records != "task" else None
+    printer = PRINTERS[fmt](buf, keys, mode, tma, timestamps) if records in ("cpu", "all") else None
     task_printer = None
     if tasks is not None and records != "cpu":
-        from pmutop.sinks.batch_tasks import TASK_PRINTERS
+        from pmutop.sinks.batch_tasks import SnapshotPrinter
 
-        task_printer = TASK_PRINTERS[fmt](buf, tasks.events, mode, timestamps)
+        task_printer = SnapshotPrinter(buf, fmt, tasks.events, mode, records, timestamps, warn)
     if isinstance(printer, TablePrinter):
         printer.begin([], power_fields)
     _drain(buf, out)
@@ -272,7 +275,7 @@ def run_batch(
         if printer is not None:
             print_interval(printer, batch, done + 1, wall0 if timestamps else None, warn, warned)
         if tasks is not None:
-            _print_tasks(task_printer, tasks, batch, done + 1, wall0 if timestamps else None)
+            _print_tasks(task_printer, tasks, batch, done + 1, wall0 if timestamps else None, on_tasks)
         _drain(buf, out)
         out.flush()
         done += 1
@@ -308,16 +311,29 @@ def print_interval(
         printer.write_total(batch, time=at, timestamp=stamp)
 
 
-def _print_tasks(printer: Any, tasks: TaskCounterSource, batch: list[Sample], index: int, wall0: float | None) -> None:
-    """The processes' readings of this interval, stamped with the CPU records' time (the processes are read
+def _print_tasks(
+    printer: Any,
+    tasks: TaskCounterSource,
+    batch: list[Sample],
+    index: int,
+    wall0: float | None,
+    on_tasks: Callable[[int, float, TaskSnapshot], None] | None,
+) -> None:
+    """The processes' and cgroups' readings of this interval, stamped with the CPU records' time (they are read
     just after the CPUs); read even when not printed, so an exited process is dropped."""
-    readings = tasks.read(batch).tasks
-    if printer is None or not batch:
+    snapshot = tasks.read(batch)
+    if not batch:
         return
+    if on_tasks is not None:
+        on_tasks(max(s.seq for s in batch), max(s.time for s in batch), snapshot)
+    if printer is not None:
+        print_snapshot(printer, snapshot, batch, index, wall0)
+
+
+def print_snapshot(printer: Any, snapshot: TaskSnapshot, batch: list[Sample], index: int, wall0: float | None) -> None:
+    """One interval's task and cgroup records (live batch and replay --batch alike), stamped as its CPU records."""
     at = max(s.time for s in batch)
-    stamp = _timestamp(wall0 + at) if wall0 is not None else None
-    for r in readings:
-        printer.write(r, time=at, index=index, timestamp=stamp)
+    printer.write(snapshot, time=at, index=index, timestamp=_timestamp(wall0 + at) if wall0 is not None else None)
 
 
 def _drain(buf: io.StringIO, out: IO[str]) -> None:

@@ -7,8 +7,16 @@ import sys
 from collections.abc import Callable
 from typing import IO
 
+from pmutop.core.errors import UsageError
 from pmutop.recording.reader import Recording
-from pmutop.sinks.batch import PRINTERS, print_interval
+from pmutop.sinks.batch import PRINTERS, print_interval, print_snapshot
+from pmutop.sinks.batch_tasks import SnapshotPrinter
+
+
+def check_records(recording: Recording, records: str | None) -> None:
+    """--records task or cgroup of a recording made without them is a usage error, said in one line."""
+    if records in ("task", "cgroup") and recording.header.task_events is None:
+        raise UsageError(f"--records {records}: {recording.path} holds no {records} records (recorded without them)")
 
 
 def replay_batch(
@@ -18,20 +26,30 @@ def replay_batch(
     count: int | None = None,
     timestamps: bool = False,
     warn: Callable[[str], None] | None = None,
+    records: str | None = None,
 ) -> int:
     """Print the recording as `pmutop --batch --format fmt` printed it live (the same loop: a CPU whose
-    sampler failed is dropped; each interval's records share its last read's time). Returns intervals printed."""
+    sampler failed is dropped; each interval's records share its last read's time). Returns intervals printed.
+
+    `records`: the kinds to print, as the live run's --records: "cpu", "task", "cgroup" or "all"; None: every
+    kind in JSON, the CPU records in CSV and the table (one kind each)."""
     out = out or sys.stdout
     h = recording.header
     keys = h.keys[h.cpus[0]]
     tma = any(h.topdown.get(cpu) for cpu in h.cpus)
-    printer = PRINTERS[fmt](out, keys, h.mode, tma, timestamps)
+    records = records or ("all" if fmt == "json" else "cpu")
+    check_records(recording, records)
+    printer = PRINTERS[fmt](out, keys, h.mode, tma, timestamps) if records in ("cpu", "all") else None
+    snapshots = None
+    if h.task_events is not None and records != "cpu":
+        snapshots = SnapshotPrinter(out, fmt, h.task_events, h.mode, records, timestamps, warn)
     failed: set[int] = set()
     warned: set[tuple[int, str]] = set()
     done = 0
-    intervals = recording.iter_intervals()  # streamed: --count N reads the first N intervals and no more
-    for group in intervals if count is None or count > 0 else ():
-        by_cpu = {s.cpu: s for s in group}
+    # Streamed: --count N reads the first N intervals and no more.
+    intervals = recording.iter_recorded_intervals()
+    for interval in intervals if count is None or count > 0 else ():
+        by_cpu = {s.cpu: s for s, _ in interval.samples}
         for cpu, s in by_cpu.items():
             if s.error and cpu not in failed and not h.remote:  # a remote host that was lost comes back
                 failed.add(cpu)
@@ -41,7 +59,11 @@ def replay_batch(
         if not live or any(cpu not in by_cpu for cpu in live):
             break  # every CPU failed, or the recording ends inside this interval
         batch = [by_cpu[cpu] for cpu in live]
-        print_interval(printer, batch, done + 1, h.start if timestamps else None, warn, warned)
+        wall0 = h.start if timestamps else None
+        if printer is not None:
+            print_interval(printer, batch, done + 1, wall0, warn, warned)
+        if snapshots is not None and interval.snapshot is not None:
+            print_snapshot(snapshots, interval.snapshot.snapshot, batch, done + 1, wall0)
         done += 1
         if count is not None and done >= count:
             break

@@ -4,6 +4,13 @@ Raw counters only grow: each sample's deltas (already wrap-corrected by the samp
 totals per CPU, so PromQL's rate() gives any window. A small folding thread reads the rings every interval
 (the rings hold 600 samples; a scrape every 15 s would lose some at short intervals); a scrape folds too,
 under a lock that only the exporter takes, never a sampler.
+
+With `serve --cgroups` or `--cgroup PATH` the folding thread also reads the per-cgroup counters once per
+interval and sums their deltas per cgroup: pmutop_cgroup_<event>_total{cgroup="<path>",name="<name>"}
+(pmutop.derive.prometheus_names). Per-process (per-PID) series are never exported, whatever the task source
+reads: every process that ever ran would be a series of its own (PIDs are unbounded label values, and
+Prometheus keeps each series for its whole retention); cgroups are the services, containers and pods users
+ask about, a bounded set. A cgroup not read for CGROUP_STALE_S leaves the output (a container removed).
 """
 
 from __future__ import annotations
@@ -25,9 +32,17 @@ from pmutop.core.errors import PmutopError, UsageError
 from pmutop.core.feed import SampleFeed
 from pmutop.core.run_description import RunInfo
 from pmutop.core.sample import Sample
+from pmutop.core.task_reading import TaskCounterSource, TaskSnapshot
 from pmutop.derive import topdown
 from pmutop.derive.metrics import for_sample
-from pmutop.derive.prometheus_names import PREFIX, TOPDOWN_CATEGORIES, metric_name
+from pmutop.derive.prometheus_names import (
+    CGROUP_PREFIX,
+    CGROUP_SECONDS,
+    PREFIX,
+    TOPDOWN_CATEGORIES,
+    cgroup_metric_name,
+    metric_name,
+)
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
 LANDING_PAGE = (
@@ -65,6 +80,19 @@ class CpuTotals:
     seen: int = 0
 
 
+CGROUP_STALE_S = 300.0  # a cgroup not read for this long is dropped from the output (removed, or gone quiet)
+
+
+@dataclass
+class CgroupTotals:
+    name: str
+    counts: dict[str, int] = field(default_factory=dict)
+    counted_s: float = 0.0  # seconds its counters really counted (multiplexing scales the rest)
+    seconds: float = 0.0  # seconds of readings folded in
+    processes: int = 0  # in its last reading
+    last_read: float = 0.0  # monotonic time of its last reading
+
+
 class PmuCollector(Collector):
     """Folds the feed's samples into totals; collect() renders them."""
 
@@ -74,6 +102,28 @@ class PmuCollector(Collector):
         self.started = time.time()  # with the hostname, tells `--connect` two names of one exporter apart
         self._lock = threading.Lock()  # the exporter's own: the folding thread and scrapes
         self.totals = {cpu: CpuTotals() for cpu in feed.cpus}
+        self.cgroups: dict[str, CgroupTotals] = {}
+        self.cgroup_mode: str | None = None  # the per-cgroup counters' mode (exact, estimated, simulated)
+
+    def fold_tasks(self, snapshot: TaskSnapshot, now: float | None = None) -> None:
+        """Add one interval's cgroup readings to the per-cgroup totals; the snapshot's processes are left out
+        (never exported per PID: see the module's note)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            self.cgroup_mode = snapshot.mode
+            for r in snapshot.cgroups:
+                if r.no_permission:
+                    continue
+                t = self.cgroups.get(r.path)
+                if t is None:
+                    t = self.cgroups[r.path] = CgroupTotals(r.name)
+                t.name, t.processes, t.last_read = r.name, r.processes, now
+                t.seconds += r.interval
+                t.counted_s += r.counted * r.interval
+                for k, v in r.counts.items():
+                    t.counts[k] = t.counts.get(k, 0) + v
+            for path in [p for p, t in self.cgroups.items() if now - t.last_read > CGROUP_STALE_S]:
+                del self.cgroups[path]
 
     def fold(self) -> None:
         with self._lock:
@@ -225,14 +275,52 @@ class PmuCollector(Collector):
                     gauge(PREFIX + "tma_ratio", "top-down fraction of slots, last interval", ("category",)).add_metric(
                         [*lv, field_name.removeprefix("tma_")], value
                     )
-        return out + list(fams.values())
+        return out + list(fams.values()) + self._cgroup_families()
+
+    def _cgroup_families(self) -> list[Metric]:
+        if self.cgroup_mode is None:
+            return []
+        labels = ["cgroup", "name"]
+        mode = GaugeMetricFamily(
+            CGROUP_PREFIX + "counters_info",
+            "how the per-cgroup counters count: exact (the kernel's cgroup events), estimated (each core's counts "
+            "split by busy time: not the cgroup's own counters) or simulated",
+            labels=["mode"],
+        )
+        mode.add_metric([self.cgroup_mode], 1)
+        fams: dict[str, CounterMetricFamily] = {}
+
+        def counter(name: str, doc: str) -> CounterMetricFamily:
+            if name not in fams:
+                fams[name] = CounterMetricFamily(name, doc, labels=labels)
+            return fams[name]
+
+        processes = GaugeMetricFamily(CGROUP_PREFIX + "processes", "processes in the cgroup, last read", labels=labels)
+        for path, t in sorted(self.cgroups.items()):
+            lv = [path, t.name]
+            counter(CGROUP_PREFIX + "sampled_seconds", "wall seconds of the cgroup's readings folded in").add_metric(
+                lv, t.seconds
+            )
+            counter(
+                CGROUP_PREFIX + "counted_seconds", "seconds the cgroup's counters counted (scale multiplexed ones)"
+            ).add_metric(lv, t.counted_s)
+            processes.add_metric(lv, t.processes)
+            for k, v in t.counts.items():
+                if k in CGROUP_SECONDS:
+                    counter(cgroup_metric_name(k), f"seconds its tasks ran ({k})").add_metric(lv, v / CGROUP_SECONDS[k])
+                else:
+                    counter(cgroup_metric_name(k), f"{k} events counted in the cgroup").add_metric(lv, v)
+        return [mode, processes, *fams.values()]
 
 
 class Exporter:
     """The collector on a private registry (no process_/python_ metrics), served over HTTP."""
 
-    def __init__(self, feed: SampleFeed, info: RunInfo) -> None:
+    def __init__(self, feed: SampleFeed, info: RunInfo, tasks: TaskCounterSource | None = None) -> None:
+        """`tasks`: per-cgroup counters to export (read once per interval by the folding thread)."""
         self.feed = feed
+        self.tasks = tasks
+        self.tasks_error: str | None = None  # why the per-cgroup counters stopped being read
         self.collector = PmuCollector(feed, info)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
@@ -260,10 +348,24 @@ class Exporter:
 
     def _fold_loop(self) -> None:
         seen = {cpu: 0 for cpu in self.feed.cpus}
+        if self.tasks is not None:
+            self.tasks.begin()
         while not self._stop.is_set():
             if self.feed.wait_for_samples(seen, timeout=0.5, stop=self._stop):
                 seen = {cpu: ring.count for cpu, ring in self.feed.rings.items()}
                 self.collector.fold()
+                if self.tasks is not None:
+                    try:
+                        self.read_tasks()
+                    except (PmutopError, OSError) as e:  # the CPU counters go on being served
+                        self.tasks_error, self.tasks = str(e), None
+
+    def read_tasks(self) -> None:
+        """One interval's per-cgroup readings into the totals (the folding thread; tests call it directly).
+        The newest sample of each CPU goes along, for a source that splits the cores' counts (msr)."""
+        assert self.tasks is not None
+        latest = [s for s in (ring.latest() for ring in self.feed.rings.values()) if s is not None]
+        self.collector.fold_tasks(self.tasks.read(latest))
 
     def stop(self) -> None:
         self._stop.set()

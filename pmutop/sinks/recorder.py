@@ -7,6 +7,10 @@ or SIGKILL loses at most the interval being written.
 With a task source, each interval's lines carry the top task of their CPU (what the live view shows in its
 Top task column; recording.format says how): the replay shows it again.
 
+With per-process or per-cgroup counters (--pid, --tasks, --cgroups, --cgroup), whoever reads them each interval
+(batch's loop, the live view's task sampler) hands the snapshot to record_tasks(), from any thread: it writes the
+samples not yet written, then the snapshot line, so a snapshot follows its interval's samples in the file.
+
 A write that fails (a full disk, /dev/full) ends the recording for good: `error` says so in one line naming
 --record and the file, and `on_failure` asks the run to stop (a recording with a hole is not a recording of
 the run; the caller exits 1).
@@ -28,6 +32,7 @@ from pmutop import __version__
 from pmutop.core.errors import PmutopError, UsageError
 from pmutop.core.feed import SampleFeed
 from pmutop.core.run_description import RunInfo
+from pmutop.core.task_reading import TaskSnapshot
 from pmutop.probes.tasks import TaskSource, TopTask
 from pmutop.recording.format import (
     FORMAT_VERSION,
@@ -38,6 +43,7 @@ from pmutop.recording.format import (
     sample_to_dict,
     task_to_dict,
 )
+from pmutop.recording.snapshot_format import snapshot_to_dict
 
 
 def make_header(
@@ -47,7 +53,10 @@ def make_header(
     backend_facts: dict[str, Any],
     events: list[Any] | None,
     start: float | None = None,
+    task_events: list[str] | None = None,
 ) -> Header:
+    """`task_events`: the per-process/per-cgroup readings' events when the run counts processes or cgroups
+    (TaskCounterSource.events); None: no snapshot will be recorded."""
     keys = {cpu: list(feed.keys(cpu)) for cpu in feed.cpus}
     all_keys: list[str] = []
     for ks in keys.values():
@@ -66,6 +75,7 @@ def make_header(
         backend=dict(backend_facts),
         events=event_encodings(events, all_keys),
         runinfo=dataclasses.asdict(info),
+        task_events=None if task_events is None else list(task_events),
     )
 
 
@@ -98,6 +108,7 @@ class Recorder:
         self.feed = feed
         self.on_failure = on_failure
         self.tasks = tasks
+        self._task_events = header.task_events is not None
         self._out = open_for_writing(path)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -106,6 +117,7 @@ class Recorder:
         self.error: str | None = None
         self._closed = False
         self._saved_until: float | None = None  # run time of the last sample known to be in the file
+        self._pending_until: float | None = None  # ... of the last sample written, flushed or not
         try:
             self._write_line(header_to_dict(header))
             self._flush()
@@ -129,6 +141,7 @@ class Recorder:
         raw = getattr(self._out, "fileobj", None) or self._out
         if isinstance(raw, io.BufferedWriter):
             raw.flush()
+        self._saved_until = self._pending_until
 
     def _failed(self, e: OSError) -> None:
         """The first write that failed ends the recording (nothing after a hole); the run is asked to stop."""
@@ -141,33 +154,54 @@ class Recorder:
 
     def drain(self) -> int:
         """Write every sample not written yet; returns how many (none once a write failed)."""
-        n = 0
         with self._lock:
             if self._closed or self.error is not None:
                 return 0
-            new = {cpu: self.feed.rings[cpu].since(self._seen[cpu]) for cpu in self.feed.cpus}
-            if not any(new.values()):
-                return 0
-            tasks = self._lookup_tasks()
-            last: float | None = None
             try:
-                for cpu, samples in new.items():
-                    for i, s in enumerate(samples):
-                        self._seen[cpu] = s.seq
-                        line: dict[str, Any] = {"sample": sample_to_dict(s)}
-                        # The lookup is of now: it belongs to each CPU's newest sample (older ones, written
-                        # late with it, carry none rather than one that is not theirs).
-                        if tasks is not None and i == len(samples) - 1 and s.error is None:
-                            line["task"] = task_to_dict(_recorded(tasks.get(cpu)))
-                        self._write_line(line)
-                        last = s.time if last is None else max(last, s.time)
-                        n += 1
+                n = self._write_samples()
+                if n:
+                    self._flush()
+            except OSError as e:
+                self._failed(e)
+                return 0
+        return n
+
+    def record_tasks(self, interval: int, time: float, snapshot: TaskSnapshot) -> None:
+        """One interval's per-process and per-cgroup readings (any thread). `interval`: the seq of the CPU
+        samples they were read with; `time`: those samples' run time. Nothing once the recording has failed
+        or closed (the run is being stopped). The header must name the readings' events (make_header's
+        `task_events`): a replay reads snapshots only from a recording that says it has them."""
+        if not self._task_events:
+            raise ValueError("record_tasks: the recording's header has no task_events (make_header(task_events=...))")
+        with self._lock:
+            if self._closed or self.error is not None:
+                return
+            try:
+                self._write_samples()  # the interval's samples first: a reader meets them before their snapshot
+                self._write_line({"snapshot": snapshot_to_dict(interval, time, snapshot)})
                 self._flush()
             except OSError as e:
                 self._failed(e)
-                return n
-            if last is not None:
-                self._saved_until = last
+
+    def _write_samples(self) -> int:
+        """The samples not written yet, under the lock; raises OSError (the caller ends the recording)."""
+        new = {cpu: self.feed.rings[cpu].since(self._seen[cpu]) for cpu in self.feed.cpus}
+        if not any(new.values()):
+            return 0
+        tasks = self._lookup_tasks()
+        n = 0
+        for cpu, samples in new.items():
+            for i, s in enumerate(samples):
+                self._seen[cpu] = s.seq
+                line: dict[str, Any] = {"sample": sample_to_dict(s)}
+                # The lookup is of now: it belongs to each CPU's newest sample (older ones, written
+                # late with it, carry none rather than one that is not theirs).
+                if tasks is not None and i == len(samples) - 1 and s.error is None:
+                    line["task"] = task_to_dict(_recorded(tasks.get(cpu)))
+                self._write_line(line)
+                # Known to be in the file once flushed; a failed flush reports what came before it.
+                self._pending_until = s.time if self._pending_until is None else max(self._pending_until, s.time)
+                n += 1
         return n
 
     def _lookup_tasks(self) -> dict[int, TopTask] | None:

@@ -12,7 +12,7 @@ from pmutop.safety.exit_guard import ExitGuard
 def run_replay(argv: list[str], guard: ExitGuard) -> int:
     from pmutop.feeds.replay import ReplayFeed
     from pmutop.recording.reader import RecordingError, read_recording
-    from pmutop.sinks.batch_replay import replay_batch
+    from pmutop.sinks.batch_replay import check_records, replay_batch
 
     args = replay_parser().parse_args(argv)
     if not args.batch:
@@ -20,6 +20,8 @@ def run_replay(argv: list[str], guard: ExitGuard) -> int:
             raise UsageError("--count needs --batch")
         if args.timestamps:
             raise UsageError("--timestamps needs --batch")
+        if args.records:
+            raise UsageError("--records needs --batch")
         if not has_terminal():
             raise UsageError(NEEDS_TERMINAL)
     rec = read_recording(args.file)
@@ -28,9 +30,10 @@ def run_replay(argv: list[str], guard: ExitGuard) -> int:
     if not rec.samples:  # reads up to the first sample only
         raise RecordingError(f"{args.file}: the recording holds no samples (it was stopped before its first interval)")
     if args.batch:
+        check_records(rec, args.records)
         if rec.header.mode == "SIMULATED":
             say("SIMULATED PMU: every number shown is synthetic (a recording of the simulated PMU)")
-        replay_batch(rec, args.format, count=args.count, timestamps=args.timestamps, warn=warn)
+        replay_batch(rec, args.format, count=args.count, timestamps=args.timestamps, warn=warn, records=args.records)
         # Known without reading further only for a plain file or one read to its end (the live view's status
         # line says it once its index reaches the end).
         if rec.truncated_if_known:

@@ -29,12 +29,15 @@ from pmutop.tui.config import Settings, config_path
 from pmutop.tui.config import load as load_settings
 
 
-def serve_until_stopped(engine: Engine, info: RunInfo, listen: str, guard: ExitGuard) -> None:
-    """The exporter's sink: serve /metrics until a signal asks to stop."""
+def serve_until_stopped(
+    engine: Engine, info: RunInfo, listen: str, guard: ExitGuard, tasks: TaskCounterSource | None = None
+) -> None:
+    """The exporter's sink: serve /metrics until a signal asks to stop. `tasks`: the per-cgroup counters
+    (`serve --cgroups/--cgroup`); only their cgroup readings are exported (never per-process series)."""
     from pmutop.sinks.exporter import Exporter
 
     host, port = parse_listen(listen)
-    exporter = Exporter(engine, info)
+    exporter = Exporter(engine, info, tasks=tasks)
     exporter.start(host, port)
     try:
         if info.simulated:
@@ -185,8 +188,10 @@ def _measure(
             release_command(task_counters)  # -- COMMAND runs from now on
         info = collect(platform, backend, cpus)
         tasks: SharedTasks | None = None
+        recorder: Recorder | None = None
         if args.record and not guard.stop_requested.is_set():
-            header = make_header(engine, info, mode, backend.describe(), backend.events)
+            task_events = task_counters.events if task_counters is not None else None
+            header = make_header(engine, info, mode, backend.describe(), backend.events, task_events=task_events)
             # The recording keeps each CPU's top task as the live view shows it: one lookup per interval for both.
             tasks = SharedTasks(task_source(platform, cpus), engine)
             # A recording that cannot be written whole stops the run: the user learns it now, not at the end.
@@ -198,7 +203,7 @@ def _measure(
         elif serving:
             for notice in backend.notices:
                 say(notice)
-            serve_until_stopped(engine, collect(platform, backend, cpus), args.listen, guard)
+            serve_until_stopped(engine, collect(platform, backend, cpus), args.listen, guard, task_counters)
             failed_cpus = engine.failures()
         elif args.batch:
             from pmutop.sinks.batch import run_batch
@@ -219,6 +224,7 @@ def _measure(
                 power_fields=power.measured_fields(),
                 tasks=task_counters,
                 records=default_records(args, plan),
+                on_tasks=recorder.record_tasks if recorder is not None else None,
             )
         else:
             # Per-process counters are read in their own thread, just after each interval's CPU samples.
