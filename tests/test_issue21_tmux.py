@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -67,3 +69,21 @@ def test_the_process_view_in_a_real_terminal(terminal, tmp_path: Path) -> None: 
     terminal.wait_for("system.slice")
     terminal("send-keys", "-t", "t", "q")
     assert wait_exit(status) == 0
+
+
+def test_demo_tasks_live_opens_the_process_view_and_its_recording_keeps_the_processes(terminal, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    recording = tmp_path / "run.jsonl"
+    command = f"{sys.executable} -m pmutop --demo --sim-cpus 4 --tasks --interval 0.2 --record {recording}"
+    status = start(terminal, tmp_path, command)
+    screen = terminal.wait_for("SIMULATED")
+    screen = terminal.wait_for("cc1plus") if "cc1plus" not in screen else screen
+    assert "PID" in screen  # it opened on the process view
+    time.sleep(1.0)
+    terminal("send-keys", "-t", "t", "q")
+    assert wait_exit(status) == 0
+    replay = [sys.executable, "-m", "pmutop", "replay", str(recording), "--batch", "--records", "task"]
+    done = subprocess.run([*replay, "--format", "json"], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    tasks = [json.loads(line) for line in done.stdout.splitlines()]
+    assert tasks and all(t["kind"] == "task" for t in tasks)
+    assert {"cc1plus"} & {t["comm"] for t in tasks}

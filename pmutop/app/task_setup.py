@@ -85,8 +85,6 @@ def _simulated_plan(args: argparse.Namespace, plan: TaskPlan) -> TaskPlan:
         raise UsageError("--records task needs --pid or --tasks (the processes to count)")
     if records == "cgroup" and not (plan.cgroups or plan.all_cgroups):
         raise UsageError("--records cgroup needs --cgroups or --cgroup")
-    if plan.wanted and args.record:
-        raise UsageError("--pid, --tasks, --cgroups and --cgroup cannot be recorded yet")
     return plan
 
 
@@ -98,8 +96,8 @@ def _check_cgroup_options(args: argparse.Namespace, plan: TaskPlan) -> None:
     if not (plan.cgroups or plan.all_cgroups):
         return
     option = "--cgroups" if plan.all_cgroups else "--cgroup"
-    if getattr(args, "connect", None) or args.record:
-        raise UsageError(f"{option} counts this machine's cgroups live: not with --connect or --record")
+    if getattr(args, "connect", None):
+        raise UsageError(f"{option} counts this machine's cgroups live: not with --connect")
     from pmutop.probes.cgroup_counters import cgroup_root_or_refuse, check_paths
 
     sysroot = Sysroot(getattr(args, "sysroot", None) or "/")

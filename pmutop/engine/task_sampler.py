@@ -14,7 +14,7 @@ from pmutop.core.task_reading import CgroupReading, TaskCounterSource, TaskReadi
 
 KEEP = 120  # snapshots kept: the views' history (a 120-column plot), as the per-core history keeps
 JOIN_TIMEOUT_S = 2.0
-Listener = Callable[[int, float, TaskSnapshot], None]  # (interval index, seconds since the start, snapshot)
+Listener = Callable[[int, float, TaskSnapshot], None]  # (the CPU samples' seq, seconds since the start, snapshot)
 
 
 class TaskSampler:
@@ -91,7 +91,8 @@ class TaskSampler:
         with self._lock:
             self._snapshots.append((at, snapshot))
             self._seq += 1
-            index = self._seq
+        # Listeners (the recorder) pair the snapshot with its interval: the seq of the CPU samples it was read with.
+        index = max((s.seq for s in samples), default=self._seq)
         for listener in self._listeners:
             listener(index, at, snapshot)
         return snapshot

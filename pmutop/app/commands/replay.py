@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pmutop.app.console import NEEDS_TERMINAL, has_terminal, say, warn
 from pmutop.app.live_view import run_feed_view
 from pmutop.app.options import replay_parser
 from pmutop.core.errors import UsageError
 from pmutop.safety.exit_guard import ExitGuard
 
+if TYPE_CHECKING:
+    from pmutop.feeds.replay import ReplayFeed
+    from pmutop.recording.reader import Recording
+    from pmutop.tui.replay_controls import ReplayApp
+
 
 def run_replay(argv: list[str], guard: ExitGuard) -> int:
-    from pmutop.feeds.replay import ReplayFeed
     from pmutop.recording.reader import RecordingError, read_recording
     from pmutop.sinks.batch_replay import check_records, replay_batch
 
@@ -39,8 +45,15 @@ def run_replay(argv: list[str], guard: ExitGuard) -> int:
         if rec.truncated_if_known:
             warn(f"{args.file}: the last line was cut short (the recording was stopped abruptly); skipped")
         return 0
+    app, feed = replay_app(rec, args.speed)
+    return run_feed_view(app, feed.start, feed.close, guard)
+
+
+def replay_app(rec: Recording, speed: str) -> tuple[ReplayApp, ReplayFeed]:
+    """The live view over a recording: its CPUs, the top tasks recorded with the intervals, and the process
+    and cgroup views' snapshots where it has them."""
+    from pmutop.feeds.replay import ReplayFeed
     from pmutop.tui.replay_controls import ReplayApp
 
-    feed = ReplayFeed(rec, args.speed)
-    app = ReplayApp(feed, rec.header.run_info(), tasks=feed)  # the top tasks recorded with the intervals
-    return run_feed_view(app, feed.start, feed.close, guard)
+    feed = ReplayFeed(rec, speed)
+    return ReplayApp(feed, rec.header.run_info(), tasks=feed, task_feed=feed.task_feed), feed

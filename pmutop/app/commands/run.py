@@ -230,6 +230,8 @@ def _measure(
             # Per-process counters are read in their own thread, just after each interval's CPU samples.
             sampler = TaskSampler(task_counters, engine) if task_counters is not None else None
             if sampler is not None:
+                if recorder is not None:
+                    sampler.add_listener(recorder.record_tasks)  # the recording keeps what the views show
                 sampler.start()
             try:
                 run_live_view(engine, info, platform, cpus, guard, settings, tasks, sampler, start_view(args, plan))

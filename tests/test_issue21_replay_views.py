@@ -1,0 +1,43 @@
+"""A recording made with per-process counters replays into the process view (4): the processes recorded with
+each interval are on screen, as the live run showed them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from pmutop.app.commands.replay import replay_app
+from pmutop.recording.reader import read_recording
+from tests.helpers.pilot import screen_text
+
+
+def _record(path: Path) -> list[dict[str, object]]:
+    run = [sys.executable, "-m", "pmutop", "--demo", "--sim-cpus", "2", "--batch", "--tasks", "--format", "json"]
+    done = subprocess.run(
+        [*run, "--count", "3", "--interval", "0.2", "--record", str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return [r for r in map(json.loads, done.stdout.splitlines()) if r["kind"] == "task"]
+
+
+async def test_a_recording_with_processes_replays_into_the_process_view(tmp_path: Path) -> None:
+    recorded = _record(tmp_path / "run.jsonl")
+    busiest = max(recorded, key=lambda r: r["task_clock"] or 0)
+    rec = read_recording(str(tmp_path / "run.jsonl"))
+    app, feed = replay_app(rec, "max")
+    async with app.run_test(size=(160, 50)) as pilot:
+        feed.start()
+        try:
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if feed.task_feed is not None and feed.task_feed.latest() is not None:
+                    break
+            await pilot.press("4")
+            await pilot.pause(0.3)
+            text = screen_text(app)
+        finally:
+            feed.close()
+    assert "this recording has none" not in text
+    assert str(busiest["comm"]) in text and str(busiest["pid"]) in text
