@@ -64,7 +64,8 @@ def test_sampler_reads_once_per_interval_after_the_cpu_samples_and_tells_its_lis
             while sampler.seq < n + 1 and time.monotonic() < deadline:
                 time.sleep(0.01)
             assert sampler.seq == n + 1
-            assert heard[-1][:2] == (n + 1, max(s.time for s in samples))
+            # The listener (the recorder) gets the interval as the CPU samples' seq, to pair them in the file.
+            assert heard[-1][:2] == (max(s.seq for s in samples), max(s.time for s in samples))
         assert source.begun == 1
         assert source.cpu_samples_seen == [4, 4, 4]  # each read got the interval's CPU samples
     finally:
@@ -377,3 +378,17 @@ def test_simulated_snapshots_say_simulated_even_on_a_real_machine() -> None:
     plain = Text("Processes")
     mode_marks(plain, TaskSnapshot(), simulated=False)
     assert plain.plain == "Processes"
+
+
+async def test_a_view_with_no_rows_says_what_counts_them() -> None:
+    """--tasks alone counts no cgroups: key 5 says so instead of showing an empty tree (and the reverse)."""
+    processes_only = FakeTasks()
+    processes_only.cgroups_off = True
+    app, *_ = task_app(intervals=3, source=processes_only)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        await pilot.press("5")
+        await pilot.pause(0.3)
+        assert "no cgroups in the latest interval (cgroups are counted with --cgroups or --cgroup PATH)" in (
+            screen_text(app)
+        )

@@ -3,6 +3,7 @@ the pictures use (pmutop.app.scripted_tasks), read through the real TaskSampler 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from pmutop.app.screenshots import SHOWN_MODEL, demo_app
@@ -23,6 +24,7 @@ class FakeTasks(ScriptedTasks):
         self.cpu_samples_seen: list[int] = []
         self.begun = 0
         self.fail_at = fail_at
+        self.cgroups_off = False  # a run that counts processes only (--tasks without --cgroups)
 
     def begin(self) -> None:
         self.begun += 1
@@ -32,7 +34,8 @@ class FakeTasks(ScriptedTasks):
         self.cpu_samples_seen.append(len(cpu_samples))
         if self.fail_at is not None and self.intervals + 1 >= self.fail_at:
             raise OSError("perf_event read failed: No such device")
-        return super().read(cpu_samples)
+        snapshot = super().read(cpu_samples)
+        return dataclasses.replace(snapshot, cgroups=()) if self.cgroups_off else snapshot
 
 
 def task_app(

@@ -29,6 +29,7 @@ class CgroupsScreen(TaskListScreen):
     TITLE_TEXT = "Cgroups"
     COLUMNS = CGROUP_COLUMNS
     FIXED = frozenset({"name"})
+    EMPTY = "no cgroups in the latest interval (cgroups are counted with --cgroups or --cgroup PATH)"
     PLACEHOLDER = "filter: cgroup~docker  comm~nginx  ipc<1  cpu>50 (Enter: apply, Esc: close, \\: clear)"
 
     def rows(self, snapshot: TaskSnapshot) -> list[Row]:

@@ -196,7 +196,10 @@ class ProcessDetailScreen(ReadingDetailScreen):
     def heading(self, latest: Reading | None, current: bool) -> Text:
         if not isinstance(latest, TaskReading):
             return Text(f"pid {self.pid}: not counted in the kept history", style="bold")
-        title = Text(f"{latest.comm} (pid {latest.pid}, {latest.threads} threads)", style="bold")
+        title = Text(
+            f"{latest.comm} (pid {latest.pid}, {latest.threads} thread{'' if latest.threads == 1 else 's'})",
+            style="bold",
+        )
         title.append(f"   user {latest.user}" + (f"   cgroup {latest.cgroup}" if latest.cgroup else ""))
         if latest.exited:
             title.append("   exited", style="dim")

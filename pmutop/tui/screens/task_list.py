@@ -70,6 +70,8 @@ class TaskListScreen(ViewScreen):
     COLUMNS: tuple[TaskColumn, ...] = ()
     FIXED = frozenset({"pid", "name"})  # columns `c` cannot turn off
     PLACEHOLDER = "filter: pid=1234  user=alice  comm~nginx  ipc<1  cpu>50 (Enter: apply, Esc: close, \\: clear)"
+    # Shown when the latest interval has no rows: a run may count cgroups but not processes, or the reverse.
+    EMPTY = "no processes in the latest interval (processes are counted with --tasks, --pid or -- COMMAND)"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s,greater_than_sign", "next_sort", "Sort"),
         Binding("less_than_sign", "previous_sort", "Sort back", show=False),
@@ -194,6 +196,8 @@ class TaskListScreen(ViewScreen):
         self._sync(table, rows)
         self._title(snapshot, len(rows), every)
         notes = list(snapshot.notes) if snapshot is not None else ["waiting for the first interval"]
+        if snapshot is not None and not every:
+            notes.insert(0, self.EMPTY)
         failure = getattr(feed, "failure", None)
         if failure:
             notes.insert(0, failure)
