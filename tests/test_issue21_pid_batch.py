@@ -161,7 +161,7 @@ def unused_pid() -> int:
     [
         (("--pid", "{nopid}"), "pmutop: --pid {nopid}: no such process"),
         (("--pid", "12,abc"), "pmutop: --pid 12,abc: expected process ids separated by commas, e.g. --pid 1234,5678"),
-        (("--records", "task"), "pmutop: --records task needs --pid (the processes to count)"),
+        (("--records", "task"), "pmutop: --records task needs --pid or --tasks (the processes to count)"),
     ],
 )
 def test_bad_pid_arguments_are_one_line_and_status_2(args: tuple[str, ...], message: str) -> None:
@@ -170,12 +170,6 @@ def test_bad_pid_arguments_are_one_line_and_status_2(args: tuple[str, ...], mess
     assert result.returncode == 2
     assert result.stderr.strip() == message.format(nopid=nopid)
     assert result.stdout == ""
-
-
-def test_pid_needs_batch() -> None:
-    result = pmutop("--pid", "1")
-    assert result.returncode == 2
-    assert result.stderr.strip().startswith("pmutop: --pid needs --batch")
 
 
 def test_a_process_the_user_may_not_count_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -242,6 +242,7 @@ def run_batch(
     if tasks is not None:
         tasks.begin()
     warned: set[tuple[int, str]] = set()
+    warned_notes: set[str] = set()
     failed: dict[int, str] = {}
     done = 0
     stopped = stop.is_set if stop is not None else (lambda: False)
@@ -272,7 +273,7 @@ def run_batch(
         if printer is not None:
             print_interval(printer, batch, done + 1, wall0 if timestamps else None, warn, warned)
         if tasks is not None:
-            _print_tasks(task_printer, tasks, batch, done + 1, wall0 if timestamps else None)
+            _print_tasks(task_printer, tasks, batch, done + 1, wall0 if timestamps else None, warn, warned_notes)
         _drain(buf, out)
         out.flush()
         done += 1
@@ -308,10 +309,26 @@ def print_interval(
         printer.write_total(batch, time=at, timestamp=stamp)
 
 
-def _print_tasks(printer: Any, tasks: TaskCounterSource, batch: list[Sample], index: int, wall0: float | None) -> None:
+def _print_tasks(
+    printer: Any,
+    tasks: TaskCounterSource,
+    batch: list[Sample],
+    index: int,
+    wall0: float | None,
+    warn: Callable[[str], None] | None = None,
+    warned: set[str] | None = None,
+) -> None:
     """The processes' readings of this interval, stamped with the CPU records' time (the processes are read
-    just after the CPUs); read even when not printed, so an exited process is dropped."""
-    readings = tasks.read(batch).tasks
+    just after the CPUs); read even when not printed, so an exited process is dropped. A snapshot's notes go
+    to `warn` once per kind (the text before its first ':'; "counters on 19 of 32 processes" again when the
+    numbers change)."""
+    snapshot = tasks.read(batch)
+    for note in snapshot.notes:
+        kind = note.split(":", 1)[0]
+        if warn is not None and warned is not None and kind not in warned:
+            warned.add(kind)
+            warn(note)
+    readings = snapshot.tasks
     if printer is None or not batch:
         return
     at = max(s.time for s in batch)

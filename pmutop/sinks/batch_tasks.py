@@ -8,8 +8,13 @@ from typing import IO, Any
 
 from pmutop.core.numfmt import fixed as _fmt
 from pmutop.core.numfmt import si as _si
-from pmutop.core.task_reading import TaskReading
+from pmutop.core.task_reading import ESTIMATED, TaskReading
 from pmutop.derive.task_records import task_columns, task_metrics, task_record
+
+
+def _mode(r: TaskReading, mode: str) -> str:
+    """An estimated row (msr backend: its share of its cores' counts) says so in its own record."""
+    return ESTIMATED if r.estimate else mode
 
 
 class TaskJsonPrinter:
@@ -17,7 +22,7 @@ class TaskJsonPrinter:
         self.out, self.events, self.mode = out, events, mode
 
     def write(self, r: TaskReading, **at: Any) -> None:
-        print(json.dumps(task_record(r, self.mode, self.events, **at), separators=(",", ":")), file=self.out)
+        print(json.dumps(task_record(r, _mode(r, self.mode), self.events, **at), separators=(",", ":")), file=self.out)
 
 
 class TaskCsvPrinter:
@@ -30,7 +35,7 @@ class TaskCsvPrinter:
         self.writer.writerow(self.columns)
 
     def write(self, r: TaskReading, **at: Any) -> None:
-        rec = task_record(r, self.mode, self.events, **at)
+        rec = task_record(r, _mode(r, self.mode), self.events, **at)
         rec["estimated"] = ";".join(f"{k}={v:.3g}" for k, v in rec["estimated"].items())
         rec["exited"] = "true" if rec["exited"] else "false"
         self.writer.writerow(["" if rec.get(c) is None else rec[c] for c in self.columns])
@@ -66,6 +71,10 @@ class TaskTablePrinter:
         values["counted"] = r.counted
         cells = " ".join(cell(values.get(key), w) for _, w, key, cell in self.columns)
         flags = [f"est:{min(r.estimated.values()):.0%}"] if r.estimated else []
+        if r.estimate:
+            flags.append("est.")
+        if r.no_permission:
+            flags.append("no-permission")
         if r.exited:
             flags.append("exited")
         line = (f"{timestamp} " if timestamp else "") + f"{time:8.2f} {r.pid:>7} {r.comm[:16]:<16} "
