@@ -247,15 +247,19 @@ def test_batch_tasks_finds_a_busy_process_with_perf_stat_p_numbers(procs: list[s
     time.sleep(0.5)  # it is busy before pmutop ranks the processes
     args = ("--batch", "--tasks", "--format", "json", "--count", "3", "--backend", "perf", "--interval", "1")
     mine = subprocess.Popen(
-        [sys.executable, "-m", "pmutop", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-m", "pmutop", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     procs.append(mine)
-    assert mine.stdout is not None
+    assert mine.stdout is not None and mine.stderr is not None
     first = mine.stdout.readline()  # interval 1 is out: perf counts the next two, as pmutop does
     perf_stat = ["perf", "stat", "-p", str(load.pid), "-e", "task-clock,context-switches", "-x", ","]
     perf = subprocess.Popen([*perf_stat, "-I", "1000", "--interval-count", "2"], stderr=subprocess.PIPE, text=True)
     out = mine.stdout.read()  # (communicate() would skip what readline() buffered)
-    assert mine.stderr is not None and mine.wait(timeout=30) == 0, mine.stderr.read()
+    assert mine.wait(timeout=30) == 0, mine.stderr.read()
     _, perf_err = perf.communicate(timeout=30)
     rows_ = [r for r in task_records(first + out) if r["pid"] == load.pid]
     # Found in the first interval already (busy since before pmutop started), counted whole every interval.

@@ -54,6 +54,7 @@ HARDWARE_EVENTS = {
     "llc-misses": EventSpec("llc_misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES),
     "branch-misses": EventSpec("branch_misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES),
 }
+GROUP_READ_TRIES = 100
 _TIMES = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING
 Opener = Callable[..., int]  # perf_event_open's signature (tests inject failures)
 Reader = Callable[[int, int], bytes]  # os.read's signature (tests give counts without a kernel)
@@ -136,7 +137,7 @@ class _Counter:
     def read(self) -> list[tuple[int, int, int]]:
         """(count, enabled, running) per event."""
         if self.grouped:
-            g = parse_group_read(self._read_fd(self.fds[0], 8 * (3 + self.n)), self.n)
+            g = parse_group_read(self._read_group(), self.n)
             return [(v, g.time_enabled, g.time_running) for v in g.values]
         out = []
         for fd in self.fds:
@@ -144,6 +145,17 @@ class _Counter:
             v, enabled, running = (int.from_bytes(data[i : i + 8], "little") for i in (0, 8, 16))
             out.append((v, enabled, running))
         return out
+
+    def _read_group(self) -> bytes:
+        # Since Linux 6.6 a group read fails with ECHILD while an inherited copy of the group (in a child
+        # that is exiting) is torn down one sibling at a time (kernel/events/core.c __perf_read_group_add,
+        # "perf: Disallow mis-matched inherited group reads"): the window is short, so read again.
+        for _ in range(GROUP_READ_TRIES - 1):
+            try:
+                return self._read_fd(self.fds[0], 8 * (3 + self.n))
+            except ChildProcessError:
+                continue
+        return self._read_fd(self.fds[0], 8 * (3 + self.n))
 
     def close(self) -> None:
         fds, self.fds = self.fds, []
@@ -219,7 +231,8 @@ class CountedProcess:
 
     def begin(self) -> None:
         for t in self._threads:
-            t.prev = t.counter.read()
+            with contextlib.suppress(ChildProcessError):  # (see read): the attach-time baseline stays
+                t.prev = t.counter.read()
         self.at = time.monotonic()
 
     def read(self) -> tuple[Scaled, list[tuple[int, str, Scaled]], float]:
@@ -230,7 +243,10 @@ class CountedProcess:
         cur_total: Totals = [(0, 0, 0)] * n
         per_thread = []
         for t in self._threads:
-            cur = t.counter.read()
+            try:
+                cur = t.counter.read()
+            except ChildProcessError:
+                continue  # still torn down after GROUP_READ_TRIES: its counts arrive with the next read
             per_thread.append((t.tid, t.name, scale(self._specs, t.prev, cur)))
             prev_total = _added(prev_total, t.prev)
             cur_total = _added(cur_total, cur)
