@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import pytest
-from test_issue21_pid_batch import PING_PONG, perf_available, pmutop, procs, start, task_records
+from test_issue21_pid_batch import PING_PONG, beside_perf_stat, perf_available, pmutop, procs, start
 
 from pmutop.app.console import NEEDS_TERMINAL
 from pmutop.core.sample import Sample
@@ -245,42 +245,10 @@ def test_batch_tasks_finds_a_busy_process_with_perf_stat_p_numbers(procs: list[s
     cpu = max(os.sched_getaffinity(0))
     load = start(procs, PING_PONG, str(cpu), "30")
     time.sleep(0.5)  # it is busy before pmutop ranks the processes
-    args = ("--batch", "--tasks", "--format", "json", "--count", "3", "--backend", "perf", "--interval", "1")
-    mine = subprocess.Popen(
-        [sys.executable, "-m", "pmutop", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    procs.append(mine)
-    assert mine.stdout is not None and mine.stderr is not None
-    first = mine.stdout.readline()  # interval 1 is out: perf counts the next two, as pmutop does
-    perf_stat = ["perf", "stat", "-p", str(load.pid), "-e", "task-clock,context-switches", "-x", ","]
-    perf = subprocess.Popen([*perf_stat, "-I", "1000", "--interval-count", "2"], stderr=subprocess.PIPE, text=True)
-    out = mine.stdout.read()  # (communicate() would skip what readline() buffered)
-    assert mine.wait(timeout=30) == 0, mine.stderr.read()
-    _, perf_err = perf.communicate(timeout=30)
-    rows_ = [r for r in task_records(first + out) if r["pid"] == load.pid]
+    rows_ = beside_perf_stat(procs, load.pid, "--tasks", "--backend", "perf", count=3)
     # Found in the first interval already (busy since before pmutop started), counted whole every interval.
     assert [r["interval_index"] for r in rows_] == [1, 2, 3] and not any(r["exited"] for r in rows_)
     assert all(r["counted"] == 1.0 and r["user"] == "root" and r["comm"].startswith("python") for r in rows_)
-    compared = rows_[1:]
-    seconds = sum(r["interval"] for r in compared)
-    totals: dict[str, float] = {}
-    perf_seconds = 0.0
-    for line in perf_err.splitlines():
-        fields = line.split(",")
-        if len(fields) > 3 and fields[3] in ("task-clock", "context-switches"):
-            totals[fields[3]] = totals.get(fields[3], 0.0) + float(fields[1])
-            perf_seconds = float(fields[0])
-    assert perf_seconds > 1.5
-    # Rates over the same two seconds (the two tools start a few ms apart): within 5%.
-    cs_mine = sum(r["context_switches"] for r in compared) / seconds
-    assert cs_mine == pytest.approx(totals["context-switches"] / perf_seconds, rel=0.05)
-    clock_mine = sum(r["task_clock"] for r in compared) / 1e9 / seconds
-    assert clock_mine == pytest.approx(totals["task-clock"] / 1e3 / perf_seconds, rel=0.05)
-    assert cs_mine > 1000  # the workload really ran: the numbers compared are not two zeros
 
 
 def test_tasks_and_pid_options_reach_the_live_view_and_refuse_what_cannot_work() -> None:
