@@ -280,3 +280,21 @@ def test_scan_reads_this_machine_quickly() -> None:
     assert scan.user(os.getpid(), me.start) == "root" and scan.cgroup(os.getpid()).startswith("/")
     assert result.seconds < 0.2  # (about 1 ms for 80 processes on the test VM)
     scan.close()
+
+
+def test_live_pid_rows_say_where_the_process_ran() -> None:
+    from pmutop.probes.task_counters import TaskCounters
+
+    spin = subprocess.Popen([sys.executable, "-c", SPIN, "3"])
+    try:
+        counters = TaskCounters([spin.pid], [], scan=ProcessScan())
+        counters.begin()
+        time.sleep(0.6)
+        snap = counters.read()
+        counters.close()
+    finally:
+        spin.kill()
+        spin.wait()
+    (row,) = snap.tasks
+    assert row.cpus and row.cgroup.startswith("/") and row.start_time > 0
+    assert any(pid == spin.pid for cpu in row.cpus for pid, _ in snap.cpu_shares[cpu])

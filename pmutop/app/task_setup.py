@@ -67,6 +67,7 @@ def open_task_source(args: argparse.Namespace, plan: TaskPlan, backend: Backend)
         return None  # the simulator's process table is its own source
     exact = isinstance(backend, PerfBackend)
     if plan.pids:
+        from pmutop.probes.process_scan import ProcessScan
         from pmutop.probes.task_counters import TaskCounters
 
         events = args.events
@@ -74,7 +75,9 @@ def open_task_source(args: argparse.Namespace, plan: TaskPlan, backend: Backend)
             # Per-task hardware counters would take the counters the msr backend programs: software events only.
             say("--pid with the msr backend counts task-clock and context-switches only (--backend perf: all events)")
             events = []
-        return TaskCounters(plan.pids, events, say=say)
+        # The live view shows where each process ran and who ran on each core: one /proc scan per interval.
+        scan = None if args.batch else ProcessScan()
+        return TaskCounters(plan.pids, events, say=say, scan=scan)
     if plan.top:
         if exact:
             from pmutop.probes.top_tasks import TopTaskCounters

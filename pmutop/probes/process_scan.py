@@ -225,11 +225,7 @@ class ProcessScan:
         return self._users[key]
 
     def cgroup(self, pid: int) -> str:
-        """The cgroup v2 path (the `0::` line of /proc/PID/cgroup), "" where there is none."""
-        for line in (_read(f"{self._root}/{pid}/cgroup") or b"").split(b"\n"):
-            if line.startswith(b"0::"):
-                return line[3:].decode(errors="replace")
-        return ""
+        return cgroup_of(pid, self._root)
 
     def threads(self, pid: int) -> list[tuple[int, str]]:
         try:
@@ -246,6 +242,14 @@ class ProcessScan:
 
     def close(self) -> None:
         self._stat.close()
+
+
+def cgroup_of(pid: int, root: str = "/proc") -> str:
+    """The cgroup v2 path (the `0::` line of /proc/PID/cgroup), "" where there is none (or it is gone)."""
+    for line in (_read(f"{root}/{pid}/cgroup") or b"").split(b"\n"):
+        if line.startswith(b"0::"):
+            return line[3:].decode(errors="replace")
+    return ""
 
 
 _USER_NAMES: dict[int, str] = {}

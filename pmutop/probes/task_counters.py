@@ -42,6 +42,7 @@ from pmutop.hw.perf_event import (
     perf_event_open,
     read_paranoid,
 )
+from pmutop.probes.process_scan import ProcessSource, cgroup_of
 
 SOFTWARE_EVENTS = (
     EventSpec("task_clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK),
@@ -312,9 +313,13 @@ class TaskCounters:
         opener: Opener = perf_event_open,
         read_fd: Reader = os.read,
         say: Callable[[str], None] | None = None,
+        scan: ProcessSource | None = None,
     ) -> None:
+        """`scan`: where each process ran and who else ran on each CPU (the live view's rows and core detail);
+        without it (batch) a reading has no `cpus` and the snapshot no `cpu_shares`."""
         self._opener = opener
         self._read_fd = read_fd
+        self._scan = scan
         self._processes: dict[int, _Process] = {}
         raise_open_files_limit()
         try:
@@ -354,14 +359,18 @@ class TaskCounters:
         return _Process(pid, comm, user, len(threads), start, counters)
 
     def begin(self) -> None:
+        if self._scan is not None:
+            self._scan.scan()
         for p in self._processes.values():
             p.counters.begin()
 
     def read(self, cpu_samples: Sequence[Any] = ()) -> TaskSnapshot:
         out = []
+        scan = self._scan.scan() if self._scan is not None else None
         for pid, p in list(self._processes.items()):
             exited = not _alive(pid)  # checked before the read, so an exited process's read is its last
             total, per_thread, interval = p.counters.read()
+            use = scan.processes.get(pid) if scan is not None else None
             if not exited:
                 with contextlib.suppress(psutil.Error):  # it may exit between the two looks
                     p.threads = psutil.Process(pid).num_threads()
@@ -377,6 +386,8 @@ class TaskCounters:
                     total.counted,
                     total.estimated,
                     exited,
+                    cgroup="" if exited else cgroup_of(pid),
+                    cpus=tuple(sorted(use.cpus)) if use is not None else (),
                     start_time=p.start_time,
                     thread_readings=threads,
                 )
@@ -384,12 +395,15 @@ class TaskCounters:
             if exited:
                 p.counters.close()
                 del self._processes[pid]
-        return TaskSnapshot(tasks=tuple(out), mode=EXACT)
+        shares = scan.cpu_shares() if scan is not None else {}
+        return TaskSnapshot(tasks=tuple(out), mode=EXACT, cpu_shares=shares)
 
     def close(self) -> None:
         for p in self._processes.values():
             p.counters.close()
         self._processes.clear()
+        if self._scan is not None:
+            self._scan.close()
 
 
 def _thread_name(pid: int, tid: int) -> str:
