@@ -234,10 +234,12 @@ class TopTaskCounters:
         if freed:
             self._files_full = False
         refused_now = 0
+        held = sum(m.counters.fds for m in self._tracked.values() if m.counters is not None)
         for key, t in self._tracked.items():
             if t.counters is not None or t.refused or self._files_full:
                 continue
-            outcome = self._attach(t)
+            outcome = self._attach(t, held)
+            held += t.counters.fds if t.counters is not None else 0
             refused_now += outcome == "refused"
             if outcome == "gone":
                 self._members.drop(key)
@@ -251,10 +253,9 @@ class TopTaskCounters:
             )
         return freed
 
-    def _attach(self, t: _Tracked) -> str:
-        """ "counted", "refused", "full" (out of file descriptors) or "gone"."""
+    def _attach(self, t: _Tracked, held: int) -> str:
+        """ "counted", "refused", "full" (out of file descriptors) or "gone". `held`: the counters' fds now."""
         need = max(1, t.threads) * len(self._specs)
-        held = sum(m.counters.fds for m in self._tracked.values() if m.counters is not None)
         if self._base_fds + held + need > self._limit - FD_RESERVE:
             self._files_full = True
             return "full"
