@@ -79,25 +79,45 @@ def task_records(out: str) -> list[dict]:
     return [r for r in map(json.loads, out.splitlines()) if r["kind"] == "task"]
 
 
-@pytest.mark.integration
-def test_counts_match_perf_stat_p(procs: list[subprocess.Popen[str]]) -> None:
-    if not perf_available():
-        pytest.skip("perf stat or perf_event_open is not available here")
-    cpu = max(os.sched_getaffinity(0))
-    load = start(procs, PING_PONG, str(cpu), "30")
-    perf_stat = ["perf", "stat", "-p", str(load.pid), "-e", "task-clock,context-switches", "-x", ","]
-    perf = subprocess.Popen(
-        [*perf_stat, "-I", "1000", "--interval-count", "4"],
+def beside_perf_stat(procs: list[subprocess.Popen[str]], pid: int, *args: str, count: int) -> list[dict]:
+    """`pmutop --batch --format json --interval 1 --count COUNT ARGS`; once its first interval is out, `perf
+    stat -p PID -I 1000` counts the next COUNT - 1 seconds beside it, so both see the same seconds (a few ms
+    apart: the workload's rate drifts with the machine's load, and pmutop's start is load). Asserts that
+    pmutop's task_clock and context switches of PID over those intervals are within 5% of perf's; returns
+    PID's task records (all intervals)."""
+    mine = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pmutop",
+            "--batch",
+            "--format",
+            "json",
+            "--interval",
+            "1",
+            "--count",
+            str(count),
+            *args,
+        ],
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
-    mine = pmutop("--batch", "--pid", str(load.pid), "--interval", "1", "--count", "4", "--format", "json")
+    procs.append(mine)
+    assert mine.stdout is not None and mine.stderr is not None
+    first = mine.stdout.readline()
+    perf_stat = ["perf", "stat", "-p", str(pid), "-e", "task-clock,context-switches", "-x", ","]
+    perf = subprocess.Popen(
+        [*perf_stat, "-I", "1000", "--interval-count", str(count - 1)], stderr=subprocess.PIPE, text=True
+    )
+    out = mine.stdout.read()  # (communicate() would skip what readline() buffered)
+    assert mine.wait(timeout=30) == 0, mine.stderr.read()
     _, perf_err = perf.communicate(timeout=30)
-    assert mine.returncode == 0, mine.stderr
-    tasks = task_records(mine.stdout)
-    assert [r["pid"] for r in tasks] == [load.pid] * 4 and not any(r["exited"] for r in tasks)
-    assert all(r["counted"] == 1.0 and r["comm"].startswith("python") for r in tasks)
-    seconds = sum(r["interval"] for r in tasks)
+    rows = [r for r in task_records(first + out) if r["pid"] == pid]
+    compared = [r for r in rows if r["interval_index"] > 1]
+    assert len(compared) == count - 1
+    seconds = sum(r["interval"] for r in compared)
     # perf stat -I -x, lines: time,value,unit,event,...
     perf_totals: dict[str, float] = {}
     perf_seconds = 0.0
@@ -106,16 +126,25 @@ def test_counts_match_perf_stat_p(procs: list[subprocess.Popen[str]]) -> None:
         if len(fields) > 3 and fields[3] in ("task-clock", "context-switches"):
             perf_totals[fields[3]] = perf_totals.get(fields[3], 0.0) + float(fields[1])
             perf_seconds = float(fields[0])
-    assert perf_seconds > 3
-    # Rates over the same seconds (the two tools start a few ms apart): within 5%.
-    cs_mine = sum(r["context_switches"] for r in tasks) / seconds
-    cs_perf = perf_totals["context-switches"] / perf_seconds
-    assert cs_mine == pytest.approx(cs_perf, rel=0.05)
-    clock_mine = sum(r["task_clock"] for r in tasks) / 1e9 / seconds  # CPUs used
-    clock_perf = perf_totals["task-clock"] / 1e3 / perf_seconds  # perf prints msec
-    assert clock_mine == pytest.approx(clock_perf, rel=0.05)
-    assert tasks[-1]["util"] == pytest.approx(tasks[-1]["task_clock"] / 1e9 / tasks[-1]["interval"], rel=1e-3)
+    assert perf_seconds > count - 1.5
+    cs_mine = sum(r["context_switches"] for r in compared) / seconds
+    assert cs_mine == pytest.approx(perf_totals["context-switches"] / perf_seconds, rel=0.05)
+    clock_mine = sum(r["task_clock"] for r in compared) / 1e9 / seconds  # CPUs used
+    assert clock_mine == pytest.approx(perf_totals["task-clock"] / 1e3 / perf_seconds, rel=0.05)  # perf: msec
     assert cs_mine > 1000  # the workload really ran: the numbers compared are not two zeros
+    return rows
+
+
+@pytest.mark.integration
+def test_counts_match_perf_stat_p(procs: list[subprocess.Popen[str]]) -> None:
+    if not perf_available():
+        pytest.skip("perf stat or perf_event_open is not available here")
+    cpu = max(os.sched_getaffinity(0))
+    load = start(procs, PING_PONG, str(cpu), "30")
+    tasks = beside_perf_stat(procs, load.pid, "--pid", str(load.pid), count=4)
+    assert [r["pid"] for r in tasks] == [load.pid] * 4 and not any(r["exited"] for r in tasks)
+    assert all(r["counted"] == 1.0 and r["comm"].startswith("python") for r in tasks)
+    assert tasks[-1]["util"] == pytest.approx(tasks[-1]["task_clock"] / 1e9 / tasks[-1]["interval"], rel=1e-3)
 
 
 def test_an_exiting_process_is_read_a_last_time_and_dropped(procs: list[subprocess.Popen[str]]) -> None:
@@ -161,7 +190,7 @@ def unused_pid() -> int:
     [
         (("--pid", "{nopid}"), "pmutop: --pid {nopid}: no such process"),
         (("--pid", "12,abc"), "pmutop: --pid 12,abc: expected process ids separated by commas, e.g. --pid 1234,5678"),
-        (("--records", "task"), "pmutop: --records task needs --pid (the processes to count)"),
+        (("--records", "task"), "pmutop: --records task needs --pid or --tasks (the processes to count)"),
     ],
 )
 def test_bad_pid_arguments_are_one_line_and_status_2(args: tuple[str, ...], message: str) -> None:
@@ -170,12 +199,6 @@ def test_bad_pid_arguments_are_one_line_and_status_2(args: tuple[str, ...], mess
     assert result.returncode == 2
     assert result.stderr.strip() == message.format(nopid=nopid)
     assert result.stdout == ""
-
-
-def test_pid_needs_batch() -> None:
-    result = pmutop("--pid", "1")
-    assert result.returncode == 2
-    assert result.stderr.strip().startswith("pmutop: --pid needs --batch")
 
 
 def test_a_process_the_user_may_not_count_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:

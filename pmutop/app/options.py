@@ -166,8 +166,9 @@ def run_parser(serve: bool = False) -> OneLineParser:
         p.add_argument(
             "--pid",
             metavar="LIST",
-            help="with --batch: also count exactly these processes (1234,5678), threads and children included, "
-            'as `perf stat -p` (perf backend): one "kind": "task" record per process per interval',
+            help="count exactly these processes (1234,5678), threads and children included, as `perf stat -p` "
+            '(perf backend), in the process view (key 4); with --batch: one "kind": "task" record per process per '
+            "interval",
         )
         p.add_argument(
             "--tasks",

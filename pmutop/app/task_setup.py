@@ -40,6 +40,7 @@ def check_task_options(args: argparse.Namespace) -> TaskPlan:
     """The processes and cgroups to count; bad combinations refused before anything is touched."""
     plan = TaskPlan(command=getattr(args, "command", None))
     pid_text, records = getattr(args, "pid", None), getattr(args, "records", None)
+    tasks = bool(getattr(args, "tasks", False))
     if plan.command is not None:
         from pmutop.app.commands.measure_command import check_command
 
@@ -51,22 +52,22 @@ def check_task_options(args: argparse.Namespace) -> TaskPlan:
         return plan
     if args.demo or args.backend == "sim":
         return _simulated_plan(args, plan)
-    if getattr(args, "tasks", False):
-        raise UsageError("--tasks is not built yet")
     _check_cgroup_options(args, plan)
     if records == "cgroup" and not (plan.cgroups or plan.all_cgroups):
         raise UsageError("--records cgroup needs --cgroups or --cgroup")
-    if pid_text is None:
+    if pid_text is None and not tasks:
         if records == "task":
-            raise UsageError("--records task needs --pid (the processes to count)")
+            raise UsageError("--records task needs --pid or --tasks (the processes to count)")
         return plan
-    if not args.batch:
-        raise UsageError("--pid needs --batch (the live process view is still to come)")
-    if getattr(args, "connect", None) or args.demo or args.backend == "sim":
-        raise UsageError("--pid counts this machine's processes live: not with --connect or --demo")
-    from pmutop.probes.task_counters import parse_pid_list
+    option = "--pid" if pid_text is not None else "--tasks"
+    if getattr(args, "connect", None):
+        raise UsageError(f"{option} counts this machine's processes: not with --connect")
+    if pid_text is not None:
+        from pmutop.probes.task_counters import parse_pid_list
 
-    plan.pids = parse_pid_list(pid_text)
+        plan.pids = parse_pid_list(pid_text)
+    else:
+        plan.top = int(getattr(args, "top", 32) or 32)
     return plan
 
 
@@ -125,7 +126,7 @@ def open_task_source(
 
         assert guard is not None
         return start_command(args, plan.command, plan.command_path, guard, _task_events(args, backend, "-- COMMAND"))
-    tasks = _open_tasks(args, plan, backend) if plan.pids else None
+    tasks = _open_tasks(args, plan, backend) if plan.pids or plan.top else None
     try:
         cgroups = _open_cgroups(args, plan, backend) if plan.cgroups or plan.all_cgroups else None
     except BaseException:
@@ -147,9 +148,26 @@ def _task_events(args: argparse.Namespace, backend: Backend, what: str) -> list[
 
 
 def _open_tasks(args: argparse.Namespace, plan: TaskPlan, backend: Backend) -> TaskCounterSource:
-    from pmutop.probes.task_counters import TaskCounters
+    """--pid: exactly those processes; --tasks: the top N by CPU (perf: exact; msr: an estimate from the
+    cores' counts)."""
+    if plan.pids:
+        from pmutop.probes.process_scan import ProcessScan
+        from pmutop.probes.task_counters import TaskCounters
 
-    return TaskCounters(plan.pids, _task_events(args, backend, "--pid"), say=say)
+        # The live view shows where each process ran and who ran on each core: one /proc scan per interval.
+        scan = None if args.batch else ProcessScan()
+        return TaskCounters(plan.pids, _task_events(args, backend, "--pid"), say=say, scan=scan)
+    assert plan.top is not None
+    if isinstance(backend, PerfBackend):
+        from pmutop.probes.top_tasks import TopTaskCounters
+
+        return TopTaskCounters(plan.top, args.events, say=say)
+    from pmutop.pmu.events import DEFAULT_EVENTS
+    from pmutop.probes.task_estimate import TaskEstimate
+
+    chosen = backend.events
+    keys = [e.key for e in chosen] if chosen is not None else [n.replace("-", "_") for n in DEFAULT_EVENTS]
+    return TaskEstimate(plan.top, keys)
 
 
 def _open_cgroups(args: argparse.Namespace, plan: TaskPlan, backend: Backend) -> TaskCounterSource:

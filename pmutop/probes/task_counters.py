@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import resource
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from pmutop.hw.perf_event import (
     perf_event_open,
     read_paranoid,
 )
+from pmutop.probes.process_scan import ProcessSource, cgroup_of
 
 SOFTWARE_EVENTS = (
     EventSpec("task_clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK),
@@ -53,8 +55,10 @@ HARDWARE_EVENTS = {
     "llc-misses": EventSpec("llc_misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES),
     "branch-misses": EventSpec("branch_misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES),
 }
+GROUP_READ_TRIES = 100
 _TIMES = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING
 Opener = Callable[..., int]  # perf_event_open's signature (tests inject failures)
+Reader = Callable[[int, int], bytes]  # os.read's signature (tests give counts without a kernel)
 
 
 def parse_pid_list(text: str) -> list[int]:
@@ -79,14 +83,48 @@ def task_events(requested: Sequence[str] | None) -> list[EventSpec]:
     return [*SOFTWARE_EVENTS, *hardware]
 
 
+def raise_open_files_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (a counter group per thread needs many fds); returns
+    the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def usable_events(
+    events: list[EventSpec], pid: int, opener: Opener, say: Callable[[str], None] | None, option: str
+) -> list[EventSpec]:
+    """The events this PMU has: each hardware event tried once on `pid`; says once when none. Raises
+    PerfOpenError when the probe fails for another reason than a missing event (no permission, no process)."""
+    hardware = [e for e in events if e.type == PERF_TYPE_HARDWARE]
+    kept: list[EventSpec] = []
+    for ev in hardware:
+        attr = make_attr(ev.type, ev.config, read_format=_TIMES)
+        try:
+            os.close(opener(attr, pid, -1, -1))
+            kept.append(ev)
+        except PerfOpenError as e:
+            if e.errno not in (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV, errno.EINVAL):
+                raise
+    if hardware and not kept and say:
+        say(
+            f"{option}: this PMU has no hardware events (a VM without a virtual PMU?): counting the kernel's "
+            "software events task-clock and context-switches only"
+        )
+    return [e for e in events if e.type != PERF_TYPE_HARDWARE] + kept
+
+
 class _Counter:
     """One fd group (or, on old kernels, one fd per event) on one thread; `read()` -> (enabled, running) per
     event and the raw counts."""
 
-    def __init__(self, tid: int, events: list[EventSpec], opener: Opener, grouped: bool) -> None:
+    def __init__(self, tid: int, events: list[EventSpec], opener: Opener, grouped: bool, read_fd: Reader) -> None:
         self.fds: list[int] = []
         self.grouped = grouped
         self.n = len(events)
+        self._read_fd = read_fd
         try:
             for i, ev in enumerate(events):
                 attr = make_attr(ev.type, ev.config, read_format=_TIMES | (PERF_FORMAT_GROUP if grouped else 0))
@@ -100,18 +138,149 @@ class _Counter:
     def read(self) -> list[tuple[int, int, int]]:
         """(count, enabled, running) per event."""
         if self.grouped:
-            g = parse_group_read(os.read(self.fds[0], 8 * (3 + self.n)), self.n)
+            g = parse_group_read(self._read_group(), self.n)
             return [(v, g.time_enabled, g.time_running) for v in g.values]
         out = []
         for fd in self.fds:
-            v, enabled, running = (int.from_bytes(os.read(fd, 24)[i : i + 8], "little") for i in (0, 8, 16))
+            data = self._read_fd(fd, 24)
+            v, enabled, running = (int.from_bytes(data[i : i + 8], "little") for i in (0, 8, 16))
             out.append((v, enabled, running))
         return out
+
+    def _read_group(self) -> bytes:
+        # Since Linux 6.6 a group read fails with ECHILD while an inherited copy of the group (in a child
+        # that is exiting) is torn down one sibling at a time (kernel/events/core.c __perf_read_group_add,
+        # "perf: Disallow mis-matched inherited group reads"): the window is short, so read again.
+        for _ in range(GROUP_READ_TRIES - 1):
+            try:
+                return self._read_fd(self.fds[0], 8 * (3 + self.n))
+            except ChildProcessError:
+                continue
+        return self._read_fd(self.fds[0], 8 * (3 + self.n))
 
     def close(self) -> None:
         fds, self.fds = self.fds, []
         for fd in reversed(fds):
             os.close(fd)
+
+
+Totals = list[tuple[int, int, int]]  # (count, enabled, running) per event
+
+
+@dataclass(frozen=True)
+class Scaled:
+    """One interval's deltas, scaled like `perf stat` (TaskReading's counts, estimated and counted)."""
+
+    counts: dict[str, int]
+    estimated: dict[str, float]
+    counted: float
+
+
+def scale(specs: list[EventSpec], prev: Totals, cur: Totals) -> Scaled:
+    counts: dict[str, int] = {}
+    estimated: dict[str, float] = {}
+    enabled_all = running_all = 0
+    for ev, (v0, e0, r0), (v1, e1, r1) in zip(specs, prev, cur, strict=True):
+        d_enabled, d_running = e1 - e0, r1 - r0
+        enabled_all, running_all = max(enabled_all, d_enabled), max(running_all, d_running)
+        share = d_running / d_enabled if d_enabled > 0 else 1.0
+        # Scaled like `perf stat`: the count over the time the counter ran, extended to the time enabled.
+        counts[ev.name] = round((v1 - v0) / share) if share > 0 else 0
+        if share < 1.0:
+            estimated[ev.name] = round(share, 3)
+    counted = running_all / enabled_all if enabled_all > 0 else 1.0
+    return Scaled(counts, estimated, round(counted, 3))
+
+
+@dataclass
+class _Thread:
+    tid: int
+    name: str
+    counter: _Counter
+    prev: Totals
+
+
+class CountedProcess:
+    """The counters of one process: a group per thread that existed at attach, `inherit` so later threads
+    and children count in their creator's group. Shared by TaskCounters (--pid) and the top-N tracker."""
+
+    def __init__(
+        self, pid: int, threads: Sequence[tuple[int, str]], specs: list[EventSpec], opener: Opener, read_fd: Reader
+    ) -> None:
+        """Raises PerfOpenError (nothing left open) when the process cannot be counted; a thread that ended
+        while attaching is skipped."""
+        self.pid = pid
+        self._specs = specs
+        self._threads: list[_Thread] = []
+        try:
+            for tid, name in threads or [(pid, "")]:
+                try:
+                    counter = _open_counter(tid, specs, opener, read_fd)
+                except PerfOpenError as e:
+                    if e.errno == errno.ESRCH and tid != pid:
+                        continue  # a thread ended while we attached: the others still count the process
+                    raise
+                self._threads.append(_Thread(tid, name, counter, counter.read()))
+        except BaseException:
+            self.close()
+            raise
+        self.at = time.monotonic()
+
+    @property
+    def fds(self) -> int:
+        return sum(len(t.counter.fds) for t in self._threads)
+
+    def begin(self) -> None:
+        for t in self._threads:
+            with contextlib.suppress(ChildProcessError):  # (see read): the attach-time baseline stays
+                t.prev = t.counter.read()
+        self.at = time.monotonic()
+
+    def read(self) -> tuple[Scaled, list[tuple[int, str, Scaled]], float]:
+        """The process's reading since the last one, each thread's, and the interval (seconds)."""
+        now = time.monotonic()
+        n = len(self._specs)
+        prev_total: Totals = [(0, 0, 0)] * n
+        cur_total: Totals = [(0, 0, 0)] * n
+        per_thread = []
+        for t in self._threads:
+            try:
+                cur = t.counter.read()
+            except ChildProcessError:
+                continue  # still torn down after GROUP_READ_TRIES: its counts arrive with the next read
+            per_thread.append((t.tid, t.name, scale(self._specs, t.prev, cur)))
+            prev_total = _added(prev_total, t.prev)
+            cur_total = _added(cur_total, cur)
+            t.prev = cur
+        interval, self.at = now - self.at, now
+        return scale(self._specs, prev_total, cur_total), per_thread, interval
+
+    def close(self) -> None:
+        threads, self._threads = self._threads, []
+        for t in threads:
+            t.counter.close()
+
+
+def _added(a: Totals, b: Totals) -> Totals:
+    return [(x + u, y + v, z + w) for (x, y, z), (u, v, w) in zip(a, b, strict=True)]
+
+
+def _open_counter(tid: int, specs: list[EventSpec], opener: Opener, read_fd: Reader) -> _Counter:
+    try:
+        return _Counter(tid, specs, opener, True, read_fd)
+    except PerfOpenError as e:
+        if e.errno != errno.EINVAL:
+            raise
+        return _Counter(tid, specs, opener, False, read_fd)
+
+
+def thread_readings(
+    pid: int, user: str, per_thread: list[tuple[int, str, Scaled]], interval: float, exited: bool
+) -> tuple[TaskReading, ...]:
+    return tuple(
+        TaskReading(tid, name, user, 1, interval, s.counts, s.counted, s.estimated, exited)
+        for tid, name, s in per_thread
+    )
 
 
 @dataclass
@@ -120,16 +289,8 @@ class _Process:
     comm: str
     user: str
     threads: int
-    counters: list[_Counter]
-    prev: list[tuple[int, int, int]]  # summed (count, enabled, running) per event at the last read
-    at: float  # monotonic time of the last read
-
-
-def _summed(counters: list[_Counter], n: int) -> list[tuple[int, int, int]]:
-    total = [(0, 0, 0)] * n
-    for c in counters:
-        total = [(a + x, b + y, r + z) for (a, b, r), (x, y, z) in zip(total, c.read(), strict=True)]
-    return total
+    start_time: float
+    counters: CountedProcess
 
 
 def _alive(pid: int) -> bool:
@@ -150,41 +311,29 @@ class TaskCounters:
         requested_events: Sequence[str] | None = None,
         *,
         opener: Opener = perf_event_open,
+        read_fd: Reader = os.read,
         say: Callable[[str], None] | None = None,
+        scan: ProcessSource | None = None,
     ) -> None:
+        """`scan`: where each process ran and who else ran on each CPU (the live view's rows and core detail);
+        without it (batch) a reading has no `cpus` and the snapshot no `cpu_shares`."""
         self._opener = opener
+        self._read_fd = read_fd
+        self._scan = scan
         self._processes: dict[int, _Process] = {}
-        events = task_events(requested_events)
+        raise_open_files_limit()
         try:
-            events = self._usable(events, pids, say)
-            self.events = [e.name for e in events]
-            self._specs = events
+            try:
+                specs = usable_events(task_events(requested_events), pids[0], opener, say, "--pid")
+            except PerfOpenError as e:
+                raise self._refused(pids[0], e) from None
+            self.events = [e.name for e in specs]
+            self._specs = specs
             for pid in pids:
                 self._processes[pid] = self._attach(pid)
         except BaseException:
             self.close()
             raise
-
-    def _usable(
-        self, events: list[EventSpec], pids: Sequence[int], say: Callable[[str], None] | None
-    ) -> list[EventSpec]:
-        """The events this PMU has: each hardware event tried once on the first process; says once when none."""
-        hardware = [e for e in events if e.type == PERF_TYPE_HARDWARE]
-        kept: list[EventSpec] = []
-        for ev in hardware:
-            attr = make_attr(ev.type, ev.config, read_format=_TIMES)
-            try:
-                os.close(self._opener(attr, pids[0], -1, -1))
-                kept.append(ev)
-            except PerfOpenError as e:
-                if e.errno not in (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV, errno.EINVAL):
-                    raise self._refused(pids[0], e) from None
-        if hardware and not kept and say:
-            say(
-                "--pid: this PMU has no hardware events (a VM without a virtual PMU?): counting the kernel's "
-                "software events task-clock and context-switches only"
-            )
-        return [e for e in events if e.type != PERF_TYPE_HARDWARE] + kept
 
     def _refused(self, pid: int, e: PerfOpenError) -> PmutopError:
         if e.errno == errno.ESRCH:
@@ -197,74 +346,72 @@ class TaskCounters:
     def _attach(self, pid: int) -> _Process:
         try:
             proc = psutil.Process(pid)
-            comm, user, tids = proc.name(), _user(proc), [t.id for t in proc.threads()]
+            comm, user, start = proc.name(), _user(proc), proc.create_time()
+            threads = [(t.id, _thread_name(pid, t.id)) for t in proc.threads()]
         except psutil.NoSuchProcess:
             raise UsageError(f"--pid {pid}: no such process") from None
         except psutil.AccessDenied:
-            comm, user, tids = str(pid), "?", [pid]
-        counters: list[_Counter] = []
-        for tid in tids:
-            try:
-                counters.append(self._counter(tid))
-            except PerfOpenError as e:
-                if e.errno == errno.ESRCH and tid != pid:
-                    continue  # a thread ended while we attached: the others still count the process
-                for c in counters:
-                    c.close()
-                raise self._refused(pid, e) from None
-        now = time.monotonic()
-        n = len(self._specs)
-        return _Process(pid, comm, user, len(tids), counters, _summed(counters, n), now)
-
-    def _counter(self, tid: int) -> _Counter:
+            comm, user, start, threads = str(pid), "?", 0.0, [(pid, "")]
         try:
-            return _Counter(tid, self._specs, self._opener, grouped=True)
+            counters = CountedProcess(pid, threads, self._specs, self._opener, self._read_fd)
         except PerfOpenError as e:
-            if e.errno != errno.EINVAL:
-                raise
-            return _Counter(tid, self._specs, self._opener, grouped=False)
+            raise self._refused(pid, e) from None
+        return _Process(pid, comm, user, len(threads), start, counters)
 
     def begin(self) -> None:
+        if self._scan is not None:
+            self._scan.scan()
         for p in self._processes.values():
-            p.prev, p.at = _summed(p.counters, len(self._specs)), time.monotonic()
+            p.counters.begin()
 
     def read(self, cpu_samples: Sequence[Any] = ()) -> TaskSnapshot:
         out = []
+        scan = self._scan.scan() if self._scan is not None else None
         for pid, p in list(self._processes.items()):
             exited = not _alive(pid)  # checked before the read, so an exited process's read is its last
-            now = time.monotonic()
-            cur = _summed(p.counters, len(self._specs))
+            total, per_thread, interval = p.counters.read()
+            use = scan.processes.get(pid) if scan is not None else None
             if not exited:
                 with contextlib.suppress(psutil.Error):  # it may exit between the two looks
                     p.threads = psutil.Process(pid).num_threads()
-            out.append(self._reading(p, cur, now - p.at, exited))
-            p.prev, p.at = cur, now
+            threads = thread_readings(pid, p.user, per_thread, interval, exited)
+            out.append(
+                TaskReading(
+                    p.pid,
+                    p.comm,
+                    p.user,
+                    p.threads,
+                    interval,
+                    total.counts,
+                    total.counted,
+                    total.estimated,
+                    exited,
+                    cgroup="" if exited else cgroup_of(pid),
+                    cpus=tuple(sorted(use.cpus)) if use is not None else (),
+                    start_time=p.start_time,
+                    thread_readings=threads,
+                )
+            )
             if exited:
-                for c in p.counters:
-                    c.close()
+                p.counters.close()
                 del self._processes[pid]
-        return TaskSnapshot(tasks=tuple(out), mode=EXACT)
-
-    def _reading(self, p: _Process, cur: list[tuple[int, int, int]], interval: float, exited: bool) -> TaskReading:
-        counts: dict[str, int] = {}
-        estimated: dict[str, float] = {}
-        enabled_all = running_all = 0
-        for ev, (v0, e0, r0), (v1, e1, r1) in zip(self._specs, p.prev, cur, strict=True):
-            d_enabled, d_running = e1 - e0, r1 - r0
-            enabled_all, running_all = max(enabled_all, d_enabled), max(running_all, d_running)
-            share = d_running / d_enabled if d_enabled > 0 else 1.0
-            # Scaled like `perf stat`: the count over the time the counter ran, extended to the time enabled.
-            counts[ev.name] = round((v1 - v0) / share) if share > 0 else 0
-            if share < 1.0:
-                estimated[ev.name] = round(share, 3)
-        counted = running_all / enabled_all if enabled_all > 0 else 1.0
-        return TaskReading(p.pid, p.comm, p.user, p.threads, interval, counts, round(counted, 3), estimated, exited)
+        shares = scan.cpu_shares() if scan is not None else {}
+        return TaskSnapshot(tasks=tuple(out), mode=EXACT, cpu_shares=shares)
 
     def close(self) -> None:
         for p in self._processes.values():
-            for c in p.counters:
-                c.close()
+            p.counters.close()
         self._processes.clear()
+        if self._scan is not None:
+            self._scan.close()
+
+
+def _thread_name(pid: int, tid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/task/{tid}/comm", encoding="utf-8", errors="replace") as f:
+            return f.read().rstrip("\n")
+    except OSError:
+        return ""
 
 
 def _user(proc: psutil.Process) -> str:

@@ -275,7 +275,8 @@ def run_batch(
         if printer is not None:
             print_interval(printer, batch, done + 1, wall0 if timestamps else None, warn, warned)
         if tasks is not None:
-            _print_tasks(task_printer, tasks, batch, done + 1, wall0 if timestamps else None, on_tasks)
+            at = wall0 if timestamps else None
+            _print_tasks(task_printer, tasks, batch, done + 1, at, on_tasks)
         _drain(buf, out)
         out.flush()
         done += 1
@@ -320,7 +321,8 @@ def _print_tasks(
     on_tasks: Callable[[int, float, TaskSnapshot], None] | None,
 ) -> None:
     """The processes' and cgroups' readings of this interval, stamped with the CPU records' time (they are read
-    just after the CPUs); read even when not printed, so an exited process is dropped."""
+    just after the CPUs); read even when not printed, so an exited process is dropped (the printer says the
+    snapshot's notes)."""
     snapshot = tasks.read(batch)
     if not batch:
         return

@@ -157,7 +157,8 @@ CGROUP_PRINTERS: dict[str, Any] = {"table": CgroupTablePrinter, "csv": CgroupCsv
 class SnapshotPrinter:
     """One interval's task and cgroup records in one format, for the live batch and `replay --batch` alike.
     `records`: "task", "cgroup" or "all" (every kind: JSON only); "cpu" prints nothing here. The snapshot's
-    notes ("counters on 20 of 32 processes", how an estimate was made) go to `warn` once each."""
+    notes ("counters on 20 of 32 processes", how an estimate was made) go to `warn` once per kind (the text
+    before its first ':')."""
 
     def __init__(
         self,
@@ -176,8 +177,9 @@ class SnapshotPrinter:
 
     def write(self, snapshot: TaskSnapshot, *, time: float, index: int, timestamp: str | None = None) -> None:
         for note in snapshot.notes:
-            if note not in self._said and self.warn is not None:
-                self._said.add(note)
+            kind = note.split(":", 1)[0]  # once per kind: an estimate's share changes every interval
+            if kind not in self._said and self.warn is not None:
+                self._said.add(kind)
                 self.warn(note)
         at: dict[str, Any] = {"time": time, "index": index, "timestamp": timestamp}
         if self.tasks is not None:
