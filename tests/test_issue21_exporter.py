@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 from helpers.fake_task_source import FakeTaskSource, PushedFeed, counts_of
-from helpers.serve import free_port, values
+from helpers.serve import free_port, scrape, start_serve, stop, values
 from prometheus_client import generate_latest
 
 from pmutop.app.options import run_parser
@@ -110,3 +110,26 @@ def test_serve_takes_cgroup_options_and_says_why_there_are_no_per_pid_series() -
     assert "pmutop_cgroup_<event>_total{cgroup,name}" in help_text
     assert "Per-process series are never served" in help_text and "unbounded cardinality" in help_text
     assert not hasattr(run_parser(serve=True).parse_args([]), "pid")  # serve has no --pid, --tasks
+
+
+def test_serve_with_the_demo_exports_the_simulated_cgroups_end_to_end() -> None:
+    """`pmutop serve --demo --cgroups`: the simulator's cgroup tree reaches /metrics (it crashed before: serve
+    had no --top)."""
+    port = free_port()
+    proc = start_serve(port, "--cgroups", "--top", "4", "--interval", "0.2")
+    try:
+        deadline = time.monotonic() + 30
+        text = ""
+        while "pmutop_cgroup_cpu_seconds_total" not in text and time.monotonic() < deadline:
+            time.sleep(0.3)
+            text = scrape(port)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        got = values(text)
+        cpu = {
+            dict(labels)["cgroup"]: v for (name, labels), v in got.items() if name == "pmutop_cgroup_cpu_seconds_total"
+        }
+        assert cpu and all(v >= 0 for v in cpu.values())
+        assert "/system.slice" in cpu or any(path.startswith("/system.slice/") for path in cpu)
+        assert not [labels for (_, labels) in got if "pid" in dict(labels)]
+    finally:
+        stop(proc)

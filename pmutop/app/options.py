@@ -148,19 +148,15 @@ def run_parser(serve: bool = False) -> OneLineParser:
     p.add_argument(
         "--timestamps", action="store_true", help="with --batch: add each interval's wall-clock time (UTC, ISO 8601)"
     )
+    cgroup_path = "a path under the cgroup v2 root: /sys/fs/cgroup, or /sys/fs/cgroup/unified on hybrid hosts"
     if serve:
         p.add_argument(
             "--cgroups",
             action="store_true",
-            help="also serve per-cgroup counters (pmutop_cgroup_<event>_total{cgroup,name}) for every cgroup. "
-            "Per-process series are never served: PIDs come and go without bound, and each would be a new "
-            "series in Prometheus (unbounded cardinality); cgroups are the services and containers",
-        )
-        p.add_argument(
-            "--cgroup",
-            metavar="PATH",
-            action="append",
-            help="serve per-cgroup counters for exactly this cgroup (repeatable; a path under /sys/fs/cgroup)",
+            help="also serve per-cgroup counters (pmutop_cgroup_<event>_total{cgroup,name}) for the --top N cgroups "
+            "using most CPU, with their parents. Per-process series are never served: PIDs come and go without "
+            "bound, and each would be a new series in Prometheus (unbounded cardinality); cgroups are the services "
+            "and containers",
         )
     else:
         p.add_argument(
@@ -173,26 +169,29 @@ def run_parser(serve: bool = False) -> OneLineParser:
         p.add_argument(
             "--tasks",
             action="store_true",
-            help="open on the process view (key 4); with --batch: also a task record per counted process",
+            help="open on the process view (key 4), counting the --top N processes using most CPU; with --batch: "
+            "a task record per counted process",
         )
         p.add_argument(
             "--cgroups",
             action="store_true",
-            help="open on the cgroup view (key 5); with --batch: also a cgroup record per counted cgroup",
+            help="open on the cgroup view (key 5), counting the --top N cgroups using most CPU with their parents; "
+            "with --batch: a cgroup record per counted cgroup",
         )
-        p.add_argument(
-            "--cgroup",
-            metavar="PATH",
-            action="append",
-            help="count exactly this cgroup (repeatable; a path under /sys/fs/cgroup, e.g. system.slice/nginx.service)",
-        )
-        p.add_argument(
-            "--top",
-            type=_bounded_int(1, 4096),
-            default=32,
-            metavar="N",
-            help="the process view counts the N processes using most CPU (default 32)",
-        )
+    p.add_argument(
+        "--cgroup",
+        metavar="PATH",
+        action="append",
+        help=f"count exactly this cgroup (repeatable; {cgroup_path}, e.g. system.slice/nginx.service)",
+    )
+    p.add_argument(
+        "--top",
+        type=_bounded_int(1, 4096),
+        default=32,
+        metavar="N",
+        help="how many processes (--tasks) and cgroups (--cgroups) to count: those using most CPU (default 32)",
+    )
+    if not serve:
         p.add_argument(
             "--records",
             choices=("cpu", "task", "cgroup"),
