@@ -195,3 +195,30 @@ def test_10000_short_lived_processes_a_second(tmp_path: Path) -> None:
         f"max {max(costs) * 1e3:.1f} ms, up to {max(n for _, n in source.costs)} processes"
     )
     assert max(costs) < 0.15  # bounded: one read per process, per-thread reads only for the busy ones
+
+
+def test_a_group_read_the_kernel_refuses_at_attach_does_not_fail_the_attach() -> None:
+    """Since Linux 6.6 a group read fails with ECHILD while an inherited copy of the group is torn down (a child
+    exiting): at attach time too, under a storm of short-lived children. The process is counted from zero."""
+    from pmutop.probes.task_counters import TaskCounters
+
+    spin = subprocess.Popen([sys.executable, "-c", SPIN, "2"])
+    refused = {"left": 10_000}  # more than the read's retries: the attach-time read fails for good
+
+    def read_fd(fd: int, size: int) -> bytes:
+        if refused["left"]:
+            refused["left"] -= 1
+            raise ChildProcessError(10, "No child processes")
+        return os.read(fd, size)
+
+    try:
+        counters = TaskCounters([spin.pid], [], read_fd=read_fd)
+        refused["left"] = 0
+        counters.begin()
+        time.sleep(0.3)
+        (reading,) = counters.read().tasks
+        counters.close()
+    finally:
+        spin.kill()
+        spin.wait()
+    assert reading.pid == spin.pid and reading.counts["task_clock"] > 0.1e9

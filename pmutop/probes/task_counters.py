@@ -220,7 +220,11 @@ class CountedProcess:
                     if e.errno == errno.ESRCH and tid != pid:
                         continue  # a thread ended while we attached: the others still count the process
                     raise
-                self._threads.append(_Thread(tid, name, counter, counter.read()))
+                try:
+                    baseline = counter.read()
+                except ChildProcessError:  # (see _read_group) just opened: it has counted next to nothing yet
+                    baseline = [(0, 0, 0)] * len(specs)
+                self._threads.append(_Thread(tid, name, counter, baseline))
         except BaseException:
             self.close()
             raise

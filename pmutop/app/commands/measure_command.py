@@ -32,6 +32,7 @@ from typing import IO, Any, NoReturn
 from pmutop.app.console import isatty, say
 from pmutop.core.errors import PmutopError, UsageError
 from pmutop.core.task_reading import TaskCounterSource, TaskSnapshot
+from pmutop.probes.process_scan import ProcessScan
 from pmutop.probes.task_counters import SOFTWARE_EVENTS, TaskCounters, task_events
 from pmutop.safety.exit_guard import EXIT_NOT_RESTORED, TERMINATING, ExitGuard
 from pmutop.sinks.summary import CommandTotals, exit_code, format_summary
@@ -116,7 +117,9 @@ class MeasuredCommand:
             os.close(fd)
         try:
             # Quiet (no say): its notes name --pid; the command's own note follows.
-            self._counters = TaskCounters([self.pid], requested_events)
+            # Live, the process view shows where it ran (one /proc scan per interval); batch records need not.
+            scan = ProcessScan() if live else None
+            self._counters = TaskCounters([self.pid], requested_events, scan=scan)
         except PmutopError as e:
             self._abandon()
             raise type(e)(str(e).replace(f"--pid {self.pid}", "-- COMMAND"), e.exit_code) from None
