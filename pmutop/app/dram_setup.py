@@ -68,9 +68,10 @@ def refusal_line(paranoid: int | None) -> str:
 
 
 def open_dram(
-    platform: Platform, cpus: list[int], mem_peak_gbs: float | None = None, *, opener: Opener = perf_event_open
+    platform: Platform, cpus: list[int], mem_peak_gbs: float | None = None, *, opener: Opener | None = None
 ) -> DramSetup:
-    """The opened source for this run, or why there is none (never raises for missing or refused hardware)."""
+    """The opened source for this run, or why there is none (never raises for missing or refused hardware).
+    `opener`: perf_event_open (tests give a fake kernel)."""
     if platform.simulated:
         from pmutop.sim.dram import SimDramCounters
         from pmutop.sim.platform import SimPlatform
@@ -86,10 +87,11 @@ def open_dram(
     if plan.source == "none":
         return DramSetup(None, plan.why)
     refused: list[int] = []
+    open_event = opener or perf_event_open
 
     def remembering(*args: Any, **kwargs: Any) -> int:
         try:
-            return opener(*args, **kwargs)
+            return open_event(*args, **kwargs)
         except PerfOpenError as e:
             refused.append(e.errno)
             raise
