@@ -39,11 +39,11 @@ def test_sim_selftest_passes_every_check(capsys: pytest.CaptureFixture[str]) -> 
     assert main(["selftest", "--demo", "--cores", "0,1"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("pmutop selftest: SIMULATED PMU, cpu 0-1;")
-    for cpu in (0, 1):
-        assert lines_of(out, cpu) == dict.fromkeys(CHECKS, "PASS")
+    assert lines_of(out, 0) == dict.fromkeys((*CHECKS, "memory"), "PASS")  # memory: once, on the first cpu
+    assert lines_of(out, 1) == dict.fromkeys(CHECKS, "PASS")
     # The measured numbers are shown: the loop's 2 x 50M instructions, found exactly by the model.
     assert "100,000,000 counted" in out and "expected 100,000,000" in out
-    assert out.splitlines()[-1] == "selftest: 14 passed, 0 failed, 0 skipped (SIMULATED PMU: synthetic numbers)"
+    assert out.splitlines()[-1] == "selftest: 15 passed, 0 failed, 0 skipped (SIMULATED PMU: synthetic numbers)"
 
 
 def test_sim_selftest_skips_topdown_where_it_is_not_measured(capsys: pytest.CaptureFixture[str]) -> None:
@@ -52,7 +52,7 @@ def test_sim_selftest_skips_topdown_where_it_is_not_measured(capsys: pytest.Capt
     statuses = lines_of(out, 0)
     assert statuses["topdown-backend"] == statuses["topdown-frontend"] == "SKIP"
     assert "top-down is not measured on this cpu" in out
-    assert out.splitlines()[-1] == "selftest: 5 passed, 0 failed, 2 skipped (SIMULATED PMU: synthetic numbers)"
+    assert out.splitlines()[-1] == "selftest: 6 passed, 0 failed, 2 skipped (SIMULATED PMU: synthetic numbers)"
 
 
 def test_undercounting_model_fails_the_instruction_check(
@@ -67,7 +67,7 @@ def test_undercounting_model_fails_the_instruction_check(
     assert statuses["instructions"] == "FAIL"
     assert statuses["llc-misses"] == "PASS"
     assert "90,000,000 counted" in out and "-10.000%" in out
-    assert out.splitlines()[-1] == "selftest: 6 passed, 1 failed, 0 skipped (SIMULATED PMU: synthetic numbers)"
+    assert out.splitlines()[-1] == "selftest: 7 passed, 1 failed, 0 skipped (SIMULATED PMU: synthetic numbers)"
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,7 @@ def test_each_broken_behaviour_fails_its_check(
 def test_json_output_has_values_and_summary(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["selftest", "--demo", "--cores", "2", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["summary"] == {"PASS": 7, "FAIL": 0, "SKIP": 0}
+    assert data["summary"] == {"PASS": 8, "FAIL": 0, "SKIP": 0}  # 7 core checks and the memory check
     assert "SIMULATED PMU" in data["header"] and data["simulated"] is True
     first = data["checks"][0]
     assert (first["cpu"], first["name"], first["status"]) == (2, "instructions", "PASS")

@@ -43,6 +43,19 @@ def _interval(text: str) -> float:
     return value
 
 
+MAX_MEM_PEAK_GBS = 100_000.0  # far beyond any socket's memory (HBM parts reach a few TB/s)
+
+
+def _mem_peak(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of GB/s") from None
+    if not math.isfinite(value) or not 0 < value <= MAX_MEM_PEAK_GBS:
+        raise argparse.ArgumentTypeError(f"must be a bandwidth in GB/s, > 0 and <= {MAX_MEM_PEAK_GBS:g} (got {text})")
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text, 10)
@@ -199,6 +212,13 @@ def run_parser(serve: bool = False) -> OneLineParser:
             "the table print one kind: task with --pid, --tasks or -- COMMAND, cgroup with --cgroups or --cgroup, "
             "else cpu",
         )
+    p.add_argument(
+        "--mem-peak",
+        type=_mem_peak,
+        metavar="GB/s",
+        help="theoretical DRAM bandwidth of one socket, for the share of peak (default: channels x MT/s x 8 "
+        "from the SMBIOS memory devices; unknown when those are unreadable)",
+    )
     p.add_argument(
         "--record",
         metavar="FILE",

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pmutop.app.console import say, warn
+from pmutop.app.dram_setup import DramSetup
 from pmutop.app.platform_setup import recover_leftovers, recoverer
 from pmutop.backends.base import Backend
 from pmutop.backends.msr.backend import MsrBackend
@@ -84,6 +85,7 @@ class MeasurementSession:
         self.engine: Engine | None = None
         self.end: RunEnd | None = None
         self.result = RestoreResult()
+        self.dram: DramSetup | None = None  # the run's DRAM bandwidth source and sampler (app/dram_setup.py)
 
     def recover_leftovers(self, retry_hint: str = " (`pmutop restore` retries)") -> None:
         """Put back what killed pmutops left on this host (a sysroot's or the simulator's: nothing to do)."""

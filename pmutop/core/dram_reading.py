@@ -8,12 +8,14 @@ measured interval, never the nominal one.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 BYTES_PER_LINE = 64  # one CAS / one data_read count moves one 64-byte cache line
 
 # Where the numbers come from (the `source` of `pmutop info`'s memory_bandwidth and of every package record).
 SOURCE_UNCORE = "uncore"  # the kernel's memory-controller PMUs (uncore_imc_*, amd_umc_*)
 SOURCE_NONE = "none"  # nothing measures DRAM traffic here (the `why` says what is missing)
+SOURCE_SIMULATED = "simulated"  # the simulated machine's memory (pmutop.sim.dram): synthetic, labelled SIMULATED
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,24 @@ def package_totals(
         channels,
         any(c.saturated for c in channels),
     )
+
+
+class DramSource(Protocol):
+    """What reads DRAM traffic once per interval: the uncore reader (probes/dram.py DramCounters) or the
+    simulated machine's (sim/dram.py SimDramCounters), already opened. `source` is SOURCE_UNCORE or
+    SOURCE_SIMULATED; `why` says what is counted (channels, table) in one line."""
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def why(self) -> str: ...
+
+    def read(self) -> list[PackageDram]:
+        """Every package since the previous read (or the open), one PackageDram each, by package number."""
+        ...
+
+    def close(self) -> None: ...
 
 
 def _rate(value: float | None, interval: float) -> float | None:

@@ -9,10 +9,12 @@ What each one executes (x86-64):
   (random: mispredicted about half the time) or never (predictable); the same instructions either way.
 * jumps(passes): passes through a chain of 4096 unconditional jumps, one per 64-byte line (256 KiB of code,
   far beyond the L1 instruction cache): frontend bound.
+* MemoryStreamer: the DRAM check's buffer, written and read whole at C speed from Python (below).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 
 from pmutop.core.errors import HardwareError
@@ -23,6 +25,9 @@ MIB = 1 << 20
 CHASE_LLC_FACTOR = 8  # the buffer is this many times the LLC ...
 CHASE_MIN_BYTES = 64 * MIB  # ... at least this (when the LLC size is unknown or small) ...
 CHASE_MAX_BYTES = 512 * MIB  # ... and at most this (memory use)
+STREAM_LLC_FACTOR = 8  # the DRAM check streams a buffer this many times the LLC ...
+STREAM_MAX_BYTES = 1024 * MIB  # ... at most this
+_FILL, _ABSENT = 0x5A, b"\xa5"
 LINE = 64
 
 
@@ -69,6 +74,41 @@ def available() -> str | None:
     return None
 
 
+def stream_bytes(llc: int | None) -> int:
+    """The DRAM check's buffer: STREAM_LLC_FACTOR x the LLC, within CHASE_MIN_BYTES..STREAM_MAX_BYTES."""
+    wanted = STREAM_LLC_FACTOR * llc if llc else CHASE_MIN_BYTES
+    return min(max(wanted, CHASE_MIN_BYTES), STREAM_MAX_BYTES) // LINE * LINE
+
+
+class MemoryStreamer:
+    """A buffer many times the LLC, streamed through memory at C speed: a write pass (libc memset over all of
+    it, through ctypes) then a read pass (bytearray.find of a byte that is not there: CPython calls memchr over
+    all of it). Large memsets use `rep stosb` or non-temporal stores, which write whole lines without reading
+    them first; the read pass pushes the dirty lines the write pass left in the LLC out to memory (the buffer
+    is 8x the LLC). So one `stream()` after a warm-up reads the buffer once and writes it once."""
+
+    def __init__(self, nbytes: int) -> None:
+        try:
+            self._buf: bytearray | None = bytearray(nbytes)
+        except MemoryError:
+            raise HardwareError(f"cannot allocate {nbytes // MIB} MiB for the memory stream") from None
+        self.nbytes = nbytes
+        self._view: ctypes.Array[ctypes.c_char] | None = (ctypes.c_char * nbytes).from_buffer(self._buf)
+        self.stream()  # warm-up: every page mapped, the cache left holding clean lines only
+
+    def stream(self) -> tuple[int, int]:
+        """Write then read the whole buffer; (bytes read, bytes written)."""
+        assert self._buf is not None and self._view is not None
+        ctypes.memset(ctypes.addressof(self._view), _FILL, self.nbytes)
+        if self._buf.find(_ABSENT) != -1:
+            raise HardwareError("the memory stream read back what it never wrote (memory corruption?)")
+        return self.nbytes, self.nbytes
+
+    def close(self) -> None:
+        self._view = None  # releases the export before the buffer goes
+        self._buf = None
+
+
 class HostWorkloadRunner:
     """Runs the C workloads on the calling thread (the caller pins it to the CPU under test)."""
 
@@ -86,6 +126,7 @@ class HostWorkloadRunner:
             raise HardwareError(f"cannot allocate {buffer_bytes // MIB} MiB for the pointer chase") from None
         shim.lib.pmutop_wl_chase_init(self._buf, self.lines, seed)
         self.seed = seed
+        self._streamer: MemoryStreamer | None = None
 
     def describe(self) -> str:
         return f"shim C workloads, pointer chase over {self.buffer_bytes // MIB} MiB"
@@ -102,5 +143,20 @@ class HostWorkloadRunner:
     def jumps(self, cpu: int, passes: int) -> int:
         return int(shim.lib.pmutop_wl_jumps(passes))
 
+    def prepare_stream(self, cpu: int, nbytes: int) -> None:
+        """The DRAM check's buffer, allocated and warmed up (outside the measurement)."""
+        if self._streamer is not None:
+            self._streamer.close()
+        self._streamer = MemoryStreamer(nbytes)
+
+    def stream(self, cpu: int) -> tuple[int, int]:
+        """The DRAM check's workload: the prepared buffer written and read once on the calling thread (pinned
+        to `cpu`); (bytes read, bytes written)."""
+        assert self._streamer is not None, "prepare_stream first"
+        return self._streamer.stream()
+
     def close(self) -> None:
         self._buf = None
+        if self._streamer is not None:
+            self._streamer.close()
+            self._streamer = None

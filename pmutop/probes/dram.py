@@ -255,6 +255,14 @@ class DramCounters:
         self.memory_speed = speed
         self._ceiling = (1 << plan.saturating_bits) - 1 if plan.saturating_bits else None
 
+    @property
+    def source(self) -> str:
+        return self.plan.source
+
+    @property
+    def why(self) -> str:
+        return self.plan.why
+
     def open(self) -> None:
         """Open every counter; one clear line (PmutopError) when the kernel refuses, with nothing left open."""
         try:
@@ -411,6 +419,9 @@ def info_lines(facts: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     label = "DRAM traffic"  # no wider than the longest label info prints: the column stays put
     lines = [(label, f"{facts['source']}: {facts['why']}")]
     for ch in facts.get("channels") or []:
+        if ch.get("simulated"):
+            lines.append(("", f"{ch['pmu']} package {ch['package']} cpu {ch['cpu']}: SIMULATED memory channel"))
+            continue
         read = ", ".join(f"{c:#x}" for c in ch["read"])
         write = ", ".join(f"{c:#x}" for c in ch["write"])
         lines.append(

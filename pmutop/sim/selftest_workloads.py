@@ -18,6 +18,7 @@ from pmutop.core.clock import ManualClock
 from pmutop.sim.platform import SimPlatform
 from pmutop.sim.workload import Amounts, Counts
 
+LINE = 64
 _GHZ = 3.0  # the core clock while a self-test workload runs (any value; the checks do not depend on it)
 _ZERO = Amounts(*([0] * len(Amounts._fields)))
 
@@ -35,6 +36,7 @@ class Profile:
     retiring: float  # level-1 shares of the slots; backend bound is the rest
     bad_spec: float
     fe_bound: float
+    writebacks: float = 0.0  # dirty lines leaving the LLC (the simulated memory's writes: pmutop.sim.dram)
 
 
 # One profile per shim workload (pmutop/hw/workloads.py documents the real loops).
@@ -48,6 +50,10 @@ WORKLOADS: dict[str, Profile] = {
     "branches_predictable": Profile(9, 3, 2, 0.0005, 0, 0, 0.5, 0.01, 0.1),
     # One pass through 4096 jumps on 64-byte lines plus the loop's `dec; jnz`: instruction-cache bound.
     "jumps": Profile(4098, 4096 * 5, 4097, 1, 64, 1, 0.04, 0.01, 0.85),
+    # The DRAM check's stream, per 64-byte line: the write pass (memset: whole lines written without a read for
+    # ownership, each dirty line written back once) and the read pass (memchr: each line missed once).
+    "stream_write": Profile(0.5, 4, 0.1, 0, 0, 0, 0.05, 0.0, 0.02, writebacks=1.0),
+    "stream_read": Profile(2, 6, 0.5, 0, 1.0, 1.0, 0.1, 0.0, 0.02),
     # The Python between two counter reads and around the call: a fixed cost the empty run measures.
     "overhead": Profile(40_000, 50_000, 8_000, 300, 200, 20, 0.25, 0.1, 0.35),
 }
@@ -65,6 +71,7 @@ class ScriptedWorkload:
         self._lock = threading.Lock()
         self._starts: list[int] = []
         self._segments: list[tuple[int, int, Amounts, Amounts]] = []  # (t0, t1, before, added)
+        self._writebacks: list[tuple[int, int]] = []  # per segment: (write-backs before, added)
 
     def ticks(self, t_ns: int) -> int:
         return t_ns * self.tsc_hz // 1_000_000_000
@@ -79,6 +86,16 @@ class ScriptedWorkload:
                 done = min(t_ns, t1) - t0
                 user = Amounts(*(b + a * done // (t1 - t0) for b, a in zip(before, added, strict=True)))
         return Counts(self.ticks(t_ns), user, self._base.kernel)
+
+    def cumulative_writebacks(self, t_ns: int) -> int:
+        """Lines written back to memory by the scripted segments up to t (the simulated memory's writes)."""
+        with self._lock:
+            i = bisect.bisect_right(self._starts, t_ns) - 1
+            if i < 0:
+                return 0
+            t0, t1, _, _ = self._segments[i]
+            before, added = self._writebacks[i]
+            return before + added * (min(t_ns, t1) - t0) // (t1 - t0)
 
     def add(self, t0_ns: int, profile: Profile, units: int) -> int:
         """Script `units` of `profile` from t0 on (user mode, the core busy all along); returns its length (ns)."""
@@ -115,6 +132,8 @@ class ScriptedWorkload:
                 raise ValueError("scripted segments must not overlap")
             self._starts.append(t0_ns)
             self._segments.append((t0_ns, t0_ns + duration, before, added))
+            written = sum(self._writebacks[-1]) if self._writebacks else 0
+            self._writebacks.append((written, round(profile.writebacks * units)))
         return duration
 
     @staticmethod
@@ -134,6 +153,7 @@ class SimWorkloadRunner:
         self.platform = platform
         self.clock: ManualClock = platform.clock
         self._scripts: dict[int, ScriptedWorkload] = {}
+        self._stream_lines = 0
 
     def describe(self) -> str:
         return "simulated workloads (pmutop/sim/selftest_workloads.py)"
@@ -170,6 +190,20 @@ class SimWorkloadRunner:
     def jumps(self, cpu: int, passes: int) -> int:
         self._run(cpu, "jumps", passes)
         return passes
+
+    def prepare_stream(self, cpu: int, nbytes: int) -> None:
+        """Quiet the whole machine (every CPU scripted, idle between its segments), as the check on hardware
+        wants an idle machine: the memory controllers count every core's traffic."""
+        for other in self.platform.machine.cpus:
+            self._script(other)
+        self._stream_lines = nbytes // LINE
+
+    def stream(self, cpu: int) -> tuple[int, int]:
+        """The DRAM check's stream on `cpu`: the prepared buffer written, then read; (bytes read, written)."""
+        lines = self._stream_lines
+        self._run(cpu, "stream_write", lines)
+        self._run(cpu, "stream_read", lines)
+        return lines * LINE, lines * LINE
 
     def close(self) -> None:
         pass

@@ -133,7 +133,9 @@ def gather_simulated(platform: Platform) -> dict[str, Any]:
         {"source": x.name, "available": x.available, "detail": x.detail}
         for x in PowerMonitor.for_platform(platform, cpus).sources()
     ]
-    facts["memory_bandwidth"] = dram.unavailable("the simulated machine has no memory controllers yet").to_dict()
+    from pmutop.sim.dram import SimDramCounters
+
+    facts["memory_bandwidth"] = SimDramCounters(platform.machine).info_facts()  # type: ignore[attr-defined]
     facts["verdict"] = {
         "backend": "msr",
         "events": "hardware",

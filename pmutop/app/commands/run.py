@@ -7,6 +7,7 @@ import argparse
 from pmutop.app.backend_factory import build_backend, request_from_args
 from pmutop.app.commands.measure_command import finish_command, release_command
 from pmutop.app.console import NEEDS_TERMINAL, has_terminal, say, warn
+from pmutop.app.dram_setup import open_dram
 from pmutop.app.live_view import SharedTasks, run_feed_view, run_live_view, task_source
 from pmutop.app.platform_setup import build_platform
 from pmutop.app.session import MeasurementSession
@@ -152,9 +153,12 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
     backend = build_backend(request_from_args(args), platform)
     task_counters = open_task_source(args, plan, backend, guard)
     try:
+        session.dram = open_dram(platform, cpus, args.mem_peak)
         code = _measure(args, argv, guard, platform, cpus, session, backend, serving, plan, task_counters)
         return finish_command(task_counters, code)  # -- COMMAND: its summary and status
     finally:
+        if session.dram is not None:
+            session.dram.close()
         if task_counters is not None:
             task_counters.close()
 
@@ -184,6 +188,8 @@ def _measure(
         guard.on_stop(engine.wake_waiters)  # a signal ends the batch loop's wait at once (it does not poll)
         engine.start(guard.stop_requested)
         session.started()
+        if session.dram is not None and not guard.stop_requested.is_set():
+            session.dram.start(engine)  # session.dram.sampler: the sinks' packages (not shown yet)
         if not guard.stop_requested.is_set():
             release_command(task_counters)  # -- COMMAND runs from now on
         info = collect(platform, backend, cpus)

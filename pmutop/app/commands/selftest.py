@@ -17,6 +17,9 @@ Checks, each PASS / FAIL (or SKIP with the reason) with the measured numbers and
 * branch-misses: the random branches' miss ratio >= BRANCH_FACTOR x the predictable loop's and BRANCH_MARGIN more;
 * top-down: backend-bound share higher for the pointer chase than for the jump chain, frontend-bound share
   higher for the jump chain than for the pointer chase (only where top-down is measured).
+* memory (once, on the first CPU): a buffer 8x the LLC written and read whole; the memory controllers (all
+  packages) must count its bytes read and written within STREAM_TOLERANCE each. Skipped, with the reason, where
+  nothing measures DRAM traffic (pmutop.app.dram_setup); the machine should be otherwise idle.
 
 Exit status: 0 all passed, 1 a check failed, EXIT_NO_PMU (5) when this machine has no usable PMU (one line says
 why); the usual 2 (usage), 3 (PMU in use), 4 (not restored).
@@ -34,6 +37,7 @@ from typing import Protocol
 
 from pmutop.app.backend_factory import build_backend, choose_backend
 from pmutop.app.console import say
+from pmutop.app.dram_setup import open_dram
 from pmutop.app.options import selftest_parser
 from pmutop.app.platform_setup import SIM_WITH_SYSROOT, sysroot_dir
 from pmutop.app.session import MeasurementSession
@@ -41,6 +45,7 @@ from pmutop.backends.base import Backend, CpuCounters, Reading
 from pmutop.backends.choose import BackendChoice, BackendRequest
 from pmutop.core.clock import ManualClock
 from pmutop.core.cpulist import format_cpu_list, select_cpus
+from pmutop.core.dram_reading import SOURCE_SIMULATED, DramSource, PackageDram
 from pmutop.core.errors import HardwareError, NoPmuError, PmuInUseError, PmutopError, UsageError
 from pmutop.derive import topdown
 from pmutop.hw.cpus import describe_cpus
@@ -55,6 +60,7 @@ GHZ_RANGE = (0.2, 8.0)
 LLC_FACTOR = 10.0
 BRANCH_FACTOR = 3.0
 BRANCH_MARGIN = 0.02  # 2 percentage points
+STREAM_TOLERANCE = 0.15  # +-15% of the bytes streamed, each direction: other traffic, lines left in the LLC
 
 # How much work each workload does (about 20-200 ms each on current hardware).
 LOOP_ITERATIONS = 50_000_000
@@ -77,6 +83,10 @@ class WorkloadRunner(Protocol):
     def branches(self, cpu: int, iterations: int, random: bool) -> int: ...
 
     def jumps(self, cpu: int, passes: int) -> int: ...
+
+    def prepare_stream(self, cpu: int, nbytes: int) -> None: ...
+
+    def stream(self, cpu: int) -> tuple[int, int]: ...
 
     def close(self) -> None: ...
 
@@ -296,6 +306,79 @@ def run_cpu(platform: Platform, backend: Backend, runner: WorkloadRunner, cpu: i
     return out[0]
 
 
+# -- memory bandwidth ----------------------------------------------------------------------------------------
+
+
+def stream_size(platform: Platform, cpu: int) -> int:
+    """The DRAM check's buffer: 8x the LLC (the simulated model's, or this host's from sysfs)."""
+    from pmutop.hw import workloads
+
+    if platform.simulated:
+        from pmutop.sim.dram import MEMORY
+        from pmutop.sim.platform import SimPlatform
+
+        assert isinstance(platform, SimPlatform)
+        return workloads.stream_bytes(MEMORY[platform.machine.config.model].llc_bytes)
+    assert isinstance(platform, HostPlatform)
+    return workloads.stream_bytes(workloads.llc_bytes(platform.sysroot, cpu))
+
+
+def memory_check(platform: Platform, runner: WorkloadRunner, cpu: int) -> Check:
+    """Stream a known number of bytes on `cpu` and compare what the memory controllers count (SKIP where nothing
+    measures DRAM traffic: never a made-up number)."""
+    setup = open_dram(platform, [cpu])
+    if setup.source is None:
+        return Check(cpu, "memory", "SKIP", f"no DRAM bandwidth source: {setup.why}")
+    try:
+        return _stream_and_compare(platform, runner, cpu, setup.source)
+    finally:
+        setup.close()
+
+
+def _stream_and_compare(platform: Platform, runner: WorkloadRunner, cpu: int, source: DramSource) -> Check:
+    nbytes = stream_size(platform, cpu)
+    out: list[tuple[tuple[int, int], list[PackageDram]]] = []
+    errors: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            platform.pin_current_thread(cpu)
+            runner.prepare_stream(cpu, nbytes)
+            source.read()  # the baseline: the allocation and warm-up are not counted
+            streamed = runner.stream(cpu)
+            out.append((streamed, source.read()))
+        except BaseException as e:  # reported as the check's reason
+            errors.append(e)
+
+    thread = threading.Thread(target=body, name=f"pmutop-selftest-memory{cpu}", daemon=True)
+    thread.start()
+    thread.join()
+    if errors:
+        e = errors[0]
+        if not isinstance(e, PmutopError):
+            raise HardwareError(f"cpu {cpu}: memory check failed: {e}") from e
+        return Check(cpu, "memory", "SKIP", f"could not stream: {e}")
+    (read_expected, write_expected), packages = out[0]
+    reads = [p.read_bytes for p in packages]
+    writes = [p.write_bytes for p in packages]
+    if any(v is None for v in reads + writes):
+        return Check(cpu, "memory", "SKIP", "a memory channel was not counted during the stream (multiplexed)")
+    read = sum(v for v in reads if v is not None)
+    write = sum(v for v in writes if v is not None)
+    read_error = (read - read_expected) / read_expected
+    write_error = (write - write_expected) / write_expected
+    ok = abs(read_error) <= STREAM_TOLERANCE and abs(write_error) <= STREAM_TOLERANCE
+    what = "SIMULATED memory controllers" if source.source == SOURCE_SIMULATED else f"{source.source} counters"
+    detail = (
+        f"{_n(nbytes)} bytes streamed: read {_n(read)} ({read_error:+.1%}), wrote {_n(write)} ({write_error:+.1%}), "
+        f"expected ±{STREAM_TOLERANCE:.0%} each ({len(packages)} package{'s' * (len(packages) != 1)}, "
+        f"{what})"
+    )
+    values = {"read_bytes": read, "write_bytes": write, "expected_read": read_expected}
+    values |= {"expected_write": write_expected, "read_error": read_error, "write_error": write_error}
+    return Check(cpu, "memory", "PASS" if ok else "FAIL", detail, values)
+
+
 # -- no usable PMU ----------------------------------------------------------------------------------------
 
 
@@ -377,6 +460,11 @@ def selftest_main(argv: list[str], guard: ExitGuard) -> int:
                 if not args.json:
                     for c in cpu_checks:
                         print(c.line(), flush=True)
+            if cpus and not guard.stop_requested.is_set():
+                check = memory_check(platform, runner, cpus[0])
+                checks.append(check)
+                if not args.json:
+                    print(check.line(), flush=True)
         finally:
             runner.close()
     failed = sum(c.status == "FAIL" for c in checks)

@@ -1,0 +1,281 @@
+"""The simulated machine's memory: sockets, memory channels and DRAM traffic from the same workload that drives
+its core counters, so a memory-bound phase also loads the memory bus (all SIMULATED).
+
+* Reads: every LLC miss of a package's cores fetches one 64-byte line: read bytes over an interval are exactly
+  (the package's cores' LLC misses, user and kernel, over that interval) x 64. Prefetches that reach DRAM
+  without a demand miss are not modelled, so nothing is read that the core counters do not show.
+* Writes: a share of the lines a core misses on are dirty when they leave the LLC again (write-backs); the
+  share depends on what the core is doing (a streaming, memory-bound phase writes most of what it reads; code
+  misses of a frontend-bound phase write nearly nothing) and varies per 100 ms segment by a hash. Write bytes =
+  write-backs x 64. A pure function of (seed, cpu, time), like every other simulated count.
+* Channels: each package has the model's channels (MEMORY); addresses interleave across them near-evenly, with
+  a small fixed skew per channel (a hash of seed, package and channel). Integer lines are split so the
+  channels add up to the package exactly.
+* Sockets: the CPUs are cut into `sockets` contiguous blocks (default 1: the power model's single package).
+* Peak: channels x MT/s x 8 bytes of the model's memory, or `--mem-peak`. The simulated traffic is not capped at
+  the peak (it follows the core counters exactly).
+
+The per-core counts are untouched: write-backs are derived here, not added to the workload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pmutop.core.dram_reading import BYTES_PER_LINE, SOURCE_SIMULATED, DramReading, PackageDram, package_totals
+from pmutop.probes.memory_speed import MemorySpeed, package_peak
+from pmutop.sim.config import SimConfig
+from pmutop.sim.regimes import PhaseKind
+from pmutop.sim.workload import Workload, hash_unit
+
+MIB = 1 << 20
+_SKEW = 0.03  # each channel carries 1 +- 3% of an even share
+_SKEW_KEY = 0x696D63  # "imc"
+_WRITEBACK_KEY = 0x7762  # "wb"
+_WEIGHT_SCALE = 1_000_000
+
+
+@dataclass(frozen=True)
+class SimMemory:
+    """One socket's memory as the model's part ships it."""
+
+    channels: int  # per socket
+    mts: int  # transfers per second, millions
+    kind: str  # "DDR5"
+    llc_bytes: int  # the last-level cache (the self-test streams 8x this)
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}-{self.mts}"
+
+
+# The parts sim/power.py takes its TDPs from (Intel ARK): Xeon Platinum 8180 (6 channels DDR4-2666, 38.5 MB L3),
+# 8380 (8 channels DDR4-3200, 60 MB), 8490H (8 channels DDR5-4800, 112.5 MB), Core i9-12900K (2 channels
+# DDR5-4800, 30 MB).
+MEMORY: dict[str, SimMemory] = {
+    "skx": SimMemory(6, 2666, "DDR4", int(38.5 * MIB)),
+    "icx": SimMemory(8, 3200, "DDR4", 60 * MIB),
+    "spr": SimMemory(8, 4800, "DDR5", int(112.5 * MIB)),
+    "adl": SimMemory(2, 4800, "DDR5", 30 * MIB),
+}
+
+# The share of missed lines written back, per regime (low, high): drawn per segment.
+WRITEBACK_SHARE: dict[PhaseKind, tuple[float, float]] = {
+    PhaseKind.IDLE: (0.15, 0.3),
+    PhaseKind.BUSY: (0.2, 0.4),
+    PhaseKind.MEMORY: (0.6, 0.95),  # a streamer writes back most of what it reads
+    PhaseKind.BRANCHY: (0.1, 0.25),
+    PhaseKind.FRONTEND: (0.03, 0.1),  # instruction misses are clean
+    PhaseKind.MIXED: (0.2, 0.4),  # never a regime (a mixed phase runs the others); here for completeness
+}
+
+
+class _Machine(Protocol):
+    """What the memory reads from pmutop.sim.model.SimMachine."""
+
+    config: SimConfig
+
+    @property
+    def cpus(self) -> list[int]: ...
+
+    def elapsed_ns(self) -> int: ...
+
+    def workload(self, cpu: int) -> Any: ...  # a Workload, or a self-test ScriptedWorkload
+
+
+class _Writebacks:
+    """Cumulative write-back lines of one CPU's Workload at a TSC value: each 100 ms segment writes back
+    int(its LLC misses x its share), linearly within the segment (floored), like every workload count.
+    Walks forward from the last segment asked; a read further back starts again from zero."""
+
+    def __init__(self, workload: Workload) -> None:
+        self.workload = workload
+        self._seg_ticks = workload.seg_ticks
+        self._reset()
+
+    def _reset(self) -> None:
+        self._seg = 0  # the segment whose start _done and _misses describe
+        self._done = 0  # write-backs before segment _seg
+        self._misses = self._misses_at(0)
+        self._this: tuple[int, int, int] | None = None  # (segment, its write-backs, the misses at its end)
+
+    def _misses_at(self, ticks: int) -> int:
+        return int(self.workload.cumulative_ticks(ticks).total.llc_misses)
+
+    def _segment(self, seg: int) -> tuple[int, int, int]:
+        """(seg, its write-backs, the misses at its end) of segment `seg`, which must be _seg (the misses at its
+        start are known)."""
+        if self._this is not None and self._this[0] == seg:
+            return self._this
+        end_misses = self._misses_at((seg + 1) * self._seg_ticks)
+        workload = self.workload
+        t_ns = -(-seg * self._seg_ticks * 1_000_000_000 // workload.tsc_hz)  # the segment's first ns
+        lo, hi = WRITEBACK_SHARE[workload.rates_at(t_ns).regime]
+        share = lo + (hi - lo) * hash_unit(workload.seed, workload.cpu, seg, _WRITEBACK_KEY)
+        self._this = (seg, int((end_misses - self._misses) * share), end_misses)
+        return self._this
+
+    def at(self, ticks: int) -> int:
+        seg, off = divmod(ticks, self._seg_ticks)
+        if seg < self._seg:
+            self._reset()
+        while self._seg < seg:
+            _, lines, self._misses = self._segment(self._seg)
+            self._done += lines
+            self._seg += 1
+        return self._done + self._segment(seg)[1] * off // self._seg_ticks if off else self._done
+
+
+def package_of(cpu: int, cpus: int, sockets: int) -> int:
+    """CPUs are cut into `sockets` contiguous blocks, as Linux numbers a socket's cores together."""
+    return cpu * sockets // cpus
+
+
+def channel_weights(seed: int, package: int, channels: int) -> list[int]:
+    """Integer interleave weights: near-even, each skewed by a fixed hash of (seed, package, channel)."""
+    return [
+        round(_WEIGHT_SCALE * (1 + _SKEW * (2 * hash_unit(seed, package, ch, _SKEW_KEY) - 1))) for ch in range(channels)
+    ]
+
+
+def split_lines(lines: int, weights: list[int]) -> list[int]:
+    """`lines` spread over channels by weight; the parts add up to `lines` exactly."""
+    total = sum(weights)
+    out, before, cumulative = [], 0, 0
+    for weight in weights:
+        cumulative += weight
+        upto = lines * cumulative // total
+        out.append(upto - before)
+        before = upto
+    return out
+
+
+class SimDramCounters:
+    """The simulated machine's memory controllers, with DramCounters' interface (a DramSource): `open()`, then
+    `read()` gives one PackageDram per package since the previous read. SIMULATED (source "simulated")."""
+
+    source = SOURCE_SIMULATED
+
+    def __init__(self, machine: _Machine, *, sockets: int = 1, mem_peak_gbs: float | None = None) -> None:
+        config = machine.config
+        if not 1 <= sockets <= config.cpus:
+            raise ValueError(f"sockets must be 1..{config.cpus} (one CPU at least each)")
+        self.machine = machine
+        self.memory = MEMORY[config.model]
+        self.sockets = sockets
+        self.packages = {cpu: package_of(cpu, config.cpus, sockets) for cpu in machine.cpus}
+        self.first_cpu = {pkg: min(c for c, p in self.packages.items() if p == pkg) for pkg in range(sockets)}
+        self.weights = {pkg: channel_weights(config.seed, pkg, self.memory.channels) for pkg in range(sockets)}
+        speed = MemorySpeed(self.memory.mts, 0, f"SIMULATED {self.memory.name}")
+        self.peak = package_peak(self.memory.channels, sockets, speed, mem_peak_gbs)
+        self._mem_peak_given = mem_peak_gbs is not None
+        self._trackers: dict[int, _Writebacks] = {}
+        # Per CPU at the previous read: (its workload then, LLC misses, write-backs).
+        self._prev: dict[int, tuple[object, int, int]] = {}
+        self._at_ns = 0
+        self._opened = False
+
+    @property
+    def why(self) -> str:
+        memory, sockets = self.memory, self.sockets
+        return (
+            f"SIMULATED: {memory.channels} {memory.name} memory channels per package on {sockets} "
+            f"package{'s' * (sockets != 1)}; reads = the cores' LLC misses x 64, writes = write-backs x 64"
+        )
+
+    def open(self) -> None:
+        """Start counting now (the first read covers the time from here)."""
+        self._at_ns = self.machine.elapsed_ns()
+        self._prev = {cpu: self._lines(cpu, self._at_ns) for cpu in self.machine.cpus}
+        self._opened = True
+
+    def _writebacks_fn(self, cpu: int, workload: Any) -> Callable[[int], int]:
+        own = getattr(workload, "cumulative_writebacks", None)  # a scripted self-test workload knows its own
+        if own is not None:
+            return own
+        tracker = self._trackers.get(cpu)
+        if tracker is None or tracker.workload is not workload:
+            tracker = self._trackers[cpu] = _Writebacks(workload)
+        return lambda t_ns: tracker.at(workload.ticks(t_ns))
+
+    def _lines(self, cpu: int, t_ns: int) -> tuple[object, int, int]:
+        workload = self.machine.workload(cpu)
+        misses = int(workload.cumulative(t_ns).total.llc_misses)
+        return workload, misses, self._writebacks_fn(cpu, workload)(t_ns)
+
+    def read(self) -> list[PackageDram]:
+        if not self._opened:
+            self.open()
+        now = self.machine.elapsed_ns()
+        t0, self._at_ns = self._at_ns, now
+        interval = (now - t0) / 1e9
+        reads = [0] * self.sockets
+        writes = [0] * self.sockets
+        for cpu in self.machine.cpus:
+            workload, misses, written = self._lines(cpu, now)
+            before, prev_misses, prev_written = self._prev[cpu]
+            if workload is not before:  # replaced (the self-test): its write-backs count from t0
+                prev_written = self._writebacks_fn(cpu, workload)(t0)
+            self._prev[cpu] = (workload, misses, written)
+            pkg = self.packages[cpu]
+            reads[pkg] += misses - prev_misses
+            writes[pkg] += written - prev_written
+        out = []
+        for pkg in range(self.sockets):
+            weights = self.weights[pkg]
+            read_lines, write_lines = split_lines(reads[pkg], weights), split_lines(writes[pkg], weights)
+            channels = tuple(
+                DramReading(f"sim_imc_{ch}", pkg, ch, r * BYTES_PER_LINE, w * BYTES_PER_LINE, interval)
+                for ch, (r, w) in enumerate(zip(read_lines, write_lines, strict=True))
+            )
+            out.append(package_totals(pkg, channels, interval, self.peak))
+        return out
+
+    def close(self) -> None:
+        self._opened = False
+
+    def __enter__(self) -> SimDramCounters:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def peak_text(self) -> str:
+        """Where the peak comes from, in one line."""
+        peak = self.peak or 0.0
+        if self._mem_peak_given:
+            return f"--mem-peak: {peak / 1e9:g} GB/s per package"
+        memory = self.memory
+        return (
+            f"SIMULATED {memory.name}: {memory.channels} channels x {memory.mts} MT/s x 8 bytes = "
+            f"{peak / 1e9:.1f} GB/s per package"
+        )
+
+    def info_facts(self) -> dict[str, Any]:
+        """`pmutop info --demo`'s memory_bandwidth: the same shape as the uncore plan's, SIMULATED."""
+        memory = self.memory
+        return {
+            "source": SOURCE_SIMULATED,
+            "why": self.why,
+            "table": None,
+            "channels": [
+                {
+                    "pmu": f"sim_imc_{ch}",
+                    "package": pkg,
+                    "cpu": self.first_cpu[pkg],
+                    "type": None,
+                    "read": [],
+                    "write": [],
+                    "bytes_per_count": BYTES_PER_LINE,
+                    "simulated": True,
+                }
+                for pkg in range(self.sockets)
+                for ch in range(memory.channels)
+            ],
+            "notes": [],
+            "memory_mts": memory.mts,
+            "memory_speed": self.peak_text(),
+        }
