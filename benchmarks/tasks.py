@@ -4,6 +4,7 @@ processes running (issue 21's target: the process view adds at most 25%)."""
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Any
 
@@ -43,7 +44,7 @@ def process_view(seconds: float, repeat: int, processes: int = 32) -> dict[str, 
                 out[name] = summary(runs, "cpu-s/min", seconds=seconds, background_processes=processes)
     finally:
         for w in workers:
-            procs.stop(w)
+            procs.stop(w, signal.SIGTERM)  # (SIGINT would print each worker's KeyboardInterrupt)
     names = list(variants)
     if all(n in out and "median" in out[n] for n in names):
         base_cost, view_cost = out[names[0]]["median"], out[names[1]]["median"]

@@ -33,6 +33,7 @@ from pmutop.tui.task_columns import (
     title_of,
     values,
 )
+from pmutop.tui.widgets.fast_table import FastTable
 
 POLL_S = 0.25  # how soon a new snapshot shows (it comes just after the CPU samples the app redraws on)
 SCROLLBAR = 2
@@ -104,7 +105,7 @@ class TaskListScreen(ViewScreen):
     def compose(self) -> ComposeResult:
         yield Static(id="tl-title")
         yield Static(id="tl-notes")
-        yield DataTable(id="tl-table", cursor_type="row", zebra_stripes=True)
+        yield FastTable(id="tl-table", cursor_type="row", zebra_stripes=True)
         bar = TaskFilterBar(placeholder=self.PLACEHOLDER, id="tl-filter")
         bar.display = False
         yield bar
@@ -173,7 +174,7 @@ class TaskListScreen(ViewScreen):
             c for c in self.columns if c.key not in self.hidden and not (self._estimated and c.key == "counted")
         )
         width = self.size.width - SCROLLBAR
-        table = self.query_one("#tl-table", DataTable)
+        table = self.query_one("#tl-table", FastTable)
         if force or self._layout != (shown, self._estimated, width, self.sort_key, self.reverse):
             self._layout = (shown, self._estimated, width, self.sort_key, self.reverse)
             self.widths = layout(width, shown, self._estimated)
@@ -205,7 +206,7 @@ class TaskListScreen(ViewScreen):
         notes_widget.display = bool(notes)
         notes_widget.update(Text(" · ".join(notes), style="cyan" if self._estimated else "dim"))
 
-    def _sync(self, table: DataTable[object], rows: list[Row]) -> None:
+    def _sync(self, table: FastTable, rows: list[Row]) -> None:
         """Rows in or out, the order, and only the cells that changed."""
         keys = [key for key, _, _ in rows]
         cells = {(key, k): render(k, r, w, indent) for key, r, indent in rows for k, w in self.widths.items()}
@@ -218,9 +219,10 @@ class TaskListScreen(ViewScreen):
             self._keys = keys
             self._move_to(cursor)
         else:
-            for at, look in looks.items():
-                if self._cells.get(at) != look:
-                    table.update_cell(*at, cells[at])
+            # Only the cells whose look changed, and only their cached renders dropped (FastTable).
+            changed = [(*at, cells[at]) for at, look in looks.items() if self._cells.get(at) != look]
+            if changed:
+                table.set_cells(changed)
         self._cells = looks
 
     def _title(self, snapshot: TaskSnapshot | None, shown: int, every: int) -> None:
