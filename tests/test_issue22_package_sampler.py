@@ -185,3 +185,12 @@ def test_a_broken_source_stops_the_sampler_with_one_line() -> None:
     finally:
         sampler.stop()
         engine.stop()
+
+
+def test_the_sampler_is_the_views_package_feed() -> None:
+    """The live view and the sinks read packages through core's PackageFeed, never the engine's class."""
+    from pmutop.core.dram_reading import PackageFeed
+    from pmutop.engine.package_sampler import PackageSampler
+
+    members = [name for name in dir(PackageFeed) if not name.startswith("_")]
+    assert members and all(hasattr(PackageSampler, name) for name in members)

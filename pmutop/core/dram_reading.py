@@ -107,6 +107,33 @@ class DramSource(Protocol):
     def close(self) -> None: ...
 
 
+class PackageFeed(Protocol):
+    """What the live view, the recorder and the exporter read: the latest packages and a short history, filled
+    once per interval by the engine's package sampler (engine/package_sampler.py) or by a replay. `source_name`
+    and `why` describe where the numbers come from (SOURCE_UNCORE, SOURCE_SIMULATED; a replay keeps the
+    recording's)."""
+
+    @property
+    def seq(self) -> int:
+        """Grows by one per interval read: the view redraws only when it changed."""
+
+    @property
+    def source_name(self) -> str: ...
+
+    @property
+    def why(self) -> str: ...
+
+    def latest(self) -> list[PackageDram] | None: ...
+
+    def latest_time(self) -> float: ...
+
+    def history(self, package: int) -> list[PackageDram]:
+        """Oldest first, as far back as kept (at least 120 intervals)."""
+
+    def timeline(self) -> list[tuple[float, list[PackageDram]]]:
+        """(run time, packages) per interval kept, oldest first (the heatmap's columns)."""
+
+
 def _rate(value: float | None, interval: float) -> float | None:
     return None if value is None or interval <= 0 else value / interval
 

@@ -40,7 +40,15 @@ class PackageSampler:
         self._begun = False
         self.failure: str | None = None
 
-    # -- what readers see
+    # -- what readers see (core.dram_reading.PackageFeed)
+
+    @property
+    def source_name(self) -> str:
+        return self.source.source
+
+    @property
+    def why(self) -> str:
+        return self.source.why
 
     @property
     def seq(self) -> int:
