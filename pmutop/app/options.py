@@ -107,6 +107,7 @@ def run_parser(serve: bool = False) -> OneLineParser:
             help="show a remote `pmutop serve` (HOST:PORT or http://HOST:PORT) instead of this machine; repeat for "
             "several hosts; works with --batch and --record",
         )
+        _add_prometheus_options(p)
     p.add_argument("--cores", metavar="LIST", help="CPUs to monitor: 0-3, 0,2,4-7 or all (default: all online)")
     p.add_argument(
         "--interval",
@@ -226,6 +227,32 @@ def run_parser(serve: bool = False) -> OneLineParser:
     )
     _add_sim_options(p)
     return p
+
+
+def _add_prometheus_options(p: argparse.ArgumentParser) -> None:
+    """--prometheus and its options: a fleet's pmutop instances through the Prometheus server scraping them."""
+    fleet = p.add_argument_group("a fleet through Prometheus (--prometheus)")
+    fleet.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="show every `pmutop serve` a Prometheus server (or Thanos, Mimir, VictoriaMetrics) scrapes, from its "
+        "HTTP API (http(s)://HOST:PORT; user:password@ in the URL for basic auth); works with --batch and --record",
+    )
+    fleet.add_argument(
+        "--match",
+        metavar="SELECTOR",
+        help='which instances: label matchers on pmutop_info, e.g. \'{job="pmutop",env="prod"}\' (default: all)',
+    )
+    fleet.add_argument("--prometheus-ca", metavar="FILE", help="CA certificate(s) to verify an https server with")
+    fleet.add_argument("--bearer-token-file", metavar="FILE", help="send the token in FILE (Authorization: Bearer)")
+    fleet.add_argument("--basic-auth-file", metavar="FILE", help="basic auth from FILE: one line user:password")
+    fleet.add_argument(
+        "--since",
+        metavar="TIME",
+        help="with --batch: print a past window from the server's history, from TIME (2024-05-01T10:00:00Z, or "
+        "a duration ago: 10m, 1h30m) at --interval",
+    )
+    fleet.add_argument("--until", metavar="TIME", help="with --since: the window's end (default now)")
 
 
 def _add_sim_options(p: argparse.ArgumentParser, *, workload: bool = True) -> None:

@@ -78,13 +78,16 @@ def rate_columns(keys: list[str]) -> list[str]:
     return [f"{k}_per_s" for k in keys]
 
 
-def columns(keys: list[str], *, timestamps: bool = False) -> list[str]:
-    """The columns of a run counting `keys`, in order: CSV's header and JSON's keys are exactly these."""
+def columns(keys: list[str], *, timestamps: bool = False, hosts: bool = False) -> list[str]:
+    """The columns of a run counting `keys`, in order: CSV's header and JSON's keys are exactly these.
+    `hosts`: a fleet's records (--prometheus, and its recordings) say which host (Prometheus' instance label)
+    before `cpu`, the host's own CPU number; other runs have no `host` column."""
     cols = [
         "kind",  # "cpu"; per-process records are "task" (pmutop.derive.task_records)
         "time",
         *(["timestamp"] if timestamps else []),
         "interval_index",
+        *(["host"] if hosts else []),
         "cpu",
         "interval",
         *count_columns(keys),
@@ -165,18 +168,22 @@ def record(
     index: int | None = None,
     timestamp: str | None = None,
     pkg_instructions: int | None = None,
+    host: tuple[str, int] | None = None,
 ) -> dict[str, Any]:
     """time, cpu, interval, raw deltas and their rates (only those counted), derived metrics, overflows,
     estimated (event -> fraction of time counted, for multiplexed or rotated events), suspect, mode.
 
     With `keys` (the run's events) the record has exactly `columns(keys)`, null where a value is absent;
-    `time`/`index` give every record of one interval the same time and interval number."""
+    `time`/`index` give every record of one interval the same time and interval number; `host`: a fleet's
+    sample's (instance, its CPU number), see `columns`."""
     rec: dict[str, Any] = {"kind": "cpu", "time": round(s.time if time is None else time, 3)}
     if timestamp is not None:
         rec["timestamp"] = timestamp
     if index is not None:
         rec["interval_index"] = index
-    rec |= {"cpu": s.cpu, "interval": round(s.interval, 6)}
+    if host is not None:
+        rec["host"] = host[0]
+    rec |= {"cpu": s.cpu if host is None else host[1], "interval": round(s.interval, 6)}
     counts = dict(s.counts)
     if s.tsc is not None:
         counts["tsc"] = s.tsc
@@ -195,5 +202,5 @@ def record(
     rec["suspect"] = s.suspect
     rec["mode"] = mode
     if keys is not None:
-        rec = {c: rec.get(c) for c in columns(keys, timestamps=timestamp is not None)}
+        rec = {c: rec.get(c) for c in columns(keys, timestamps=timestamp is not None, hosts=host is not None)}
     return rec

@@ -62,6 +62,7 @@ _CELLS: dict[str, Callable[[float | None, int], str]] = {
 _MIN_WIDTHS = {"util": 6, "ghz": 5, "ipc": 5, "mpki": 6, "busy": 6, "bzy_mhz": 6, "temp_c": 4, "pkg_watts": 6}
 _TMA_TITLES = dict(zip(topdown.LEVEL1, ("Ret%", "Bad%", "FE%", "BE%"), strict=True))
 _CPU_WIDTH = 4
+Hosts = dict[int, tuple[str, int]]  # a fleet's cpu id -> (host, its own CPU number): records say both
 
 
 def _column(key: str, title: str, cell: Callable[[float | None, int], str], min_width: int = 0) -> TableColumn:
@@ -78,12 +79,23 @@ class TablePrinter:
     fill, the power columns some source measures, and a rate for every event no other column shows. With more
     than one CPU each interval ends with the `all` row, the machine total as the live view's."""
 
-    def __init__(self, out: IO[str], keys: list[str], mode: str, tma: bool = False, timestamps: bool = False) -> None:
+    def __init__(
+        self,
+        out: IO[str],
+        keys: list[str],
+        mode: str,
+        tma: bool = False,
+        timestamps: bool = False,
+        hosts: Hosts | None = None,
+    ) -> None:
         self.out = out
         self.keys = keys
         self.tma = tma
         self.timestamps = timestamps
         self.simulated = mode == "SIMULATED"
+        # A fleet's rows are "host:cpu" (the live view's row names), in a column wide enough for them.
+        self.names = {gid: f"{host}:{cpu}" for gid, (host, cpu) in hosts.items()} if hosts else {}
+        self.cpu_width = max([_CPU_WIDTH, *(len(n) for n in self.names.values())])
         self.columns: list[TableColumn] | None = None  # known at the first interval: power needs a sample
 
     def begin(self, batch: list[Sample], power_fields: Collection[str] | None = None) -> None:
@@ -103,7 +115,7 @@ class TablePrinter:
         cols += [_column(f"ev:{k}", rate_title(k), _si, 9) for k in titles.rate_events(self.keys, shown)]
         self.columns = cols
         stamp = "timestamp".ljust(24) + " " if self.timestamps else ""
-        header = stamp + f"{'time':>8} {titles.TITLES['cpu']:>{_CPU_WIDTH}} "
+        header = stamp + f"{'time':>8} {'host:cpu' if self.names else titles.TITLES['cpu']:>{self.cpu_width}} "
         header += " ".join(f"{c.title:>{c.width}}" for c in cols) + "  flags"
         print(header + ("  SIMULATED" if self.simulated else ""), file=self.out)
 
@@ -120,7 +132,7 @@ class TablePrinter:
             flags.append(f"est:{min(s.estimated.values()):.0%}")
         if s.suspect:
             flags.append("SUSPECT")
-        self._line(str(s.cpu), values, time, timestamp, flags, unknown=bool(s.suspect))
+        self._line(self.names.get(s.cpu, str(s.cpu)), values, time, timestamp, flags, unknown=bool(s.suspect))
 
     def write_total(self, batch: list[Sample], *, time: float, timestamp: str | None = None) -> None:
         """The `all` row: the live view's machine total of this interval (suspect samples left out)."""
@@ -147,30 +159,39 @@ class TablePrinter:
             cells = " ".join("?".rjust(c.width) for c in self.columns)
         else:
             cells = " ".join(c.cell(values.get(c.key), c.width) for c in self.columns)
-        line = (f"{timestamp} " if timestamp else "") + f"{time:8.2f} {label:>{_CPU_WIDTH}} {cells}"
+        line = (f"{timestamp} " if timestamp else "") + f"{time:8.2f} {label:>{self.cpu_width}} {cells}"
         line += f"  {' '.join(flags) or '-'}"
         print(line + ("  SIMULATED" if self.simulated else ""), file=self.out)
 
 
 class CsvPrinter:
-    def __init__(self, out: IO[str], keys: list[str], mode: str, tma: bool = False, timestamps: bool = False) -> None:
+    def __init__(
+        self,
+        out: IO[str],
+        keys: list[str],
+        mode: str,
+        tma: bool = False,
+        timestamps: bool = False,
+        hosts: Hosts | None = None,
+    ) -> None:
         self.mode = mode
         self.keys = keys
         self.timestamps = timestamps
+        self.hosts = hosts
         self.columns: list[str] | None = None  # known at the first interval: its idle states name columns
         self.writer = csv.writer(out, lineterminator="\n")
 
     def begin(self, batch: list[Sample]) -> None:
         if self.columns is None:
             names = [n for s in batch for n in s.cstates]
-            self.columns = csv_columns(columns(self.keys, timestamps=self.timestamps), names)
+            self.columns = csv_columns(columns(self.keys, timestamps=self.timestamps, hosts=bool(self.hosts)), names)
             self.writer.writerow(self.columns)
 
     def write(self, s: Sample, **at: Any) -> None:
         if self.columns is None:
             self.begin([s])
         assert self.columns is not None
-        rec = record(s, self.mode, keys=self.keys, **at)
+        rec = record(s, self.mode, keys=self.keys, host=self.hosts.get(s.cpu) if self.hosts else None, **at)
         rec["overflows"] = ";".join(f"{k}={v}" for k, v in rec["overflows"].items())
         rec["estimated"] = ";".join(f"{k}={v:.3g}" for k, v in rec["estimated"].items())
         rec["power_source"] = ";".join(f"{k}={v}" for k, v in rec["power_source"].items())
@@ -182,13 +203,23 @@ class CsvPrinter:
 
 
 class JsonPrinter:
-    def __init__(self, out: IO[str], keys: list[str], mode: str, tma: bool = False, timestamps: bool = False) -> None:
+    def __init__(
+        self,
+        out: IO[str],
+        keys: list[str],
+        mode: str,
+        tma: bool = False,
+        timestamps: bool = False,
+        hosts: Hosts | None = None,
+    ) -> None:
         self.out = out
         self.mode = mode
         self.keys = keys
+        self.hosts = hosts
 
     def write(self, s: Sample, **at: Any) -> None:
-        print(json.dumps(record(s, self.mode, keys=self.keys, **at), separators=(",", ":")), file=self.out)
+        host = self.hosts.get(s.cpu) if self.hosts else None
+        print(json.dumps(record(s, self.mode, keys=self.keys, host=host, **at), separators=(",", ":")), file=self.out)
 
 
 def _timestamp(seconds: float) -> str:
@@ -213,6 +244,7 @@ def run_batch(
     tasks: TaskCounterSource | None = None,
     records: str = "all",
     on_tasks: Callable[[int, float, TaskSnapshot], None] | None = None,
+    hosts: Hosts | None = None,
 ) -> dict[int, str]:
     """Print `count` intervals (forever when None, or until `stop` is set). The engine must be started;
     the caller stops it. A CPU whose sampler fails is reported once and dropped; the others go on.
@@ -224,13 +256,14 @@ def run_batch(
     `tasks`: per-process and per-cgroup counters (--pid, --tasks, --cgroups, --cgroup), read after each
     interval's CPU samples; `records`: which kinds to print, "cpu", "task", "cgroup" or "all" (JSON only: CSV
     and the table print one kind). `on_tasks(interval, time, snapshot)`: each interval's snapshot, as read (the
-    recorder's record_tasks; `interval` is the CPU samples' seq, `time` their run time)."""
+    recorder's record_tasks; `interval` is the CPU samples' seq, `time` their run time). `hosts`: a fleet's
+    (--prometheus) cpu ids -> (host, cpu): its records carry `host` and the host's own CPU number."""
     out = out or sys.stdout
     keys = feed.keys(feed.cpus[0])
     tma = any(feed.topdown_method(cpu) for cpu in feed.cpus)
     # The printers write into this buffer; each interval reaches `out` in one write (not one per line).
     buf = io.StringIO()
-    printer = PRINTERS[fmt](buf, keys, mode, tma, timestamps) if records in ("cpu", "all") else None
+    printer = PRINTERS[fmt](buf, keys, mode, tma, timestamps, hosts) if records in ("cpu", "all") else None
     task_printer = None
     if tasks is not None and records != "cpu":
         from pmutop.sinks.batch_tasks import SnapshotPrinter

@@ -39,7 +39,9 @@ def replay_batch(
     tma = any(h.topdown.get(cpu) for cpu in h.cpus)
     records = records or ("all" if fmt == "json" else "cpu")
     check_records(recording, records)
-    printer = PRINTERS[fmt](out, keys, h.mode, tma, timestamps) if records in ("cpu", "all") else None
+    # A fleet's recording (--prometheus) names each CPU id's host: its records say it, as the live run's did.
+    hosts = {int(gid): (str(where[0]), int(where[1])) for gid, where in h.backend.get("cpu_hosts", {}).items()}
+    printer = PRINTERS[fmt](out, keys, h.mode, tma, timestamps, hosts or None) if records in ("cpu", "all") else None
     snapshots = None
     if h.task_events is not None and records != "cpu":
         snapshots = SnapshotPrinter(out, fmt, h.task_events, h.mode, records, timestamps, warn)

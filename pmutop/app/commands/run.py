@@ -137,6 +137,11 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
         args.backend = "sim"
     serving = getattr(args, "listen", None) is not None
     _check_modes(args, serving)
+    fleet_options = ("prometheus", "match", "prometheus_ca", "bearer_token_file", "basic_auth_file", "since", "until")
+    if any(getattr(args, dest, None) is not None for dest in fleet_options):
+        from pmutop.app.commands.fleet import run_prometheus
+
+        return run_prometheus(args, guard)  # before the task options: they count this machine
     plan = check_task_options(args)
     if getattr(args, "connect", None):
         return run_remote(args, guard)

@@ -1,0 +1,590 @@
+"""`pmutop --prometheus URL`: a SampleFeed made from what a Prometheus server scraped of `pmutop serve`s.
+
+Every interval the server is asked, at one evaluation time for all queries (so the ratios of two queries are
+over the same scrapes), for the rate() of each raw counter over a window: one query per metric for the whole
+fleet, grouped by instance and cpu, never one per host. Each (instance, cpu) becomes one Sample, keyed as
+`--connect` keys them (instance i's CPU c is i * HOST_STRIDE + c, labelled "instance:c"), so the live view,
+batch and the recorder take it unchanged.
+
+A Sample's deltas are rate x window / (the rate of the exporter's sampled_seconds): the counts per second of
+the exporter's own sampling (an exporter whose samplers publish every 5 s grows in steps; wall-clock rates
+over a 2 s window would jump) times the window, which is the Sample's interval. Ratios (IPC, utilisation,
+GHz) are exact over the scrapes in the window: both counters of a ratio come from the same scrapes.
+
+The window is at least two scrapes (rate() needs two points) and the step at least one scrape (nothing new
+comes sooner); both are said at start when they differ from the interval asked for.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pmutop.core.errors import PmutopError
+from pmutop.core.feed import HostLabels, LostHosts, SampleFeed
+from pmutop.core.ring import SampleRing
+from pmutop.core.run_description import RunInfo
+from pmutop.core.sample import Sample
+from pmutop.derive.prometheus_names import PREFIX, TOPDOWN_CATEGORIES, metric_name
+from pmutop.derive.records import COUNT_ORDER
+from pmutop.feeds.promql import (
+    Client,
+    PromError,
+    Server,
+    Vector,
+    gauge_expr,
+    multiplexed_expr,
+    rate_expr,
+    restrict,
+)
+from pmutop.feeds.remote import HOST_STRIDE
+
+DEFAULT_SCRAPE_S = 15.0  # Prometheus' default scrape_interval, when the server's cannot be told
+HISTORY_INTERVALS = 60
+RANGE_POINTS = 400_000  # points per query_range answer at most (64,000 CPUs: 6 steps a query)
+RESTART_SHOWN_S = 60.0  # how long "restarted" stays in the banner
+MAX_LOST_NAMED = 3  # more lost hosts than this are one line with a count
+CPU = ("instance", "cpu")
+POWER_FAMILIES = (
+    "busy_seconds_total",
+    "busy_cycles_total",
+    "cstate_residency_seconds_total",
+    "energy_joules_total",
+    "temperature_celsius",
+    "package_temperature_celsius",
+)
+
+
+@dataclass(frozen=True)
+class Query:
+    name: str
+    expr: str
+    by: tuple[str, ...]
+
+
+@dataclass
+class FleetHost:
+    """One pmutop instance as Prometheus labels it."""
+
+    index: int
+    instance: str
+    info: dict[str, str]
+    cpus: list[int]
+    keys: list[str]
+    methods: dict[int, str | None] = field(default_factory=dict)
+    packages: dict[int, int] = field(default_factory=dict)
+    core_types: dict[int, str] = field(default_factory=dict)
+    started: float | None = None  # pmutop_start_time_seconds: another value means the exporter restarted
+    lost_since: float | None = None  # Unix time it was first missing from the server's answer
+    restarted_at: float | None = None
+
+    def gid(self, cpu: int) -> int:
+        return self.index * HOST_STRIDE + cpu
+
+    @property
+    def first_of_package(self) -> dict[int, int]:
+        """package -> its first CPU (which carries the package's energy, as a local sample does)."""
+        out: dict[int, int] = {}
+        for cpu in sorted(self.cpus, reverse=True):
+            if cpu in self.packages:
+                out[self.packages[cpu]] = cpu
+        return out
+
+
+def _key_order(key: str) -> tuple[int, int, str]:
+    """The standard events first (records' order), then slots and the top-down categories, then the rest."""
+    if key in COUNT_ORDER:
+        return (0, COUNT_ORDER.index(key), key)
+    if key == "slots":
+        return (1, 0, key)
+    if key in TOPDOWN_CATEGORIES:
+        return (1, 1 + list(TOPDOWN_CATEGORIES).index(key), key)
+    return (2, 0, key)
+
+
+def _clock(at: float) -> str:
+    return datetime.fromtimestamp(at, tz=UTC).strftime("%H:%M:%S UTC")
+
+
+class PrometheusFeed(SampleFeed, HostLabels, LostHosts):
+    """SampleFeed over a Prometheus server's HTTP API. Construction discovers the instances (a server that
+    cannot be asked, or selects none, is a PmutopError); start() polls every step in a thread."""
+
+    def __init__(
+        self,
+        server: Server,
+        interval: float,
+        match: str,
+        timeout: float | None = None,
+        on_notice: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.time,
+        at: float | None = None,
+    ) -> None:
+        """`at`: when to find the instances (Unix time; default now): a past window's end."""
+        self.server = server
+        self.match = match
+        self.on_notice = on_notice  # each change of state, one line (batch: stderr)
+        self._clock = clock
+        self._asked = interval
+        self.client = Client(server, timeout or 10.0)
+        self.hosts: list[FleetHost] = []
+        self.cpus: list[int] = []
+        self.rings: dict[int, SampleRing] = {}
+        self.labels: dict[int, str] = {}  # HostLabels: cpu id -> "instance:cpu"
+        self.hosts_of: dict[int, tuple[str, int]] = {}  # cpu id -> (instance, its own cpu number)
+        self.core_types: dict[int, str] = {}
+        self.notes: list[str] = []  # said once at start (stderr)
+        self.problem: str | None = None  # the server's last failure, while it lasts
+        self.newcomers: set[str] = set()  # instances that appeared after the start (not shown)
+        self._seq: dict[int, int] = {}
+        self._new = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pmutop-promql")
+        self._families: set[str] = set()
+        try:
+            self.scrape_s = self._discover(round(self._clock() if at is None else at, 3))
+        except BaseException:
+            self.close()
+            raise
+        self.step, self.window = self._pace(interval)
+        self.wall0 = self._clock()  # Unix time of elapsed() == 0
+        if self.client.timeout > max(self.step, 2.0):
+            self.client.timeout = max(self.step, 2.0)  # a slow server must not hold rounds back for long
+
+    # -- discovery
+
+    def _discover(self, at: float) -> float:
+        infos = self.client.labels(self.match, at)
+        if not infos:
+            raise PmutopError(f"prometheus {self.server.shown}: no pmutop instances there ({self.match} selects none)")
+        info_of = {i["instance"]: i for i in infos if "instance" in i}
+        cpu_rows = self.client.labels(restrict(f"{PREFIX}cpu_info", self.match), at)
+        event_rows = self.client.labels(
+            restrict(f"group by (instance, event) ({PREFIX}event_counted_seconds_total)", self.match), at
+        )
+        names = self.client.labels(f'count by (__name__) ({{__name__=~"{PREFIX}({"|".join(POWER_FAMILIES)})"}})', at)
+        self._families = {n["__name__"].removeprefix(PREFIX) for n in names if "__name__" in n}
+        keys: dict[str, set[str]] = {}
+        for row in event_rows:
+            if "instance" in row and "event" in row:
+                keys.setdefault(row["instance"], set()).add(row["event"])
+        cpus: dict[str, dict[int, dict[str, str]]] = {}
+        for row in cpu_rows:
+            if row.get("instance") in info_of and row.get("cpu", "").isdigit():
+                cpus.setdefault(row["instance"], {})[int(row["cpu"])] = row
+        for instance in sorted(info_of):
+            if not cpus.get(instance) or not keys.get(instance):
+                self.notes.append(f"{instance}: no per-CPU counters served yet; left out")
+                continue
+            self._add_host(instance, info_of[instance], cpus[instance], sorted(keys[instance], key=_key_order))
+        if not self.hosts:
+            raise PmutopError(f"prometheus {self.server.shown}: no instance serves per-CPU counters yet")
+        starts = self._ask(Query("start", self._start_expr(), ("instance",)), at)
+        for host in self.hosts:
+            host.started = starts.get((host.instance,))
+        return self._scrape_interval(at)
+
+    def _add_host(self, instance: str, info: dict[str, str], cpus: dict[int, dict[str, str]], keys: list[str]) -> None:
+        host = FleetHost(len(self.hosts), instance, info, sorted(cpus), keys)
+        for cpu, row in cpus.items():
+            host.methods[cpu] = row.get("topdown_method") or None
+            if row.get("package", "").isdigit():
+                host.packages[cpu] = int(row["package"])
+            if row.get("core_type"):
+                host.core_types[cpu] = row["core_type"]
+        self.hosts.append(host)
+        for cpu in host.cpus:
+            gid = host.gid(cpu)
+            self.cpus.append(gid)
+            self.rings[gid] = SampleRing()
+            self.labels[gid] = f"{instance}:{cpu}"
+            self.hosts_of[gid] = (instance, cpu)
+            self._seq[gid] = 0
+            if cpu in host.core_types:
+                self.core_types[gid] = host.core_types[cpu]
+
+    def _scrape_interval(self, at: float) -> float:
+        """How often the server scrapes: the spacing of one instance's points over the last minute."""
+        first = json.dumps(self.hosts[0].instance)
+        try:
+            stamps = self.client.stamps(f"{PREFIX}start_time_seconds{{instance={first}}}[1m]", at)
+        except PromError:
+            return DEFAULT_SCRAPE_S
+        gaps = sorted(b - a for a, b in itertools.pairwise(stamps) if b > a)
+        return round(gaps[len(gaps) // 2], 3) if gaps else DEFAULT_SCRAPE_S
+
+    def _pace(self, interval: float) -> tuple[float, float]:
+        step = max(interval, self.scrape_s)
+        window = max(step, 2 * self.scrape_s)
+        if step > interval or window > step:
+            self.notes.append(
+                f"Prometheus scrapes every {self.scrape_s:g} s: a new interval every {step:g} s, "
+                f"each the rates over the last {window:g} s"
+            )
+        return step, window
+
+    # -- the queries
+
+    def _start_expr(self) -> str:
+        return restrict(f"max by (instance) ({PREFIX}start_time_seconds)", self.match)
+
+    def queries(self) -> list[Query]:
+        """One query per metric for the whole fleet, at the current window."""
+        w, m = self.window, self.match
+        families = {metric_name(k) + "_total" for h in self.hosts for k in h.keys}
+        category = PREFIX + "topdown_category_slots_total"
+        out = [Query("start", self._start_expr(), ("instance",))]
+        for name in ("sampled_seconds_total", "tsc_total"):
+            out.append(Query(PREFIX + name, rate_expr(PREFIX + name, w, CPU, m), CPU))
+        for family in sorted(families - {category}):
+            out.append(Query(family, rate_expr(family, w, CPU, m), CPU))
+        if category in families:
+            out.append(Query(category, rate_expr(category, w, (*CPU, "category"), m), (*CPU, "category")))
+        out.append(Query("multiplexed", multiplexed_expr(w, m), (*CPU, "event")))
+        for name in ("busy_seconds_total", "busy_cycles_total"):
+            if name in self._families:
+                out.append(Query(PREFIX + name, rate_expr(PREFIX + name, w, CPU, m), CPU))
+        if "cstate_residency_seconds_total" in self._families:
+            family, by = PREFIX + "cstate_residency_seconds_total", (*CPU, "state")
+            out.append(Query(family, rate_expr(family, w, by, m), by))
+        if "energy_joules_total" in self._families:
+            family, by = PREFIX + "energy_joules_total", ("instance", "package", "domain")
+            out.append(Query(family, rate_expr(family, w, by, m), by))
+        if "temperature_celsius" in self._families:
+            out.append(Query("temp", gauge_expr(PREFIX + "temperature_celsius", w, CPU, m), CPU))
+        if "package_temperature_celsius" in self._families:
+            per_package = ("instance", "package")
+            expr = gauge_expr(PREFIX + "package_temperature_celsius", w, per_package, m)
+            out.append(Query("pkg_temp", expr, per_package))
+        return out
+
+    def _ask(self, query: Query, at: float) -> Vector:
+        return self.client.instant(query.expr, at, query.by)
+
+    def _ask_range(self, query: Query, start: float, end: float) -> dict[float, Vector]:
+        return self.client.matrix(query.expr, start, end, self.step, query.by)
+
+    def ask_round(self, at: float) -> dict[str, Vector]:
+        """Every query at `at`, side by side; the first failure is raised (a round is whole or not at all)."""
+        qs = self.queries()
+        answers = list(self._pool.map(lambda q: self._ask(q, at), qs))
+        return {q.name: a for q, a in zip(qs, answers, strict=True)}
+
+    # -- building samples
+
+    def build(self, values: dict[str, Vector], at: float) -> list[tuple[int, dict[str, Any]]]:
+        """One round's Sample fields per cpu id (seq, cpu and time are added when pushed)."""
+        window = self.window
+        sampled = values.get(PREFIX + "sampled_seconds_total", {})
+        tscs = values.get(PREFIX + "tsc_total", {})
+        multiplexed = _by_cpu(values.get("multiplexed", {}))
+        busy_s = values.get(PREFIX + "busy_seconds_total")
+        busy_cycles = values.get(PREFIX + "busy_cycles_total", {})
+        temps = values.get("temp", {})
+        category = PREFIX + "topdown_category_slots_total"
+        sources = {}  # key -> (its vector, category label or None)
+        for h in self.hosts:
+            for k in h.keys:
+                if k not in sources:
+                    family = metric_name(k) + "_total"
+                    sources[k] = (values.get(family, {}), TOPDOWN_CATEGORIES[k][0] if family == category else None)
+        per_state = _by_cpu(values.get(PREFIX + "cstate_residency_seconds_total", {}))
+        energy = _by_host_package(values.get(PREFIX + "energy_joules_total", {}))
+        pkg_temps = values.get("pkg_temp", {})
+        out: list[tuple[int, dict[str, Any]]] = []
+        for h in self.hosts:
+            inst = h.instance
+            first = h.first_of_package
+            for cpu in h.cpus:
+                gid, where = h.gid(cpu), (inst, str(cpu))
+                if h.lost_since is not None:
+                    out.append((gid, {"error": f"{inst}: lost (not scraped since {_clock(h.lost_since)})"}))
+                    continue
+                rate = sampled.get(where)
+                if not rate or rate <= 0:
+                    out.append((gid, {"error": f"{inst}: no samples from cpu {cpu} in the last {window:g} s"}))
+                    continue
+                scale = window / rate  # per second of the exporter's own sampling, times the window
+                counts: dict[str, int] = {}
+                for k in h.keys:
+                    vector, cat = sources[k]
+                    v = vector.get((inst, str(cpu), cat) if cat else where)
+                    if v is not None:
+                        counts[k] = round(v * scale)
+                tsc_rate = tscs.get(where)
+                fields: dict[str, Any] = {
+                    "interval": window,
+                    "tsc": None if tsc_rate is None else round(tsc_rate * scale),
+                    "tsc_hz": None if tsc_rate is None else tsc_rate / rate,
+                    "counts": counts,
+                    "estimated": {k: max(0.0, v) for k, v in multiplexed.get(where, {}).items()},
+                    "topdown": h.methods.get(cpu),
+                }
+                if busy_s is not None and where in busy_s:
+                    busy = busy_s[where] / rate
+                    fields["busy"] = max(0.0, min(100.0, 100 * busy))
+                    if where in busy_cycles and busy_s[where] > 0:
+                        fields["bzy_mhz"] = busy_cycles[where] / busy_s[where] / 1e6
+                    if "ref_cycles" not in counts:
+                        fields["util"] = max(0.0, min(1.0, busy))
+                if where in per_state:
+                    fields["cstates"] = {s: max(0.0, 100 * v / rate) for s, v in per_state[where].items()}
+                if where in temps:
+                    fields["temp_c"] = temps[where]
+                package = h.packages.get(cpu)
+                if package is not None:
+                    fields["package"] = package
+                    if first.get(package) == cpu:
+                        joules = energy.get((inst, str(package)))
+                        if joules:
+                            fields["energy_j"] = {d: max(0.0, j * scale) for d, j in joules.items()}
+                        if (inst, str(package)) in pkg_temps:
+                            fields["pkg_temp_c"] = pkg_temps[(inst, str(package))]
+                out.append((gid, fields))
+        return out
+
+    def _push_round(self, at: float, built: list[tuple[int, dict[str, Any]]]) -> list[Sample]:
+        now = round(at - self.wall0, 3)
+        pushed = []
+        for gid, fields in built:
+            self._seq[gid] += 1
+            base: dict[str, Any] = {"interval": 0.0, "tsc": None, "tsc_hz": None, "counts": {}}
+            s = Sample(cpu=gid, seq=self._seq[gid], time=now, **(base | fields))
+            self.rings[gid].push(s)
+            pushed.append(s)
+        self._new.set()
+        return pushed
+
+    def _error_round(self, at: float, why: str) -> None:
+        self._push_round(at, [(gid, {"error": why}) for gid in self.cpus])
+
+    # -- hosts coming, going, restarting
+
+    def _notice(self, line: str) -> None:
+        if self.on_notice is not None:
+            self.on_notice(line)
+
+    def update_hosts(self, starts: Vector, at: float) -> None:
+        """Which instances the server still has (their start times), which restarted, which are new."""
+        known = set()
+        for h in self.hosts:
+            known.add(h.instance)
+            started = starts.get((h.instance,))
+            if started is None:
+                if h.lost_since is None:
+                    h.lost_since = at
+                    self._notice(f"{h.instance}: lost (Prometheus has no current samples of it); the others go on")
+                continue
+            if h.lost_since is not None:
+                h.lost_since = None
+                self._notice(f"{h.instance}: back")
+            if h.started is not None and abs(started - h.started) > 1e-3:
+                h.restarted_at = at
+                self._notice(f"{h.instance}: restarted at {_clock(started)} (its counters began again)")
+            h.started = started
+        for (instance,) in starts:
+            if instance not in known and instance not in self.newcomers:
+                self.newcomers.add(instance)
+                self._notice(f"{instance}: new instance (not shown: start pmutop again to include it)")
+
+    def lost(self) -> list[str]:
+        """LostHosts: one line each for the server's failure, lost hosts (a count past a few), restarts."""
+        out = [f"{self.problem}; retrying"] if self.problem else []
+        gone = [h for h in self.hosts if h.lost_since is not None]
+        if len(gone) > MAX_LOST_NAMED:
+            names = ", ".join(h.instance for h in gone[:MAX_LOST_NAMED])
+            out.append(f"{len(gone)} hosts lost: {names}, ...")
+        else:
+            out += [f"{h.instance}: lost since {_clock(h.lost_since or 0)}" for h in gone]
+        now = self._clock()
+        out += [
+            f"{h.instance}: restarted at {_clock(h.restarted_at)}"
+            for h in self.hosts
+            if h.restarted_at is not None and now - h.restarted_at < RESTART_SHOWN_S and h.lost_since is None
+        ]
+        return out
+
+    # -- rounds: live, and from the server's history
+
+    def poll(self, at: float | None = None) -> None:
+        """One live round at `at` (now): every query, then one sample per CPU (error samples when the server
+        failed: the rows say why, the feed goes on)."""
+        at = round(self._clock() if at is None else at, 3)
+        try:
+            values = self.ask_round(at)
+        except PromError as e:
+            if self.problem != str(e):
+                self._notice(f"{e}; retrying")
+            self.problem = str(e)
+            self._error_round(at, str(e))
+            return
+        if self.problem is not None:
+            self.problem = None
+            self._notice(f"prometheus {self.server.shown}: answering again")
+        self.update_hosts(values["start"], at)
+        self._push_round(at, self.build(values, at))
+
+    def history(self, start: float, end: float) -> Iterator[tuple[float, list[Sample]]]:
+        """The rounds from `start` to `end` (Unix s, one every step) out of the server's history, each pushed
+        into the rings (the plots, the recorder) and yielded; query_range in chunks of RANGE_POINTS points."""
+        step = self.step
+        per_chunk = max(1, min(10_000, RANGE_POINTS // max(1, len(self.cpus))))
+        t = round(start, 3)
+        while t <= end + 1e-6:
+            last = min(round(t + (per_chunk - 1) * step, 3), end)
+            qs = [q for q in self.queries() if q.name != "start"]
+            answers = list(self._pool.map(functools.partial(self._ask_range, start=t, end=last), qs))
+            stamps = sorted({at for a in answers for at in a})
+            for at in _steps(t, last, step):
+                values = {q.name: a.get(_near(stamps, at), {}) for q, a in zip(qs, answers, strict=True)}
+                yield at, self._push_round(at, self.build(values, at))
+            t = round(last + step, 3)
+
+    def prefill(self, intervals: int = HISTORY_INTERVALS) -> int:
+        """The last `intervals` steps from query_range into the rings, before the live rounds, so the plots
+        are full at once (fewer on a large fleet: RANGE_POINTS per query). Returns how many; 0 when the server
+        has none or fails (the live rounds say why)."""
+        intervals = min(intervals, max(1, RANGE_POINTS // max(1, len(self.cpus))))
+        end = round(self._clock(), 3)
+        start = round(end - (intervals - 1) * self.step, 3)
+        self.wall0 = start - self.step
+        try:
+            return sum(1 for _ in self.history(start, end))
+        except PromError as e:
+            self.notes.append(f"no history: {e}")
+            return 0
+
+    # -- SampleFeed
+
+    @property
+    def interval(self) -> float:
+        return self.step
+
+    def keys(self, cpu: int) -> list[str]:
+        return self.hosts[cpu // HOST_STRIDE].keys
+
+    def topdown_method(self, cpu: int) -> str | None:
+        return self.hosts[cpu // HOST_STRIDE].methods.get(cpu % HOST_STRIDE)
+
+    def elapsed(self) -> float:
+        return self._clock() - self.wall0
+
+    def failures(self) -> dict[int, str]:
+        return {}  # a lost host comes back: its rows show the error meanwhile
+
+    def set_interval(self, seconds: float) -> None:
+        self._asked = seconds
+        self.step = max(seconds, self.scrape_s)
+        self.window = max(self.step, 2 * self.scrape_s)
+
+    def wait_for_samples(self, counts, timeout, on_wait=None, stop=None) -> bool:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        while True:
+            if all(self.rings[c].count > n for c, n in counts.items()):
+                return True
+            if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
+                return False
+            self._new.wait(0.05)
+            self._new.clear()
+            if on_wait:
+                on_wait()
+
+    def wake_waiters(self) -> None:
+        self._new.set()
+
+    # -- the polling thread
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._poll_loop, name="pmutop-prometheus", daemon=True)
+        self._thread.start()
+
+    def _poll_loop(self) -> None:
+        next_at = time.monotonic() + self.step
+        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
+            next_at += self.step
+            self.poll()
+            if next_at < time.monotonic():  # a slow round: the next one now, not a burst to catch up
+                next_at = time.monotonic()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._new.set()
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join(self.client.timeout + 2)
+        self.close()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.client.close()
+
+    # -- what the header, recordings and sinks need
+
+    @property
+    def simulated(self) -> bool:
+        return any(h.info.get("simulated") == "true" for h in self.hosts)
+
+    def describe(self) -> dict[str, Any]:
+        """The recording header's backend facts: the server, each instance, each CPU id's row and host."""
+        return {
+            "backend": "prometheus",
+            "server": self.server.shown,
+            "hosts": [{"name": h.instance, "url": h.instance} for h in self.hosts],
+            "labels": dict(self.labels),
+            "cpu_hosts": {gid: list(where) for gid, where in self.hosts_of.items()},
+        }
+
+    def run_info(self) -> RunInfo:
+        """The live view's header: the first instance's machine, how many instances."""
+        first = self.hosts[0].info
+        more = len(self.hosts) - 1
+        return RunInfo(
+            hostname=f"{len(self.hosts)} instances via {self.server.shown}" if more else self.hosts[0].instance,
+            cpu_model=first.get("cpu_model", "?"),
+            uarch=first.get("microarchitecture") or None,
+            pmu=first.get("pmu", "PMU") + (f" (+{more} more hosts)" if more else ""),
+            backend="prometheus " + first.get("backend", "?"),
+            read_method="promql",
+            simulated=self.simulated,
+            hypervisor=False,
+            cpus=self.cpus,
+            core_types=self.core_types,
+        )
+
+
+def _by_cpu(vector: Vector) -> dict[tuple[str, str], dict[str, float]]:
+    """(instance, cpu, label) -> value  ==>  (instance, cpu) -> label -> value."""
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for (inst, cpu, label), v in vector.items():
+        out.setdefault((inst, cpu), {})[label] = v
+    return out
+
+
+def _by_host_package(vector: Vector) -> dict[tuple[str, str], dict[str, float]]:
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for (inst, package, domain), v in vector.items():
+        out.setdefault((inst, package), {})[domain] = v
+    return out
+
+
+def _steps(start: float, end: float, step: float) -> Iterator[float]:
+    n = 0
+    while (at := round(start + n * step, 3)) <= end + 1e-6:
+        yield at
+        n += 1
+
+
+def _near(stamps: list[float], at: float) -> float:
+    """The answer's timestamp for step `at` (the server's float rounding may differ by a millisecond)."""
+    for s in stamps:
+        if abs(s - at) < 0.002:
+            return s
+    return at
