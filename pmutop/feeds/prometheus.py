@@ -220,7 +220,10 @@ class PrometheusFeed(SampleFeed, HostLabels, LostHosts):
         except PromError:
             return DEFAULT_SCRAPE_S
         gaps = sorted(b - a for a, b in itertools.pairwise(stamps) if b > a)
-        return round(gaps[len(gaps) // 2], 3) if gaps else DEFAULT_SCRAPE_S
+        if not gaps:
+            return DEFAULT_SCRAPE_S
+        # Scrape times jitter by milliseconds; scrape intervals are set in tenths of a second or coarser.
+        return max(0.1, round(gaps[len(gaps) // 2], 1))
 
     def _pace(self, interval: float) -> tuple[float, float]:
         step = max(interval, self.scrape_s)
@@ -436,7 +439,7 @@ class PrometheusFeed(SampleFeed, HostLabels, LostHosts):
     def history(self, start: float, end: float) -> Iterator[tuple[float, list[Sample]]]:
         """The rounds from `start` to `end` (Unix s, one every step) out of the server's history, each pushed
         into the rings (the plots, the recorder) and yielded; query_range in chunks of RANGE_POINTS points."""
-        step = self.step
+        step, end = self.step, round(end, 3)
         per_chunk = max(1, min(10_000, RANGE_POINTS // max(1, len(self.cpus))))
         t = round(start, 3)
         while t <= end + 1e-6:

@@ -1,0 +1,135 @@
+"""A fake Prometheus HTTP API (/api/v1/query, /api/v1/query_range) over a synthetic fleet of `pmutop serve`s,
+for the --prometheus fault and scale tests. Every CPU runs at IPC 2.0, 50% busy, 2.0 GHz on a 2.4 GHz TSC.
+
+`mode` makes it misbehave: "ok", "slow" (answers after `delay` s), "500", "malformed" (not JSON), "nan" (every
+instructions rate NaN), "partial" (host 0's CPU 0 has no sampled_seconds). `gone` instances are not scraped
+any more (no current samples); `starts` can be changed to make one look restarted."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+RATES = {  # per second of every CPU
+    "sampled_seconds": 1.0,
+    "tsc": 2.4e9,
+    "instructions": 2.0e9,
+    "cycles": 1.0e9,
+    "ref_cycles": 1.2e9,
+    "llc_misses": 1.0e6,
+}
+EVENTS = ("instructions", "cycles", "ref_cycles", "llc_misses")
+
+
+class FakePrometheus:
+    def __init__(self, hosts: int = 2, cpus: int = 2) -> None:
+        self.instances = [f"host-{i:04d}:9464" for i in range(hosts)]
+        self.cpus = cpus
+        self.mode = "ok"
+        self.delay = 3.0
+        self.gone: set[str] = set()
+        self.starts = {inst: 1_700_000_000.0 + i for i, inst in enumerate(self.instances)}
+        self.queries: list[str] = []  # every query asked, in order
+        self.headers: list[dict[str, str]] = []  # every request's headers
+        self._cache: dict[tuple[str, str], bytes] = {}
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                parts = urlsplit(self.path)
+                params = {k: v[0] for k, v in parse_qs(parts.query).items()}
+                fake.queries.append(params.get("query", ""))
+                fake.headers.append(dict(self.headers))
+                if fake.mode == "slow":
+                    time.sleep(fake.delay)
+                if fake.mode == "500":
+                    self._send(500, b'{"status":"error","errorType":"internal","error":"boom"}')
+                    return
+                if fake.mode == "malformed":
+                    self._send(200, b"<html>not json")
+                    return
+                self._send(200, fake.answer(parts.path, params))
+
+            def _send(self, status: int, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                with contextlib.suppress(OSError):  # the client gave up (the slow mode's timeout)
+                    self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakePrometheus:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    # -- answers
+
+    def live(self) -> list[str]:
+        return [i for i in self.instances if i not in self.gone]
+
+    def answer(self, path: str, params: dict[str, str]) -> bytes:
+        query = params.get("query", "")
+        if path == "/api/v1/query_range":
+            return self._range(query, float(params["start"]), float(params["end"]), float(params["step"]))
+        if re.search(r"start_time_seconds\{instance=.*\}\[1m\]", query):
+            at = float(params.get("time", time.time()))
+            values = [[at - 4 + k, "1"] for k in range(5)]  # scraped every 1 s
+            return _body("matrix", [{"metric": {"instance": self.instances[0]}, "values": values}])
+        if "max by (instance) (pmutop_start_time_seconds)" in query:
+            return _body("vector", [_point({"instance": i}, self.starts[i]) for i in self.live()])
+        key = (query, self.mode + ",".join(sorted(self.gone)))
+        if key not in self._cache:
+            self._cache[key] = _body("vector", [_point(m, v) for m, v in self.series(query)])
+        return self._cache[key]
+
+    def series(self, query: str) -> list[tuple[dict[str, str], float | str]]:
+        live = self.live()
+        if query.startswith("pmutop_info"):
+            return [({"__name__": "pmutop_info", "instance": i, "hostname": i.split(":")[0]}, 1) for i in live]
+        if "pmutop_cpu_info" in query:
+            return [({"instance": i, "cpu": str(c), "package": "0"}, 1) for i in live for c in range(self.cpus)]
+        if "group by (instance, event)" in query:
+            return [({"instance": i, "event": e}, 1) for i in live for e in EVENTS]
+        m = re.search(r"rate\(pmutop_([a-z_]+)_total\[", query)
+        if m is None or "event_counted" in query or m.group(1) not in RATES:
+            return []
+        name = m.group(1)
+        value: float | str = "NaN" if self.mode == "nan" and name == "instructions" else RATES[name]
+        out = []
+        for i in live:
+            for c in range(self.cpus):
+                if self.mode == "partial" and name == "sampled_seconds" and i == self.instances[0] and c == 0:
+                    continue
+                out.append(({"instance": i, "cpu": str(c)}, value))
+        return out
+
+    def _range(self, query: str, start: float, end: float, step: float) -> bytes:
+        steps = [round(start + k * step, 3) for k in range(int((end - start) / step + 1e-6) + 1)]
+        result = [{"metric": m, "values": [[t, str(v)] for t in steps]} for m, v in self.series(query)]
+        return _body("matrix", result)
+
+
+def _point(metric: dict[str, str], value: float | str) -> dict[str, Any]:
+    return {"metric": metric, "value": [time.time(), str(value)]}
+
+
+def _body(kind: str, result: list[dict[str, Any]]) -> bytes:
+    return json.dumps({"status": "success", "data": {"resultType": kind, "result": result}}).encode()
