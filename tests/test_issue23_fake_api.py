@@ -250,3 +250,42 @@ def test_batch_json_records_carry_the_host_and_its_own_cpu() -> None:
         lines = window.stdout.splitlines()
         assert lines[0].startswith("kind,time,interval_index,host,cpu,interval,")
         assert len(lines) == 1 + 10 * 4  # 10 steps of 1 s (the fake scrapes every 1 s), 4 CPUs each
+
+
+async def test_the_live_view_shows_every_instance_and_a_lost_one_in_its_banner() -> None:
+    from helpers.pilot import text_of
+    from textual.widgets import DataTable, Static
+
+    from pmutop.tui.app import PmutopApp
+
+    with FakePrometheus(hosts=2, cpus=2) as fake:
+        feed = feed_of(fake)
+        try:
+            assert feed.prefill(60) == 60  # as `pmutop --prometheus` does before the view opens
+            app = PmutopApp(feed, feed.run_info())
+            async with app.run_test(size=(200, 40)) as pilot:
+                before = app.updates
+                feed.poll()
+                for _ in range(300):
+                    if app.updates > before:
+                        break
+                    await pilot.pause(0.02)
+                table = app.query_one(DataTable)
+                rows = {gid: table.get_cell(str(gid), "cpu").plain.strip() for gid in feed.cpus}
+                assert sorted(rows.values()) == [f"{i}:{c}" for i in fake.instances for c in (0, 1)]
+                assert all(table.get_cell(str(gid), "ipc").plain.strip() == "2.00" for gid in feed.cpus)
+                fake.gone.add(fake.instances[1])
+                before = app.updates
+                feed.poll()
+                for _ in range(300):
+                    if app.updates > before:
+                        break
+                    await pilot.pause(0.02)
+                await pilot.pause(1.2)  # the header is redrawn every second
+                banner = text_of(app.query_one("#banner", Static), width=300)
+                assert f"{fake.instances[1]}: lost since" in banner
+                lost_row = str(feed.hosts[1].gid(0))
+                assert table.get_cell(lost_row, "util").plain.strip() == "failed"
+                assert table.get_cell(str(feed.hosts[0].gid(0)), "ipc").plain.strip() == "2.00"
+        finally:
+            feed.stop()
