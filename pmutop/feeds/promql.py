@@ -167,15 +167,18 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def _get(self, path: str, params: dict[str, str]) -> Any:
+    def _fetch(self, path: str, params: dict[str, str]) -> httpx.Response:
+        try:
+            return self._http.get(path, params=params)
+        except httpx.TimeoutException:
+            raise PromError(f"prometheus {self.server.shown}: no answer within {self.timeout:g} s") from None
+        except httpx.HTTPError as e:
+            raise PromError(f"prometheus {self.server.shown}: {redact(_why(e))}") from None
+
+    def _get(self, path: str, params: dict[str, str], answer: httpx.Response | None = None) -> Any:
         """The `data` of a successful answer; anything else a PromError naming what went wrong."""
         where = f"prometheus {self.server.shown}"
-        try:
-            r = self._http.get(path, params=params)
-        except httpx.TimeoutException:
-            raise PromError(f"{where}: no answer within {self.timeout:g} s") from None
-        except httpx.HTTPError as e:
-            raise PromError(f"{where}: {redact(_why(e))}") from None
+        r = answer if answer is not None else self._fetch(path, params)
         try:
             body = json.loads(r.content)
         except ValueError:
@@ -195,7 +198,12 @@ class Client:
     def instant(self, expr: str, at: float, by: tuple[str, ...]) -> Vector:
         """`expr` at Unix time `at`: label values of `by` -> value. A series without a `by` label, or whose value
         is not a finite number, is left out (partial answers are the norm: a host between scrapes)."""
-        data = self._get("/api/v1/query", {"query": expr, "time": f"{at:.3f}"})
+        answer = self._fetch("/api/v1/query", {"query": expr, "time": f"{at:.3f}"})
+        if answer.status_code == 200:
+            fast = compact_vector(answer.content, by)
+            if fast is not None:
+                return fast
+        data = self._get("/api/v1/query", {}, answer)
         out: Vector = {}
         for r in data["result"]:
             try:
@@ -240,6 +248,34 @@ class Client:
         """Every series' labels of `expr` at `at` (discovery: hosts, their CPUs and events)."""
         data = self._get("/api/v1/query", {"query": expr, "time": f"{at:.3f}"})
         return [dict(r["metric"]) for r in data["result"] if isinstance(r, dict) and isinstance(r.get("metric"), dict)]
+
+
+# Prometheus' own answer to an instant query, compact JSON: read with two regular expressions, a few times
+# faster than json.loads at 64,000 series. Anything else (spaces, escapes in a label) goes to json.loads.
+_VECTOR_HEAD = b'{"status":"success","data":{"resultType":"vector","result":['
+_SERIES = re.compile(rb'\{"metric":\{([^{}\\]*)\},"value":\[[^\],]*,"([^"\\]*)"\]\}')
+_LABEL = re.compile(r'"([^"]*)":"([^"]*)"')
+
+
+def compact_vector(content: bytes, by: tuple[str, ...]) -> Vector | None:
+    """A successful vector answer in Prometheus' compact form -> Vector (as Client.instant cuts it); None when the
+    answer is anything else, or any series is not in the plain form (the full JSON parser reads it)."""
+    if not content.startswith(_VECTOR_HEAD):
+        return None
+    found = _SERIES.findall(content)
+    if len(found) != content.count(b'"metric":'):
+        return None
+    out: Vector = {}
+    for labels, text in found:
+        metric = dict(_LABEL.findall(labels.decode("utf-8", "replace")))
+        try:
+            key = tuple(metric[label] for label in by)
+            value = float(text)
+        except (KeyError, ValueError):
+            continue
+        if math.isfinite(value):
+            out[key] = value
+    return out
 
 
 def _why(e: BaseException) -> str:

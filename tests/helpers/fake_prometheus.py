@@ -132,4 +132,14 @@ def _point(metric: dict[str, str], value: float | str) -> dict[str, Any]:
 
 
 def _body(kind: str, result: list[dict[str, Any]]) -> bytes:
-    return json.dumps({"status": "success", "data": {"resultType": kind, "result": result}}).encode()
+    # Compact, as Prometheus writes it (the client's fast path reads that form).
+    body = {"status": "success", "data": {"resultType": kind, "result": result}}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+if __name__ == "__main__":  # a fake server in its own process (the scale test: it must not share our GIL)
+    import sys
+
+    with FakePrometheus(hosts=int(sys.argv[1]), cpus=int(sys.argv[2])) as served:
+        print(served.url, flush=True)
+        sys.stdin.read()  # until the test closes our stdin
