@@ -5,6 +5,7 @@ fleet of 1,000 hosts x 64 CPUs (64,000 series a query)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -326,3 +327,30 @@ async def test_the_live_view_shows_every_instance_and_a_lost_one_in_its_banner()
                 assert table.get_cell(str(feed.hosts[0].gid(0)), "ipc").plain.strip() == "2.00"
         finally:
             feed.stop()
+
+
+def test_https_is_verified_against_the_given_ca(tmp_path: Path) -> None:
+    if not shutil.which("openssl"):
+        pytest.skip("no openssl to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    made = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    if made.returncode != 0:
+        pytest.skip(f"openssl could not make a certificate: {made.stderr.strip()[-200:]}")
+    with FakePrometheus(tls=(str(cert), str(key))) as fake:
+        assert fake.url.startswith("https://")
+        feed = PrometheusFeed(parse_server(fake.url, ca_file=str(cert)), 1.0, DEFAULT_MATCH)
+        try:
+            feed.poll()
+            assert all(for_sample(s).ipc == pytest.approx(2.0) for s in latest(feed).values())  # type: ignore[arg-type]
+        finally:
+            feed.stop()
+        # Verified by default: a certificate no known CA signed is one line, not a connection.
+        with pytest.raises(PmutopError, match=r"^prometheus https://127\.0\.0\.1:\d+: .*(certificate|CERTIFICATE)"):
+            PrometheusFeed(parse_server(fake.url), 1.0, DEFAULT_MATCH)
+        r = pmutop("--prometheus", fake.url, "--prometheus-ca", str(cert), "--batch", "--count", "1", "--format=json")
+        assert r.returncode == 0 and '"host":"host-0000:9464"' in r.stdout, r.stderr

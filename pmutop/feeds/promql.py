@@ -286,4 +286,4 @@ def _why(e: BaseException) -> str:
         if strerror:
             return str(strerror)
         cause = cause.__cause__ or cause.__context__
-    return str(e) or type(e).__name__
+    return re.sub(r"\s*\(_ssl\.c:\d+\)", "", str(e)) or type(e).__name__  # not OpenSSL's source line

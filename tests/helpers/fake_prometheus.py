@@ -28,7 +28,8 @@ EVENTS = ("instructions", "cycles", "ref_cycles", "llc_misses")
 
 
 class FakePrometheus:
-    def __init__(self, hosts: int = 2, cpus: int = 2) -> None:
+    def __init__(self, hosts: int = 2, cpus: int = 2, tls: tuple[str, str] | None = None) -> None:
+        """`tls`: (certificate, key) files: serve https."""
         self.instances = [f"host-{i:04d}:9464" for i in range(hosts)]
         self.cpus = cpus
         self.mode = "ok"
@@ -69,7 +70,14 @@ class FakePrometheus:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        if tls is not None:
+            import ssl
+
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def __enter__(self) -> FakePrometheus:
