@@ -319,3 +319,23 @@ def test_every_sample_field_survives_the_round_trip() -> None:
     defaults = Sample(cpu=0, seq=0, time=0.0, interval=0.0, tsc=None, tsc_hz=None, counts={})
     assert all(getattr(s, f) != getattr(defaults, f) for f in SAMPLE_FIELDS)  # every field is exercised
     assert sample_from_dict(json.loads(json.dumps(sample_to_dict(s)))) == s
+
+
+def test_a_count_limited_recording_holds_exactly_the_intervals_printed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`--batch --count N --record F`: the engine may take one more sample before it stops (a loaded machine,
+    a short interval); the recording still holds the N intervals the run printed, so its replay prints them."""
+    from helpers.fake_task_source import PushedFeed
+
+    from pmutop.sinks.recorder import Recorder
+
+    record_demo(capsys, tmp_path / "source.jsonl", 2)
+    header = read_recording(str(tmp_path / "source.jsonl")).header
+    feed = PushedFeed()
+    recorder = Recorder(str(tmp_path / "r.jsonl"), feed, header, limit=5)
+    recorder.start()
+    for n in range(1, 7):  # the sixth: sampled after the fifth was printed, before the engine stopped
+        feed.push(n)
+    assert recorder.close() is None
+    assert ReplayFeed(read_recording(str(tmp_path / "r.jsonl"))).length == 5

@@ -101,9 +101,12 @@ class Recorder:
         header: Header,
         on_failure: Callable[[], None] | None = None,
         tasks: TaskSource | None = None,
+        limit: int | None = None,
     ) -> None:
         """`tasks`: where the top task of each CPU comes from (the live view's own source, shared so both
-        show the same lookup: pmutop.app.live_view.SharedTasks); None: no task is recorded."""
+        show the same lookup: pmutop.app.live_view.SharedTasks); None: no task is recorded. `limit`: record
+        at most this many intervals (--batch --count N: the engine may sample once more before it stops, and
+        the recording holds what the run printed)."""
         self.path = path
         self.feed = feed
         self.on_failure = on_failure
@@ -113,6 +116,7 @@ class Recorder:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._seen = {cpu: 0 for cpu in feed.cpus}
+        self._limit = limit
         self._thread: threading.Thread | None = None
         self.error: str | None = None
         self._closed = False
@@ -186,6 +190,8 @@ class Recorder:
     def _write_samples(self) -> int:
         """The samples not written yet, under the lock; raises OSError (the caller ends the recording)."""
         new = {cpu: self.feed.rings[cpu].since(self._seen[cpu]) for cpu in self.feed.cpus}
+        if self._limit is not None:
+            new = {cpu: [s for s in samples if s.seq <= self._limit] for cpu, samples in new.items()}
         if not any(new.values()):
             return 0
         tasks = self._lookup_tasks()

@@ -206,7 +206,8 @@ def _measure(
             # The recording keeps each CPU's top task as the live view shows it: one lookup per interval for both.
             tasks = SharedTasks(task_source(platform, cpus), engine)
             # A recording that cannot be written whole stops the run: the user learns it now, not at the end.
-            recorder = Recorder(args.record, engine, header, on_failure=guard.request_stop, tasks=tasks)
+            limit = args.count if args.batch else None  # the recording holds the intervals the run printed
+            recorder = Recorder(args.record, engine, header, on_failure=guard.request_stop, tasks=tasks, limit=limit)
             session.record_to(recorder)
             recorder.start()
         if guard.stop_requested.is_set():
