@@ -207,10 +207,11 @@ def run_parser(serve: bool = False) -> OneLineParser:
     if not serve:
         p.add_argument(
             "--records",
-            choices=("cpu", "task", "cgroup"),
-            help="with --batch: print one kind of record. JSON prints every kind (cpu, task, cgroup); CSV and "
-            "the table print one kind: task with --pid, --tasks or -- COMMAND, cgroup with --cgroups or --cgroup, "
-            "else cpu",
+            choices=("cpu", "task", "cgroup", "package"),
+            help="with --batch: print one kind of record. JSON prints every kind (cpu, task, cgroup, package); "
+            "CSV and the table print one kind: task with --pid, --tasks or -- COMMAND, cgroup with --cgroups or "
+            "--cgroup, else cpu. package: DRAM read/write bandwidth per socket and memory channel (CSV: one "
+            "ch<N>_read_bytes_per_s, ch<N>_write_bytes_per_s, ... column per channel)",
         )
     p.add_argument(
         "--mem-peak",
@@ -354,9 +355,9 @@ def replay_parser() -> OneLineParser:
     )
     p.add_argument(
         "--records",
-        choices=("cpu", "task", "cgroup"),
+        choices=("cpu", "task", "cgroup", "package"),
         help="with --batch: print one kind of record. JSON prints every kind the recording holds (cpu, then "
-        "task, then cgroup, per interval); CSV and the table print one kind (default cpu)",
+        "task, then cgroup, then package, per interval); CSV and the table print one kind (default cpu)",
     )
     return p
 

@@ -154,6 +154,8 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
     task_counters = open_task_source(args, plan, backend, guard)
     try:
         session.dram = open_dram(platform, cpus, args.mem_peak)
+        if getattr(args, "records", None) == "package" and session.dram.source is None:
+            raise UsageError(f"--records package: no DRAM bandwidth source here ({session.dram.why})")
         code = _measure(args, argv, guard, platform, cpus, session, backend, serving, plan, task_counters)
         return finish_command(task_counters, code)  # -- COMMAND: its summary and status
     finally:
@@ -231,6 +233,7 @@ def _measure(
                 tasks=task_counters,
                 records=default_records(args, plan),
                 on_tasks=recorder.record_tasks if recorder is not None else None,
+                packages=session.dram.sampler if session.dram is not None else None,
             )
         else:
             # Per-process counters are read in their own thread, just after each interval's CPU samples.
