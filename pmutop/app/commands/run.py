@@ -199,13 +199,18 @@ def _measure(
         recorder: Recorder | None = None
         if args.record and not guard.stop_requested.is_set():
             task_events = task_counters.events if task_counters is not None else None
-            header = make_header(engine, info, mode, backend.describe(), backend.events, task_events=task_events)
+            dram = session.dram.sampler if session.dram is not None else None
+            header = make_header(
+                engine, info, mode, backend.describe(), backend.events, task_events=task_events, packages=dram
+            )
             # The recording keeps each CPU's top task as the live view shows it: one lookup per interval for both.
             tasks = SharedTasks(task_source(platform, cpus), engine)
             # A recording that cannot be written whole stops the run: the user learns it now, not at the end.
             recorder = Recorder(args.record, engine, header, on_failure=guard.request_stop, tasks=tasks)
             session.record_to(recorder)
             recorder.start()
+            if dram is not None:
+                dram.add_listener(recorder.record_packages)  # each DRAM reading, after its interval's samples
         if guard.stop_requested.is_set():
             pass
         elif serving:
