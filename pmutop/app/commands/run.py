@@ -16,6 +16,7 @@ from pmutop.backends.base import Backend
 from pmutop.backends.perf import PerfBackend
 from pmutop.backends.run_facts import collect
 from pmutop.core.cpulist import format_cpu_list, select_cpus
+from pmutop.core.dram_reading import PackageFeed
 from pmutop.core.errors import PmutopError, UsageError
 from pmutop.core.run_description import RunInfo
 from pmutop.core.task_reading import TaskCounterSource
@@ -31,14 +32,20 @@ from pmutop.tui.config import load as load_settings
 
 
 def serve_until_stopped(
-    engine: Engine, info: RunInfo, listen: str, guard: ExitGuard, tasks: TaskCounterSource | None = None
+    engine: Engine,
+    info: RunInfo,
+    listen: str,
+    guard: ExitGuard,
+    tasks: TaskCounterSource | None = None,
+    packages: PackageFeed | None = None,
 ) -> None:
     """The exporter's sink: serve /metrics until a signal asks to stop. `tasks`: the per-cgroup counters
-    (`serve --cgroups/--cgroup`); only their cgroup readings are exported (never per-process series)."""
+    (`serve --cgroups/--cgroup`); only their cgroup readings are exported (never per-process series).
+    `packages`: the DRAM bandwidth (the package sampler)."""
     from pmutop.sinks.exporter import Exporter
 
     host, port = parse_listen(listen)
-    exporter = Exporter(engine, info, tasks=tasks)
+    exporter = Exporter(engine, info, tasks=tasks, packages=packages)
     exporter.start(host, port)
     try:
         if info.simulated:
@@ -216,7 +223,8 @@ def _measure(
         elif serving:
             for notice in backend.notices:
                 say(notice)
-            serve_until_stopped(engine, collect(platform, backend, cpus), args.listen, guard, task_counters)
+            dram = session.dram.sampler if session.dram is not None else None
+            serve_until_stopped(engine, collect(platform, backend, cpus), args.listen, guard, task_counters, dram)
             failed_cpus = engine.failures()
         elif args.batch:
             from pmutop.sinks.batch import run_batch
