@@ -366,7 +366,8 @@ def diff_parser() -> OneLineParser:
     p = OneLineParser(
         prog=f"{PROG} diff",
         description="Compare two recordings per core and per metric (medians over each run): before / after; "
-        "recordings with per-process or per-cgroup counters are also compared per command and per cgroup.",
+        "recordings with per-process or per-cgroup counters are also compared per command and per cgroup, and "
+        "recordings with DRAM bandwidth per package (read and write bytes/s, averaged over each recording).",
     )
     p.add_argument("a", metavar="A", help="the recording before")
     p.add_argument("b", metavar="B", help="the recording after")
