@@ -23,7 +23,20 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 def one_record(capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict, str]:
     """One interval of cpu 0 on the simulated PMU, as a JSON record."""
-    args = ("--demo", "--batch", "--count", "1", "--interval", "0.05", "--cores", "0", "--format", "json")
+    args = (
+        "--demo",
+        "--batch",
+        "--count",
+        "1",
+        "--interval",
+        "0.05",
+        "--cores",
+        "0",
+        "--format",
+        "json",
+        "--records",
+        "cpu",
+    )
     code, out, err = run(capsys, *args, *extra)
     return code, json.loads(out) if code == 0 else {}, err
 
@@ -33,7 +46,7 @@ def test_json_lines_carry_deltas_and_the_metrics_of_those_deltas(capsys: pytest.
         capsys, "--demo", "--batch", "--count", "3", "--interval", "0.1", "--cores", "0-2", "--format", "json"
     )
     assert code == 0, err
-    records = [json.loads(line) for line in out.splitlines()]
+    records = [r for line in out.splitlines() if (r := json.loads(line))["kind"] == "cpu"]  # package: issue 22
     assert [r["cpu"] for r in records] == [0, 1, 2] * 3
     for n, r in enumerate(records):
         k = n // 3 + 1
@@ -158,7 +171,7 @@ def test_every_record_of_an_interval_has_one_time_and_its_index(capsys: pytest.C
     recs = [json.loads(line) for line in out.splitlines()]
     for index in (1, 2, 3):
         of_interval = [r for r in recs if r["interval_index"] == index]
-        assert len(of_interval) == 4 and len({r["time"] for r in of_interval}) == 1
+        assert len(of_interval) == 4 + 1 and len({r["time"] for r in of_interval}) == 1  # 4 CPUs, 1 package
 
 
 def test_numbers_are_rounded_to_sensible_precision(capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from helpers.fake_task_source import EVENTS, FakeTaskSource, PushedFeed
 
+from pmutop.app.dram_setup import DramSetup
 from pmutop.app.main import main
 from pmutop.app.task_setup import TaskPlan
 from pmutop.core.task_reading import ESTIMATED
@@ -27,6 +28,13 @@ from pmutop.sinks.batch_tasks import tree_order
 
 DEMO = ("--demo", "--batch", "--interval", "0.05", "--sim-cpus", "2")
 Sources = list[FakeTaskSource]
+
+
+@pytest.fixture(autouse=True)
+def no_dram(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These runs read no DRAM bandwidth (the simulated machine's package records, issue 22, are tested in
+    test_issue22_package_records.py): the task and cgroup records alone, as issue 21 made them."""
+    monkeypatch.setattr("pmutop.app.commands.run.open_dram", lambda *_a, **_k: DramSetup(None, "not in these tests"))
 
 
 @pytest.fixture

@@ -52,7 +52,7 @@ def test_replay_batch_prints_exactly_what_the_live_run_printed(
         assert "SIMULATED" in err
         if fmt == "json":
             assert replayed == live  # every field: deltas, rates, derived and top-down metrics
-            assert len(replayed.splitlines()) == 8 * 3
+            assert len(replayed.splitlines()) == 8 * (3 + 1)  # 3 CPUs and the package (issue 22) per interval
         else:  # the simulated workload is seeded: a second live run prints the same header and shape
             assert replayed.splitlines()[0] == live.splitlines()[0]
             assert len(replayed.splitlines()) == len(live.splitlines())
@@ -170,8 +170,12 @@ def test_sigkilled_recording_replays_up_to_the_last_flushed_interval(tmp_path: P
     assert replay.returncode == 0, replay.stderr
     assert "Traceback" not in replay.stderr
     replayed = replay.stdout.splitlines(keepends=True)
-    assert len(replayed) >= len(live) - 2 * 2  # at most the interval being written when it was killed
-    assert replayed == live[: len(replayed)]
+    assert (
+        len(replayed) >= len(live) - 2 * 3
+    )  # at most the interval being written when it was killed (2 CPUs, 1 package)
+    # The recorder may have written one more DRAM reading than stdout got out before the kill (issue 22).
+    shared = min(len(replayed), len(live))
+    assert replayed[:shared] == live[:shared] and len(replayed) <= len(live) + 1
 
 
 def test_parse_time() -> None:

@@ -135,7 +135,7 @@ def test_tables_change_nothing_measured(clock: ManualClock) -> None:
 def test_demo_batch_json_carries_top_down_fields() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "pmutop", "--demo", "--batch", "--count", "2", "--interval", "0.1", "--cores", "0",
-         "--format", "json"],
+         "--format", "json", "--records", "cpu"],
         capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     for line in out.splitlines():
@@ -144,7 +144,7 @@ def test_demo_batch_json_carries_top_down_fields() -> None:
         assert rec["tma_light_operations"] is not None
     off = subprocess.run(
         [sys.executable, "-m", "pmutop", "--demo", "--batch", "--count", "1", "--interval", "0.1", "--cores", "0",
-         "--format", "json", "--no-topdown"],
+         "--format", "json", "--records", "cpu", "--no-topdown"],
         capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     assert json.loads(off)["tma_retiring"] is None

@@ -58,7 +58,7 @@ def test_ten_events_at_once_and_everything_restored(clock: ManualClock, read: st
 
 def test_cli_ten_events_on_a_v6_sim(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--demo", "--sim-version", "6", "--sim-gp", "10", "--batch", "--count", "1", "--interval", "0.05"]
-    code = main([*args, "--cores", "0", "--format", "json", "--events", TEN])
+    code = main([*args, "--cores", "0", "--format", "json", "--records", "cpu", "--events", TEN])
     out, err = capsys.readouterr()
     assert code == 0, err
     rec = json.loads(out)

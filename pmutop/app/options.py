@@ -208,10 +208,11 @@ def run_parser(serve: bool = False) -> OneLineParser:
     if not serve:
         p.add_argument(
             "--records",
-            choices=("cpu", "task", "cgroup"),
-            help="with --batch: print one kind of record. JSON prints every kind (cpu, task, cgroup); CSV and "
-            "the table print one kind: task with --pid, --tasks or -- COMMAND, cgroup with --cgroups or --cgroup, "
-            "else cpu",
+            choices=("cpu", "task", "cgroup", "package"),
+            help="with --batch: print one kind of record. JSON prints every kind (cpu, task, cgroup, package); "
+            "CSV and the table print one kind: task with --pid, --tasks or -- COMMAND, cgroup with --cgroups or "
+            "--cgroup, else cpu. package: DRAM read/write bandwidth per socket and memory channel (CSV: one "
+            "ch<N>_read_bytes_per_s, ch<N>_write_bytes_per_s, ... column per channel)",
         )
     p.add_argument(
         "--mem-peak",
@@ -381,9 +382,9 @@ def replay_parser() -> OneLineParser:
     )
     p.add_argument(
         "--records",
-        choices=("cpu", "task", "cgroup"),
+        choices=("cpu", "task", "cgroup", "package"),
         help="with --batch: print one kind of record. JSON prints every kind the recording holds (cpu, then "
-        "task, then cgroup, per interval); CSV and the table print one kind (default cpu)",
+        "task, then cgroup, then package, per interval); CSV and the table print one kind (default cpu)",
     )
     return p
 
@@ -392,7 +393,8 @@ def diff_parser() -> OneLineParser:
     p = OneLineParser(
         prog=f"{PROG} diff",
         description="Compare two recordings per core and per metric (medians over each run): before / after; "
-        "recordings with per-process or per-cgroup counters are also compared per command and per cgroup.",
+        "recordings with per-process or per-cgroup counters are also compared per command and per cgroup, and "
+        "recordings with DRAM bandwidth per package (read and write bytes/s, averaged over each recording).",
     )
     p.add_argument("a", metavar="A", help="the recording before")
     p.add_argument("b", metavar="B", help="the recording after")

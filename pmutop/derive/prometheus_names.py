@@ -23,6 +23,12 @@ TOPDOWN_CATEGORIES: dict[str, tuple[str, str]] = {  # count key -> (category, le
 }
 # Names the exporter uses itself: an event key that would collide gets an `event_` prefix.
 RESERVED = {"tsc", "counter_overflows", "event_counted_seconds", "sampled_seconds", "suspect_samples", "energy_joules"}
+# DRAM bandwidth (`pmutop serve` with a memory-controller source): per package and channel, never per CPU.
+DRAM_BYTES = PREFIX + "dram_bytes"  # counter {package, channel, direction}: exposed as ..._total
+DRAM_PEAK = PREFIX + "dram_peak_bytes_per_second"  # gauge {package}, where the memory speed is known
+DRAM_SATURATED = PREFIX + "dram_saturated_intervals"  # counter {package, channel}: its bytes then a lower bound
+DRAM_SOURCE = PREFIX + "dram_source_info"  # gauge {source}: uncore or simulated
+RESERVED |= {name.removeprefix(PREFIX) for name in (DRAM_BYTES, DRAM_PEAK, DRAM_SATURATED, DRAM_SOURCE)}
 
 
 def metric_name(key: str) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Generator
 from pmutop.core.errors import PmutopError
 from pmutop.core.feed import HostLabels, ReplayControls, SampleFeed
 from pmutop.core.ring import SampleRing
+from pmutop.feeds.replay_packages import ReplayPackageFeed
 from pmutop.feeds.replay_tasks import ReplayTaskFeed
 from pmutop.probes.tasks import TopTask
 from pmutop.recording.index import RecordingIndex
@@ -37,7 +38,8 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
 
     It is also the replay's task source (top_per_cpu): the top tasks recorded with the intervals pushed; and
     `task_feed` is the process and cgroup views' TaskFeed (the snapshots recorded with the intervals pushed;
-    None when the recording has none)."""
+    None when the recording has none); `package_feed` the memory views' PackageFeed (the DRAM readings recorded
+    with them; None when the recording has none)."""
 
     def __init__(self, recording: Recording, speed: str = "1", ring_capacity: int = 600) -> None:
         self.recording = recording
@@ -50,6 +52,8 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
         self._peeked: Group | None = None
         self._tasks: dict[int, TopTask] = {}  # the latest recorded top task of each CPU
         self.task_feed = ReplayTaskFeed(h.task_events) if h.task_events is not None else None
+        dram = h.dram
+        self.package_feed = ReplayPackageFeed(dram.get("source", "?"), dram.get("why", "")) if dram else None
         self._at_end = False
         self.error: str | None = None  # the reading stopped at a damaged place
         self._keys = h.keys
@@ -198,6 +202,8 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
             self._tasks = {}  # the intervals pushed now say what ran
             if self.task_feed is not None:
                 self.task_feed.clear()
+            if self.package_feed is not None:
+                self.package_feed.clear()
             for _ in range(target - first):
                 group = self._take()
                 if group is None:
@@ -278,6 +284,9 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
                 self._failures[s.cpu] = s.error
         if group.snapshot is not None and self.task_feed is not None:
             self.task_feed.push(group.snapshot.snapshot)
+        if self.package_feed is not None:
+            for recorded in group.packages:
+                self.package_feed.push(recorded.time, recorded.packages)
         self._elapsed = max((s.time for s, _ in group.samples), default=self._elapsed)
 
     def _run(self) -> None:

@@ -1,7 +1,8 @@
 """`pmutop diff A B`: two recordings compared per core and per metric (medians over the run, with their
 spread), as a table. The `all` row is the machine total of each interval (as the live view's `all` row).
 Recordings with per-process or per-cgroup counters are also compared per command and per cgroup
-(pmutop.recording.task_diff), from the same single pass over each file."""
+(pmutop.recording.task_diff), and recordings with DRAM bandwidth per package (pmutop.recording.package_diff),
+from the same single pass over each file."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pmutop.core.errors import UsageError
 from pmutop.core.sample import Sample
 from pmutop.derive import topdown
 from pmutop.derive.metrics import combined
+from pmutop.recording.package_diff import PackageTotals, package_diff_lines
 from pmutop.recording.reader import Recording
 from pmutop.recording.task_diff import TaskTotals, task_diff_lines
 
@@ -74,6 +76,7 @@ class Summary:
     spreads: dict[str, dict[str, Spread]]
     intervals: int
     tasks: TaskTotals = field(default_factory=TaskTotals)  # its per-process and per-cgroup readings, summed
+    packages: PackageTotals = field(default_factory=PackageTotals)  # its DRAM readings, summed per package
 
 
 def summarize(rec: Recording) -> Summary:
@@ -82,6 +85,7 @@ def summarize(rec: Recording) -> Summary:
     values: dict[str, dict[str, array[float]]] = {}
     intervals = 0
     tasks = TaskTotals()
+    packages = PackageTotals()
 
     def add(row: str, r: dict[str, Any]) -> None:
         per = values.setdefault(row, {})
@@ -101,8 +105,10 @@ def summarize(rec: Recording) -> Summary:
             spans = [r.interval for r in snapshot.tasks] + [c.interval for c in snapshot.cgroups]
             spans = spans or [s.interval for s in group]
             tasks.add(snapshot, max(spans))
+        for recorded in interval.packages:
+            packages.add(recorded.packages)
     spreads = {row: {k: _spread(v) for k, v in per.items() if v} for row, per in values.items()}
-    return Summary(spreads, intervals, tasks)
+    return Summary(spreads, intervals, tasks, packages)
 
 
 def spreads(rec: Recording) -> dict[str, dict[str, Spread]]:
@@ -208,4 +214,5 @@ def diff_table(a: Recording, b: Recording) -> str:
         f"  {NOISE_MARK} : the change is smaller than the spread (noise)"
     )
     lines += task_diff_lines(sum_a.tasks, sum_b.tasks)
+    lines += package_diff_lines(sum_a.packages, sum_b.packages)
     return "\n".join(lines)

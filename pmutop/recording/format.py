@@ -18,6 +18,13 @@ damaged sample, hence the bump; this reader reads versions 1 and 2 alike (a vers
 snapshots). The header's "task_events" lists what the readings' counts may hold; null: the run counted no
 processes or cgroups. A snapshot follows its samples in the file (the recorder writes the samples first), but
 not necessarily before the next interval's samples: readers pair them by "interval", not by position.
+
+Format version 3 adds {"packages": {...}} lines: one DRAM bandwidth reading per interval (every package's and
+memory channel's bytes: pmutop.recording.package_format), with "time", the run time of the CPU samples it was
+read after; readers pair it with the interval of that time (the first interval at or after it). The header's
+"dram" is {"source", "why"} of the run's DRAM source; null: none was read (no package lines). Only a recording
+with package lines says version 3: one without stays version 2, readable by the pmutop before (this reader
+reads versions 1 to 3 alike).
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ from typing import Any
 from pmutop.core.run_description import RunInfo
 from pmutop.core.sample import Sample
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+TASKS_VERSION = 2  # what a recording without package lines says (recording.format's note)
 MAGIC = "pmutop-recording"  # the header's "format" value: what tells a recording from any other JSON lines
 SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Sample))
 
@@ -51,6 +59,7 @@ class Header:
     events: list[dict[str, Any]] = field(default_factory=list)  # key, name and encoding of each event
     runinfo: dict[str, Any] = field(default_factory=dict)  # pmutop.core.run_description.RunInfo as a dict
     task_events: list[str] | None = None  # the task and cgroup readings' events; None: no snapshots recorded
+    dram: dict[str, str] | None = None  # {"source", "why"} of the DRAM readings; None: no package lines
 
     @property
     def remote(self) -> bool:
@@ -104,6 +113,7 @@ def header_from_dict(d: dict[str, Any]) -> Header:
         events=list(d.get("events", [])),
         runinfo=dict(d.get("runinfo", {})),
         task_events=None if d.get("task_events") is None else [str(e) for e in d["task_events"]],
+        dram=None if d.get("dram") is None else {str(k): str(v) for k, v in d["dram"].items()},
     )
 
 

@@ -17,6 +17,7 @@ import threading
 from array import array
 
 from pmutop.core.errors import PmutopError
+from pmutop.recording.package_format import PACKAGES_PREFIX
 from pmutop.recording.reader import SNAPSHOT_PREFIX, Checkpoint, Grouper, LineReader, Recording, Restart
 
 # What the recorder writes first on every line (format.sample_to_dict keeps the Sample's field order).
@@ -99,8 +100,8 @@ class RecordingIndex:
                 last = line
                 if not line.strip():
                     continue
-                if line.startswith(SNAPSHOT_PREFIX):
-                    # Per-process readings: no interval starts here (a restart reads from the next sample).
+                if line.startswith((SNAPSHOT_PREFIX, PACKAGES_PREFIX)):
+                    # Per-process or DRAM readings: no interval starts here (a restart reads from the next sample).
                     if not line.rstrip().endswith(b"}}"):
                         bad_at = no
                     continue

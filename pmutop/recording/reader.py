@@ -27,6 +27,7 @@ from pmutop.recording.format import (
     sample_from_dict,
     task_note_from_line,
 )
+from pmutop.recording.package_format import PACKAGES_PREFIX, RecordedPackages, packages_from_dict
 from pmutop.recording.snapshot_format import RecordedSnapshot, snapshot_from_dict
 
 SNAPSHOT_PREFIX = b'{"snapshot":'  # a line of per-process/per-cgroup readings (format version 2)
@@ -201,6 +202,8 @@ class Recording:
             obj = json.loads(line)
             if "snapshot" in obj:
                 snapshot_from_dict(obj["snapshot"])
+            elif "packages" in obj:
+                packages_from_dict(obj["packages"])
             else:
                 sample_from_dict(obj["sample"])
         except _BAD_LINE:
@@ -227,8 +230,9 @@ class Recording:
 
     def _entries(
         self, restart: Restart | None, with_tasks: bool
-    ) -> Generator[tuple[int, Sample | RecordedSnapshot, TaskNote | None], None, None]:
-        """(line number, sample or snapshot, the sample's task note when `with_tasks`) in file order."""
+    ) -> Generator[tuple[int, Sample | RecordedSnapshot | RecordedPackages, TaskNote | None], None, None]:
+        """(line number, sample, snapshot or DRAM reading, the sample's task note when `with_tasks`) in file
+        order."""
         lines = self.lines() if restart is None else self.lines(restart.checkpoint, restart.line)
         bad_at: int | None = None
         try:
@@ -241,6 +245,9 @@ class Recording:
                     obj = json.loads(line)
                     if line.startswith(SNAPSHOT_PREFIX):
                         yield no, snapshot_from_dict(obj["snapshot"]), None
+                        continue
+                    if line.startswith(PACKAGES_PREFIX):
+                        yield no, packages_from_dict(obj["packages"]), None
                         continue
                     sample = sample_from_dict(obj["sample"])
                 except _BAD_LINE:
@@ -270,12 +277,18 @@ class Recording:
 
     def _grouped(self, restart: Restart | None, with_tasks: bool) -> Generator[RecordedInterval, None, None]:
         grouper = Grouper(self.header.cpus, restart.done if restart else frozenset())
-        pairing = _SnapshotPairing(self.header.task_events is not None, restart.skip if restart else 0)
+        h = self.header
+        pairing = _SnapshotPairing(
+            h.task_events is not None, restart.skip if restart else 0, h.dram is not None, restart is not None
+        )
         entries = self._entries(restart, with_tasks)
         try:
             for _, item, note in entries:
                 if isinstance(item, RecordedSnapshot):
                     yield from pairing.add_snapshot(item)
+                    continue
+                if isinstance(item, RecordedPackages):
+                    yield from pairing.add_packages(item)
                     continue
                 for group in grouper.add(item.cpu, item.seq, item.error is not None, (item, note)):
                     yield from pairing.add_group(group)
@@ -292,22 +305,31 @@ class Recording:
 
 @dataclass(frozen=True)
 class RecordedInterval:
-    """One interval of a recording: each CPU's sample with its task note, and the snapshot read with them."""
+    """One interval of a recording: each CPU's sample with its task note, the snapshot read with them, and the
+    DRAM readings paired with it (normally one; none where the run read none for it; two where a reading came
+    late, each with its own measured interval)."""
 
     samples: list[tuple[Sample, TaskNote | None]]
     snapshot: RecordedSnapshot | None = None
+    packages: tuple[RecordedPackages, ...] = ()
 
 
 class _SnapshotPairing:
-    """Pairs each complete interval with its snapshot (same interval number). The recorder writes a snapshot
-    after its interval's samples, but maybe after later intervals' too (the reader of the counters lagged):
-    while snapshots are expected, an interval waits for its own until a later one is read (snapshots are
-    written in order: this one will not come), SNAPSHOT_LAG intervals wait, or the file ends. `skip`: the
-    intervals a restart reads only to drop."""
+    """Pairs each complete interval with its snapshot (same interval number) and its DRAM readings (by time:
+    those stamped after the previous interval's time, up to its own). The recorder writes both after their
+    interval's samples, but maybe after later intervals' too (their reader lagged): while they are expected, an
+    interval waits for its own until a later one is read (they are written in order: this one will not come),
+    SNAPSHOT_LAG intervals wait, or the file ends. `skip`: the intervals a restart reads only to drop;
+    `restarted`: the first interval read takes no DRAM reading from before its own samples (that one belongs
+    to the interval before the restart)."""
 
-    def __init__(self, expected: bool, skip: int) -> None:
+    def __init__(self, expected: bool, skip: int, packages_expected: bool = False, restarted: bool = False) -> None:
         self.expected = expected
         self.skip = skip
+        self.packages_expected = packages_expected
+        self.packages: deque[RecordedPackages] = deque()
+        self.newest_packages = float("-inf")  # the time of the latest DRAM reading read
+        self.floor: float | None = None if restarted else float("-inf")  # readings at or before: given out
         self.waiting: deque[tuple[int, list[tuple[Sample, TaskNote | None]]]] = deque()
         self.snapshots: dict[int, RecordedSnapshot] = {}
         self.latest = 0  # the highest interval a snapshot was read for
@@ -324,13 +346,33 @@ class _SnapshotPairing:
             self.latest = max(self.latest, recorded.interval)
         return self._release(final=False)
 
+    def add_packages(self, recorded: RecordedPackages) -> Iterator[RecordedInterval]:
+        self.packages_expected = True
+        self.packages.append(recorded)
+        self.newest_packages = max(self.newest_packages, recorded.time)
+        return self._release(final=False)
+
     def flush(self) -> Iterator[RecordedInterval]:
         return self._release(final=True)
+
+    def _paired_packages(self, group: list[tuple[Sample, TaskNote | None]]) -> tuple[RecordedPackages, ...]:
+        at = max(s.time for s, _ in group)
+        if self.floor is None:  # the first interval after a restart: nothing from before its samples
+            self.floor = min(s.time for s, _ in group) - 1e-9
+        out = []
+        while self.packages and self.packages[0].time <= at:
+            recorded = self.packages.popleft()
+            if recorded.time > self.floor:
+                out.append(recorded)
+        self.floor = max(self.floor, at)
+        return tuple(out)
 
     def _release(self, final: bool) -> Iterator[RecordedInterval]:
         while self.waiting:
             seq, group = self.waiting[0]
             still_coming = self.expected and not final and seq not in self.snapshots and seq > self.latest
+            if self.packages_expected and not final and self.newest_packages < max(s.time for s, _ in group):
+                still_coming = True
             if still_coming and len(self.waiting) <= SNAPSHOT_LAG:
                 return
             self.waiting.popleft()
@@ -338,10 +380,11 @@ class _SnapshotPairing:
             for old in [k for k in self.snapshots if k < seq]:
                 del self.snapshots[old]  # its interval was never read (a restart, a damaged recording)
             snapshot = self.snapshots.pop(seq, None)
+            packages = self._paired_packages(group)
             if self.skip:
                 self.skip -= 1
             else:
-                yield RecordedInterval(group, snapshot)
+                yield RecordedInterval(group, snapshot, packages)
 
 
 class _Samples(Sequence[Sample]):

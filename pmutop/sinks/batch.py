@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Any
 
+from pmutop.core.dram_reading import PackageDram
 from pmutop.core.errors import HardwareError
 from pmutop.core.feed import SampleFeed
 from pmutop.core.heap_freeze import freeze_startup_heap
@@ -31,6 +32,7 @@ from pmutop.derive.records import (
     rate_title,
     record,
 )
+from pmutop.engine.package_sampler import PackageSampler
 
 
 @dataclass(frozen=True)
@@ -245,6 +247,7 @@ def run_batch(
     records: str = "all",
     on_tasks: Callable[[int, float, TaskSnapshot], None] | None = None,
     hosts: Hosts | None = None,
+    packages: PackageSampler | None = None,
 ) -> dict[int, str]:
     """Print `count` intervals (forever when None, or until `stop` is set). The engine must be started;
     the caller stops it. A CPU whose sampler fails is reported once and dropped; the others go on.
@@ -257,7 +260,12 @@ def run_batch(
     interval's CPU samples; `records`: which kinds to print, "cpu", "task", "cgroup" or "all" (JSON only: CSV
     and the table print one kind). `on_tasks(interval, time, snapshot)`: each interval's snapshot, as read (the
     recorder's record_tasks; `interval` is the CPU samples' seq, `time` their run time). `hosts`: a fleet's
-    (--prometheus) cpu ids -> (host, cpu): its records carry `host` and the host's own CPU number."""
+    (--prometheus) cpu ids -> (host, cpu): its records carry `host` and the host's own CPU number.
+
+    `packages`: the DRAM bandwidth sampler (None: no source here): a package record per socket per interval,
+    after the interval's other records ("package" or "all"). An unthreaded engine (`pace`) reads it here, right
+    after each interval's CPU samples (sample_once); beside a threaded one its own thread reads it just after the
+    samples, and the loop prints the readings stamped with its interval's time (sinks.batch_packages)."""
     out = out or sys.stdout
     keys = feed.keys(feed.cpus[0])
     tma = any(feed.topdown_method(cpu) for cpu in feed.cpus)
@@ -269,6 +277,13 @@ def run_batch(
         from pmutop.sinks.batch_tasks import SnapshotPrinter
 
         task_printer = SnapshotPrinter(buf, fmt, tasks.events, mode, records, timestamps, warn)
+    package_printer, pairing = None, None
+    if packages is not None and records in ("package", "all"):
+        from pmutop.sinks.batch_packages import PACKAGE_PRINTERS, PackagePairing
+
+        package_printer = PACKAGE_PRINTERS[fmt](buf, packages.source_name, mode, timestamps)
+        if pace is None:
+            pairing = PackagePairing(packages, wait=min(max(feed.interval, 0.1), 1.0))
     if isinstance(printer, TablePrinter):
         printer.begin([], power_fields)
     _drain(buf, out)
@@ -310,6 +325,12 @@ def run_batch(
         if tasks is not None:
             at = wall0 if timestamps else None
             _print_tasks(task_printer, tasks, batch, done + 1, at, on_tasks)
+        if packages is not None and batch:
+            for read in _package_readings(packages, pairing, pace is not None, batch, stopped, warn):
+                if package_printer is not None:
+                    print_packages(package_printer, read, batch, done + 1, wall0 if timestamps else None)
+            if packages.failure is not None and pace is not None:
+                packages = None  # said once (above): the CPU records go on
         _drain(buf, out)
         out.flush()
         done += 1
@@ -369,6 +390,41 @@ def print_snapshot(printer: Any, snapshot: TaskSnapshot, batch: list[Sample], in
     """One interval's task and cgroup records (live batch and replay --batch alike), stamped as its CPU records."""
     at = max(s.time for s in batch)
     printer.write(snapshot, time=at, index=index, timestamp=_timestamp(wall0 + at) if wall0 is not None else None)
+
+
+def _package_readings(
+    packages: PackageSampler,
+    pairing: Any,
+    unthreaded: bool,
+    batch: list[Sample],
+    stopped: Callable[[], bool],
+    warn: Callable[[str], None] | None,
+) -> list[list[PackageDram]]:
+    """The DRAM readings to print with this interval: read now beside an unthreaded engine (nothing else reads
+    the source then), else the sampler thread's for this interval (none when they are not printed)."""
+    if not unthreaded:
+        return [read for _, read in pairing.take(_time(batch), stopped)] if pairing is not None else []
+    try:
+        return [packages.sample_once(batch)]
+    except Exception as e:  # as the sampler's own thread: a source that broke is said once, the CPUs go on
+        packages.failure = f"DRAM bandwidth stopped: {str(e).removeprefix('DRAM bandwidth: ')}"
+        if warn is not None:
+            warn(packages.failure)
+        return []
+
+
+def print_packages(
+    printer: Any, packages: list[PackageDram], batch: list[Sample], index: int, wall0: float | None
+) -> None:
+    """One DRAM reading's package records (live batch and replay --batch alike), stamped as its interval's CPU
+    records."""
+    at = _time(batch)
+    printer.write(packages, time=at, index=index, timestamp=_timestamp(wall0 + at) if wall0 is not None else None)
+
+
+def _time(batch: list[Sample]) -> float:
+    """An interval's time: when its last CPU was read."""
+    return max(s.time for s in batch)
 
 
 def _drain(buf: io.StringIO, out: IO[str]) -> None:

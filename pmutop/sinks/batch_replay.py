@@ -9,14 +9,19 @@ from typing import IO
 
 from pmutop.core.errors import UsageError
 from pmutop.recording.reader import Recording
-from pmutop.sinks.batch import PRINTERS, print_interval, print_snapshot
+from pmutop.sinks.batch import PRINTERS, print_interval, print_packages, print_snapshot
+from pmutop.sinks.batch_packages import PACKAGE_PRINTERS
 from pmutop.sinks.batch_tasks import SnapshotPrinter
 
 
 def check_records(recording: Recording, records: str | None) -> None:
-    """--records task or cgroup of a recording made without them is a usage error, said in one line."""
+    """--records task, cgroup or package of a recording made without them is a usage error, said in one line."""
     if records in ("task", "cgroup") and recording.header.task_events is None:
         raise UsageError(f"--records {records}: {recording.path} holds no {records} records (recorded without them)")
+    if records == "package" and recording.header.dram is None:
+        raise UsageError(
+            f"--records package: {recording.path} holds no package records (recorded without a DRAM bandwidth source)"
+        )
 
 
 def replay_batch(
@@ -31,7 +36,7 @@ def replay_batch(
     """Print the recording as `pmutop --batch --format fmt` printed it live (the same loop: a CPU whose
     sampler failed is dropped; each interval's records share its last read's time). Returns intervals printed.
 
-    `records`: the kinds to print, as the live run's --records: "cpu", "task", "cgroup" or "all"; None: every
+    `records`: the kinds to print, as the live run's --records: "cpu", "task", "cgroup", "package" or "all"; None: every
     kind in JSON, the CPU records in CSV and the table (one kind each)."""
     out = out or sys.stdout
     h = recording.header
@@ -45,6 +50,9 @@ def replay_batch(
     snapshots = None
     if h.task_events is not None and records != "cpu":
         snapshots = SnapshotPrinter(out, fmt, h.task_events, h.mode, records, timestamps, warn)
+    packages = None
+    if h.dram is not None and records in ("package", "all"):
+        packages = PACKAGE_PRINTERS[fmt](out, h.dram.get("source", "?"), h.mode, timestamps)
     failed: set[int] = set()
     warned: set[tuple[int, str]] = set()
     done = 0
@@ -66,6 +74,9 @@ def replay_batch(
             print_interval(printer, batch, done + 1, wall0, warn, warned)
         if snapshots is not None and interval.snapshot is not None:
             print_snapshot(snapshots, interval.snapshot.snapshot, batch, done + 1, wall0)
+        if packages is not None:
+            for recorded in interval.packages:
+                print_packages(packages, recorded.packages, batch, done + 1, wall0)
         done += 1
         if count is not None and done >= count:
             break

@@ -11,6 +11,14 @@ interval and sums their deltas per cgroup: pmutop_cgroup_<event>_total{cgroup="<
 reads: every process that ever ran would be a series of its own (PIDs are unbounded label values, and
 Prometheus keeps each series for its whole retention); cgroups are the services, containers and pods users
 ask about, a bounded set. A cgroup not read for CGROUP_STALE_S leaves the output (a container removed).
+
+With a DRAM bandwidth source (the package sampler, any core.dram_reading.PackageFeed) each reading's bytes are
+added per package, memory channel and direction: pmutop_dram_bytes_total{package,channel,direction} (direction
+"read" or "write"; rate() gives bytes/s), beside pmutop_dram_peak_bytes_per_second{package} where the memory's
+speed is known and pmutop_dram_source_info{source} ("uncore", or "simulated" for --demo). A direction a channel
+did not count in an interval adds nothing (not a zero). A channel whose counter saturated (AMD UMC) adds what it
+read, a lower bound, and counts the interval in pmutop_dram_saturated_intervals_total{package,channel}: a rate
+above zero says the bytes of that window are understated. Never per CPU or per process.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from pmutop.core.dram_reading import PackageDram, PackageFeed
 from pmutop.core.errors import PmutopError, UsageError
 from pmutop.core.feed import SampleFeed
 from pmutop.core.run_description import RunInfo
@@ -38,6 +47,10 @@ from pmutop.derive.metrics import for_sample
 from pmutop.derive.prometheus_names import (
     CGROUP_PREFIX,
     CGROUP_SECONDS,
+    DRAM_BYTES,
+    DRAM_PEAK,
+    DRAM_SATURATED,
+    DRAM_SOURCE,
     PREFIX,
     TOPDOWN_CATEGORIES,
     cgroup_metric_name,
@@ -93,12 +106,38 @@ class CgroupTotals:
     last_read: float = 0.0  # monotonic time of its last reading
 
 
+@dataclass
+class DramTotals:
+    """The DRAM readings folded so far: bytes per (package, channel, direction), saturated intervals per
+    (package, channel), each package's latest known peak; `until`: the time of the last reading folded."""
+
+    bytes: dict[tuple[int, int, str], float] = field(default_factory=dict)
+    saturated: dict[tuple[int, int], int] = field(default_factory=dict)
+    peak: dict[int, float] = field(default_factory=dict)
+    until: float = float("-inf")
+    seq: int = 0
+
+    def add(self, packages: list[PackageDram]) -> None:
+        for p in packages:
+            if p.peak_bytes_per_s is not None:
+                self.peak[p.package] = p.peak_bytes_per_s
+            for c in p.channels:
+                for direction, value in (("read", c.read_bytes), ("write", c.write_bytes)):
+                    if value is not None:
+                        key = (p.package, c.channel, direction)
+                        self.bytes[key] = self.bytes.get(key, 0.0) + value
+                channel = (p.package, c.channel)
+                self.saturated[channel] = self.saturated.get(channel, 0) + (1 if c.saturated else 0)
+
+
 class PmuCollector(Collector):
     """Folds the feed's samples into totals; collect() renders them."""
 
-    def __init__(self, feed: SampleFeed, info: RunInfo) -> None:
+    def __init__(self, feed: SampleFeed, info: RunInfo, packages: PackageFeed | None = None) -> None:
         self.feed = feed
         self.info = info
+        self.packages = packages
+        self.dram = DramTotals()
         self.started = time.time()  # with the hostname, tells `--connect` two names of one exporter apart
         self._lock = threading.Lock()  # the exporter's own: the folding thread and scrapes
         self.totals = {cpu: CpuTotals() for cpu in feed.cpus}
@@ -131,6 +170,12 @@ class PmuCollector(Collector):
                 for s in self.feed.rings[cpu].since(t.seen):
                     t.seen = s.seq
                     self._add(t, s)
+            if self.packages is not None and self.packages.seq != self.dram.seq:
+                self.dram.seq = self.packages.seq
+                for at, packages in self.packages.timeline():
+                    if at > self.dram.until:  # not folded yet (the feed keeps the last 120 intervals)
+                        self.dram.add(packages)
+                        self.dram.until = at
 
     @staticmethod
     def _add(t: CpuTotals, s: Sample) -> None:
@@ -275,7 +320,41 @@ class PmuCollector(Collector):
                     gauge(PREFIX + "tma_ratio", "top-down fraction of slots, last interval", ("category",)).add_metric(
                         [*lv, field_name.removeprefix("tma_")], value
                     )
-        return out + list(fams.values()) + self._cgroup_families()
+        return out + list(fams.values()) + self._dram_families() + self._cgroup_families()
+
+    def _dram_families(self) -> list[Metric]:
+        if self.packages is None:
+            return []
+        source = GaugeMetricFamily(
+            DRAM_SOURCE,
+            "where the DRAM bandwidth comes from: uncore (the memory controllers' counters) or simulated (--demo)",
+            labels=["source"],
+        )
+        source.add_metric([self.packages.source_name], 1)
+        d = self.dram
+        moved = CounterMetricFamily(
+            DRAM_BYTES,
+            "bytes moved between the memory controllers and DRAM (counts x 64), per package, channel and direction",
+            labels=["package", "channel", "direction"],
+        )
+        for (package, channel, direction), value in sorted(d.bytes.items()):
+            moved.add_metric([str(package), str(channel), direction], value)
+        saturated = CounterMetricFamily(
+            DRAM_SATURATED,
+            "intervals in which the channel's counter saturated: its bytes then are a lower bound",
+            labels=["package", "channel"],
+        )
+        for (package, channel), n in sorted(d.saturated.items()):
+            saturated.add_metric([str(package), str(channel)], n)
+        out: list[Metric] = [source, moved, saturated]
+        if d.peak:
+            peak = GaugeMetricFamily(
+                DRAM_PEAK, "theoretical DRAM bandwidth of the package (channels x MT/s x 8 bytes)", labels=["package"]
+            )
+            for package, value in sorted(d.peak.items()):
+                peak.add_metric([str(package)], value)
+            out.append(peak)
+        return out
 
     def _cgroup_families(self) -> list[Metric]:
         if self.cgroup_mode is None:
@@ -316,12 +395,19 @@ class PmuCollector(Collector):
 class Exporter:
     """The collector on a private registry (no process_/python_ metrics), served over HTTP."""
 
-    def __init__(self, feed: SampleFeed, info: RunInfo, tasks: TaskCounterSource | None = None) -> None:
-        """`tasks`: per-cgroup counters to export (read once per interval by the folding thread)."""
+    def __init__(
+        self,
+        feed: SampleFeed,
+        info: RunInfo,
+        tasks: TaskCounterSource | None = None,
+        packages: PackageFeed | None = None,
+    ) -> None:
+        """`tasks`: per-cgroup counters to export (read once per interval by the folding thread); `packages`:
+        the DRAM bandwidth (the package sampler, read by its own thread: folded with the CPU samples)."""
         self.feed = feed
         self.tasks = tasks
         self.tasks_error: str | None = None  # why the per-cgroup counters stopped being read
-        self.collector = PmuCollector(feed, info)
+        self.collector = PmuCollector(feed, info, packages)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
         self._stop = threading.Event()

@@ -7,6 +7,9 @@ or SIGKILL loses at most the interval being written.
 With a task source, each interval's lines carry the top task of their CPU (what the live view shows in its
 Top task column; recording.format says how): the replay shows it again.
 
+With a DRAM bandwidth source, each of its readings (record_packages, a listener of the package sampler) is a
+line of its own after its interval's samples.
+
 With per-process or per-cgroup counters (--pid, --tasks, --cgroups, --cgroup), whoever reads them each interval
 (batch's loop, the live view's task sampler) hands the snapshot to record_tasks(), from any thread: it writes the
 samples not yet written, then the snapshot line, so a snapshot follows its interval's samples in the file.
@@ -29,6 +32,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from pmutop import __version__
+from pmutop.core.dram_reading import PackageDram, PackageFeed
 from pmutop.core.errors import PmutopError, UsageError
 from pmutop.core.feed import SampleFeed
 from pmutop.core.run_description import RunInfo
@@ -36,6 +40,7 @@ from pmutop.core.task_reading import TaskSnapshot
 from pmutop.probes.tasks import TaskSource, TopTask
 from pmutop.recording.format import (
     FORMAT_VERSION,
+    TASKS_VERSION,
     Header,
     RecordedTask,
     event_encodings,
@@ -43,6 +48,7 @@ from pmutop.recording.format import (
     sample_to_dict,
     task_to_dict,
 )
+from pmutop.recording.package_format import packages_to_dict
 from pmutop.recording.snapshot_format import snapshot_to_dict
 
 
@@ -54,15 +60,17 @@ def make_header(
     events: list[Any] | None,
     start: float | None = None,
     task_events: list[str] | None = None,
+    packages: PackageFeed | None = None,
 ) -> Header:
     """`task_events`: the per-process/per-cgroup readings' events when the run counts processes or cgroups
-    (TaskCounterSource.events); None: no snapshot will be recorded."""
+    (TaskCounterSource.events); None: no snapshot will be recorded. `packages`: the run's DRAM bandwidth
+    (the package sampler, whose readings go to record_packages); None: none is recorded."""
     keys = {cpu: list(feed.keys(cpu)) for cpu in feed.cpus}
     all_keys: list[str] = []
     for ks in keys.values():
         all_keys += [k for k in ks if k not in all_keys]
     return Header(
-        version=FORMAT_VERSION,
+        version=FORMAT_VERSION if packages is not None else TASKS_VERSION,
         pmutop_version=__version__,
         host=info.hostname,
         start=time.time() - feed.elapsed() if start is None else start,
@@ -76,6 +84,7 @@ def make_header(
         events=event_encodings(events, all_keys),
         runinfo=dataclasses.asdict(info),
         task_events=None if task_events is None else list(task_events),
+        dram=None if packages is None else {"source": packages.source_name, "why": packages.why},
     )
 
 
@@ -112,6 +121,7 @@ class Recorder:
         self.on_failure = on_failure
         self.tasks = tasks
         self._task_events = header.task_events is not None
+        self._packages = header.dram is not None
         self._out = open_for_writing(path)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -183,6 +193,23 @@ class Recorder:
             try:
                 self._write_samples()  # the interval's samples first: a reader meets them before their snapshot
                 self._write_line({"snapshot": snapshot_to_dict(interval, time, snapshot)})
+                self._flush()
+            except OSError as e:
+                self._failed(e)
+
+    def record_packages(self, interval: int, time: float, packages: list[PackageDram]) -> None:
+        """One DRAM bandwidth reading (a PackageSampler listener: its thread, or the batch loop's): `interval`
+        is the reading's number, `time` the run time of the CPU samples it was read after. The interval's
+        samples are written first, as for record_tasks. The header must say where the readings come from
+        (make_header's `packages`)."""
+        if not self._packages:
+            raise ValueError("record_packages: the recording's header has no dram (make_header(packages=...))")
+        with self._lock:
+            if self._closed or self.error is not None:
+                return
+            try:
+                self._write_samples()
+                self._write_line({"packages": packages_to_dict(interval, time, packages)})
                 self._flush()
             except OSError as e:
                 self._failed(e)

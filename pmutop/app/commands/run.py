@@ -16,6 +16,7 @@ from pmutop.backends.base import Backend
 from pmutop.backends.perf import PerfBackend
 from pmutop.backends.run_facts import collect
 from pmutop.core.cpulist import format_cpu_list, select_cpus
+from pmutop.core.dram_reading import PackageFeed
 from pmutop.core.errors import PmutopError, UsageError
 from pmutop.core.run_description import RunInfo
 from pmutop.core.task_reading import TaskCounterSource
@@ -31,14 +32,20 @@ from pmutop.tui.config import load as load_settings
 
 
 def serve_until_stopped(
-    engine: Engine, info: RunInfo, listen: str, guard: ExitGuard, tasks: TaskCounterSource | None = None
+    engine: Engine,
+    info: RunInfo,
+    listen: str,
+    guard: ExitGuard,
+    tasks: TaskCounterSource | None = None,
+    packages: PackageFeed | None = None,
 ) -> None:
     """The exporter's sink: serve /metrics until a signal asks to stop. `tasks`: the per-cgroup counters
-    (`serve --cgroups/--cgroup`); only their cgroup readings are exported (never per-process series)."""
+    (`serve --cgroups/--cgroup`); only their cgroup readings are exported (never per-process series).
+    `packages`: the DRAM bandwidth (the package sampler)."""
     from pmutop.sinks.exporter import Exporter
 
     host, port = parse_listen(listen)
-    exporter = Exporter(engine, info, tasks=tasks)
+    exporter = Exporter(engine, info, tasks=tasks, packages=packages)
     exporter.start(host, port)
     try:
         if info.simulated:
@@ -159,6 +166,8 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
     task_counters = open_task_source(args, plan, backend, guard)
     try:
         session.dram = open_dram(platform, cpus, args.mem_peak)
+        if getattr(args, "records", None) == "package" and session.dram.source is None:
+            raise UsageError(f"--records package: no DRAM bandwidth source here ({session.dram.why})")
         code = _measure(args, argv, guard, platform, cpus, session, backend, serving, plan, task_counters)
         return finish_command(task_counters, code)  # -- COMMAND: its summary and status
     finally:
@@ -202,7 +211,10 @@ def _measure(
         recorder: Recorder | None = None
         if args.record and not guard.stop_requested.is_set():
             task_events = task_counters.events if task_counters is not None else None
-            header = make_header(engine, info, mode, backend.describe(), backend.events, task_events=task_events)
+            dram = session.dram.sampler if session.dram is not None else None
+            header = make_header(
+                engine, info, mode, backend.describe(), backend.events, task_events=task_events, packages=dram
+            )
             # The recording keeps each CPU's top task as the live view shows it: one lookup per interval for both.
             tasks = SharedTasks(task_source(platform, cpus), engine)
             # A recording that cannot be written whole stops the run: the user learns it now, not at the end.
@@ -210,12 +222,15 @@ def _measure(
             recorder = Recorder(args.record, engine, header, on_failure=guard.request_stop, tasks=tasks, limit=limit)
             session.record_to(recorder)
             recorder.start()
+            if dram is not None:
+                dram.add_listener(recorder.record_packages)  # each DRAM reading, after its interval's samples
         if guard.stop_requested.is_set():
             pass
         elif serving:
             for notice in backend.notices:
                 say(notice)
-            serve_until_stopped(engine, collect(platform, backend, cpus), args.listen, guard, task_counters)
+            dram = session.dram.sampler if session.dram is not None else None
+            serve_until_stopped(engine, collect(platform, backend, cpus), args.listen, guard, task_counters, dram)
             failed_cpus = engine.failures()
         elif args.batch:
             from pmutop.sinks.batch import run_batch
@@ -237,6 +252,7 @@ def _measure(
                 tasks=task_counters,
                 records=default_records(args, plan),
                 on_tasks=recorder.record_tasks if recorder is not None else None,
+                packages=session.dram.sampler if session.dram is not None else None,
             )
         else:
             # Per-process counters are read in their own thread, just after each interval's CPU samples.
