@@ -54,11 +54,11 @@ def demo_app(
     gp_counters: int = 4,
     model: str = "skx",
     task_source: TaskCounterSource | None = None,
-    dram: bool = True,
+    dram: bool = False,
 ) -> tuple[PmutopApp, Engine, SimPlatform, ManualClock]:
     """A live view over a simulated machine that has already run `intervals` intervals; with `task_source`,
-    its per-process counters too, read by a task sampler after each interval's CPU samples; with `dram` (as
-    --demo), its simulated memory channels, read by a package sampler after them."""
+    its per-process counters too, read by a task sampler after each interval's CPU samples; with `dram` (the
+    pictures, as --demo), its simulated memory channels, read by a package sampler after them."""
     clock = ManualClock(start_ns=1_000_000_000)
     config = SimConfig(cpus=cpus, e_cores=e_cores, seed=seed, gp_counters=gp_counters, model=model)
     platform = SimPlatform(config, clock)
@@ -168,7 +168,7 @@ def software_app(cpus: int = 8, intervals: int = 60, seed: int = 3) -> tuple[Pmu
 
 def failed_core_app() -> tuple[PmutopApp, Engine]:
     """The demo with cpu 3 gone (offline) after 40 intervals."""
-    app, engine, _, clock = demo_app(model=SHOWN_MODEL, intervals=40)
+    app, engine, _, clock = demo_app(dram=True, model=SHOWN_MODEL, intervals=40)
 
     def offline():  # type: ignore[no-untyped-def]
         raise HardwareError("cpu 3: read of IA32_PERF_GLOBAL_STATUS (0x38e) failed: No such device (offline?)")
@@ -193,10 +193,10 @@ def scene(name: str) -> tuple[PmutopApp, Engine | None, tuple[str, ...]]:
     """The app and the keys of one picture (VIEWS and SCENES)."""
     if name in TASK_VIEWS:
         mode, keys = TASK_VIEWS[name]
-        app, engine, _, _ = demo_app(model=SHOWN_MODEL, task_source=ScriptedTasks(mode))
+        app, engine, _, _ = demo_app(dram=True, model=SHOWN_MODEL, task_source=ScriptedTasks(mode))
         return app, engine, keys
     if name in VIEWS:
-        app, engine, _, _ = demo_app(model=SHOWN_MODEL)
+        app, engine, _, _ = demo_app(dram=True, model=SHOWN_MODEL)
         return app, engine, VIEWS[name]
     if name == "software-only":
         return software_app()[0], None, ()
@@ -204,10 +204,10 @@ def scene(name: str) -> tuple[PmutopApp, Engine | None, tuple[str, ...]]:
         app, engine = failed_core_app()
         return app, engine, ()
     if name == "256-cores":
-        app, engine, _, _ = demo_app(model=SHOWN_MODEL, cpus=256, e_cores=0, intervals=30)
+        app, engine, _, _ = demo_app(dram=True, model=SHOWN_MODEL, cpus=256, e_cores=0, intervals=30)
         return app, engine, ()
     if name == "paused":
-        app, engine, _, _ = demo_app(model=SHOWN_MODEL)
+        app, engine, _, _ = demo_app(dram=True, model=SHOWN_MODEL)
         return app, engine, ("space",)
     raise KeyError(name)
 

@@ -152,7 +152,7 @@ def channel_table(p: PackageDram, width: int = 100) -> RichGroup:
     bar_width = max(BAR_MIN // 2, min(BAR_MAX, (width - 42 - pmu_width - (10 if saturated else 0)) // 2))
     grid = RichTable.grid(padding=(0, 1))
     for justify in ("left", "left", "left", "right", "left", "right", "left"):
-        grid.add_column(justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        grid.add_column(justify=justify, no_wrap=True)
     for c in channels:
         grid.add_row(*_channel_cells(c, top, bar_width))
     scale = f"share of {rate_text(per_channel_peak)} a channel" if per_channel_peak else "of the busiest channel"

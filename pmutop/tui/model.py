@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from pmutop.core.dram_reading import PackageDram, package_totals
-
 from pmutop.core.ring import SampleRing
 from pmutop.core.sample import Sample
 from pmutop.derive import topdown

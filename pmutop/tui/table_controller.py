@@ -251,7 +251,7 @@ class CoreTable:
         """One interval on the table: rows in or out of the filter, the order, the cells on screen; the
         rows off screen wait (stale) until scrolled into view."""
         packages = self.package_rows()
-        new_packages = bool(packages) and packages[-1] not in self.shown_rows  # the first samples name them
+        new_packages = any(r not in self.shown_rows for r in packages)  # the first samples name them
         rows_changed = self.sync_rows() if (changed and (self.row_filter is not None or new_packages)) else False
         if changed and not rows_changed:
             self.sort()
@@ -288,6 +288,8 @@ class CoreTable:
     def update_dram_rows(self, hidden: bool = False) -> None:
         """New DRAM figures: the package rows and the all row, where on screen (the others wait, stale; all
         of them while another view hides the table)."""
+        if not hidden and any(r not in self.shown_rows for r in self.package_rows()):
+            self.sync_rows()  # a package only the DRAM figures name (its CPUs not among those counted)
         rows = {r for r in self.shown_rows if r == TOTAL_ROW or r.startswith(PACKAGE_ROW)}
         visible = set() if hidden else self.visible_rows() & rows
         self.stale |= rows - visible

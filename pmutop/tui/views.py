@@ -7,10 +7,10 @@ from __future__ import annotations
 from textual.app import App
 from textual.screen import Screen
 
+from pmutop.core.dram_reading import PackageFeed
 from pmutop.core.feed import HostLabels, ReplayControls, SampleFeed
 from pmutop.core.task_reading import TaskFeed
 from pmutop.tui.config import Settings
-from pmutop.core.dram_reading import PackageFeed
 from pmutop.tui.heatmap import DRAM_METRICS, Metric
 from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.cgroups import CgroupsScreen

@@ -81,8 +81,8 @@ class MemoryScreen(ViewScreen):
             body.update(Text("waiting for the first interval's DRAM figures", style="dim"))
             return
         at, packages = timeline[-1]
-        why = Text(feed.why, style="dim")
-        body.update(RichGroup(*(package_block(p, width) for p in packages), why))
+        source = Text(feed.why, style="dim")
+        body.update(RichGroup(*(package_block(p, width) for p in packages), source))
         step = self.live.feed.interval
         for p in packages:
             read_plot, write_plot = self._plots_of(p.package)
