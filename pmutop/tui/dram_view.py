@@ -27,6 +27,7 @@ class DramView(ViewKeys):
     _dram_seq = -1
     _dram_packages: list[PackageDram] | None = None
     _dram_failure_said = False
+    _dram_drawn: tuple[object, ...] | None = None  # what the lines were drawn from: redrawn only when it moved
 
     def _fit(self) -> None:
         raise NotImplementedError
@@ -69,6 +70,13 @@ class DramView(ViewKeys):
         return dram_lines(self._dram_packages or [], width, height, "SIMULATED" if simulated else None)
 
     def draw_dram(self) -> None:
+        """The header's DRAM lines, rebuilt only when their figures or the terminal's size changed (the header
+        is redrawn every interval and every second)."""
+        source = self._dram_seq if self.package_feed is not None else id(self.model.total.latest)
+        key = (source, self.size.width, self.size.height)
+        if key == self._dram_drawn:
+            return
+        self._dram_drawn = key
         lines = self.dram_texts()
         widget = self.query_one("#dram", Static)
         text = Text("\n").join(lines)
