@@ -86,10 +86,11 @@ TURBOSTAT_COLUMNS: tuple[Column, ...] = (
     Column("throttle", "Throttle", 9, 16, 8, None, justify="left"),
 )
 # Beside turbostat's package columns, PCM's memory ones: filled on the package rows (and the all row) of a
-# run with a DRAM bandwidth source; a CPU's row has none (the memory controllers are per socket).
+# run with a DRAM bandwidth source; a CPU's row has none (the memory controllers are per socket). Dropped
+# after the task name on narrow screens: most rows are CPUs, and the header's DRAM line stays.
 DRAM_COLUMNS: tuple[Column, ...] = (
-    Column("dram_read", "DRAM R", 6, 6, 2, None),
-    Column("dram_write", "DRAM W", 6, 6, 2, None),
+    Column("dram_read", "DRAM R", 6, 6, 5, None),
+    Column("dram_write", "DRAM W", 6, 6, 5, None),
 )
 DRAM_KEYS = frozenset(c.key for c in DRAM_COLUMNS)
 POWER_KEYS = frozenset(c.key for c in POWER_COLUMNS)
