@@ -5,7 +5,7 @@ core with built-in events against the file Intel's mapfile.csv gives that model 
 tests skip without it). Top-down then works with no perfmon tables on every core type: the four-event
 formula (Skylake-SP, Cascade Lake, Sandy Bridge .. Broadwell), Gracemont, Crestmont, Skymont and Tremont
 E-cores, Goldmont and Goldmont Plus, through the planner, the perf backend (a fake kernel), `pmutop --demo`,
-and `pmutop info` / `events` on a snapshot of a Snow Ridge and a Gemini Lake machine.
+and the msr backend and `pmutop info` / `events` on a snapshot of a Snow Ridge and a Gemini Lake machine.
 """
 
 from __future__ import annotations
@@ -273,6 +273,7 @@ def kernel(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeKern
 
 # CPUID 0xA EAX / EDX: PMU v5 with 8 GP counters (AnyThread deprecated), or v4 with 4 (Goldmont Plus).
 PMU_V5_8 = (0x07300805, 0x8603)
+PMU_V5_4 = (0x07300405, 0x8603)
 PMU_V4_4 = (0x07300404, 0x0603)
 
 
@@ -407,8 +408,47 @@ def atom_roots(tmp_path: Path) -> dict[str, Path]:
         name: build_sysroot(
             tmp_path / name, [0, 1], _leaves(signature, hybrid=False, pmu_leaf=leaf), msrs=idle_pmu_registers(4, 3)
         )
-        for name, signature, leaf in (("snr", 0x80665, PMU_V5_8), ("glp", 0x706A1, PMU_V4_4))
+        for name, signature, leaf in (("snr", 0x80665, PMU_V5_4), ("glp", 0x706A1, PMU_V4_4))
     }
+
+
+@pytest.mark.usefixtures("no_tables")
+@pytest.mark.parametrize(
+    ("name", "method", "selects"),
+    [
+        # USR|OS|EN (0x43 << 16) with TOPDOWN_FE_BOUND.ALL, _BAD_SPECULATION.ALL (0x06), _BE_BOUND.ALL, _RETIRING.ALL
+        ("snr", "tremont", (0x430071, 0x430673, 0x430074, 0x4300C2)),
+        # UOPS_ISSUED.ANY, UOPS_RETIRED.ANY, UOPS_NOT_DELIVERED.ANY, ISSUE_SLOTS_NOT_CONSUMED.RECOVERY
+        ("glp", "goldmont_plus", (0x43000E, 0x4300C2, 0x43009C, 0x4302CA)),
+    ],
+)
+def test_msr_backend_programs_the_built_in_events_with_no_tables(
+    atom_roots: dict[str, Path], name: str, method: str, selects: tuple[int, ...]
+) -> None:
+    from helpers.sysroot_builder import read_msr
+
+    from pmutop.backends.msr.backend import MsrBackend
+    from pmutop.core.sysroot import Sysroot
+    from pmutop.engine.engine import Engine
+    from pmutop.hw.platform import HostPlatform
+
+    root = atom_roots[name]
+    clock = ManualClock(1)
+    platform = HostPlatform(Sysroot(root))
+    backend = MsrBackend(platform, clock, None, topdown=True)
+    engine = Engine(backend, platform, clock, [0, 1], 1.0, threaded=False)
+    engine.start()
+    programmed = set()
+    try:
+        for _ in range(3):  # the top-down group takes turns with the default events on the 4 counters
+            clock.advance(1.0)
+            (sample, _) = engine.tick()
+            programmed.add(tuple(read_msr(root, 0, 0x186 + i) for i in range(4)))
+    finally:
+        engine.stop()
+    assert backend.topdown_method(0) == method and sample.topdown == method
+    assert selects in programmed
+    assert [read_msr(root, 0, 0x186 + i) for i in range(4)] == [0, 0, 0, 0]  # restored
 
 
 @pytest.mark.usefixtures("no_tables")
