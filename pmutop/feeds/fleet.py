@@ -35,7 +35,6 @@ from pmutop.core.sample import Sample
 from pmutop.derive.prometheus_names import PREFIX, TOPDOWN_CATEGORIES, metric_name
 from pmutop.feeds import fleet_queries as fq
 from pmutop.feeds.prometheus import (
-    HISTORY_INTERVALS,
     MAX_LOST_NAMED,
     RESTART_SHOWN_S,
     PrometheusFeed,
@@ -48,6 +47,7 @@ from pmutop.feeds.promql import Client, PromError, Server, Vector, duration, res
 
 DEFAULT_SCRAPE_S = 15.0
 HOST = ("instance",)
+FLEET_HISTORY = 120  # intervals the live view keeps (pmutop.tui.model.HISTORY): the heatmap full at any width
 EXTRA_FAMILIES = ("busy_seconds_total", "energy_joules_total", "dram_bytes_total")
 
 
@@ -84,14 +84,16 @@ class FleetFeed(SampleFeed, HostLabels, LostHosts):
         timeout: float | None = None,
         on_notice: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.time,
+        client: Client | None = None,
     ) -> None:
+        """`client`: what answers the queries (default: the server's HTTP API; the screenshots' canned one)."""
         self.server = server
         self.match = match
         self.on_notice = on_notice
         self._clock = clock
         self._asked = interval
         self._timeout = timeout
-        self.client = Client(server, timeout or 10.0)
+        self.client = client or Client(server, timeout or 10.0)
         self.hosts: list[HostRow] = []
         self.cpus: list[int] = []
         self.rings: dict[int, SampleRing] = {}
@@ -337,8 +339,8 @@ class FleetFeed(SampleFeed, HostLabels, LostHosts):
             values = {q.name: a.get(_near(stamps, at), {}) for q, a in zip(qs, answers, strict=True)}
             yield at, self._push_round(at, self.build(values))
 
-    def prefill(self, intervals: int = HISTORY_INTERVALS) -> int:
-        """The last `intervals` steps from query_range (1,000 hosts x 60 steps: 60,000 points a query), so
+    def prefill(self, intervals: int = FLEET_HISTORY) -> int:
+        """The last `intervals` steps from query_range (1,000 hosts x 120 steps: 120,000 points a query), so
         the plots and the heatmap are full at once. Returns how many; 0 when the server fails."""
         end = round(self._clock(), 3)
         start = round(end - (intervals - 1) * self.step, 3)

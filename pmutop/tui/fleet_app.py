@@ -216,7 +216,22 @@ class FleetApp(PmutopApp):
                 "#filter", FilterBar
             ).placeholder = "filter: host~web  ipc<1  util>50  cpus>32  worst<0.5 (Enter: apply, Esc: close, \\: clear)"
 
-    # -- the status line says where one is
+    def _announce(self) -> None:
+        if self.opened is None:  # a host row without numbers: lost, or the server failing
+            for message in dict.fromkeys(self.model.new_errors):
+                self.notify(message, title="host", severity="error", timeout=10)
+            self.model.new_errors.clear()
+        super()._announce()
+
+    # -- the header says where one is
+
+    def _draw_header(self) -> None:
+        super()._draw_header()
+        banner = self.query_one("#banner", Static)
+        shown = banner.content
+        if self.opened is None and isinstance(shown, Text) and "cores failed" in shown.plain:
+            # The badge counts rows without numbers: here they are hosts (same length: the styles stay put).
+            banner.update(Text(shown.plain.replace("cores failed", "hosts failed"), spans=shown.spans), layout=False)
 
     def _status_line(self, status: Text) -> Text:
         t = Text()
