@@ -77,7 +77,9 @@ class HostTable(CoreTable):
             if c.key == "cpu":
                 out.append(added["cpus"])
             if c.key == "mpki":
-                out += [added["worst"], added["topdown"]]
+                out.append(added["worst"])
+                if any(h.method for h in hosts):  # top-down where the hosts measure it
+                    out.append(added["topdown"])
                 if any(h.dram_bytes_per_s is not None for h in hosts):
                     out.append(added["dram"])
         self.columns = tuple(out)
