@@ -364,7 +364,7 @@ def test_every_dashboard_query_parses_and_runs_on_a_real_prometheus(fleet) -> No
         assert status == 200 and body["status"] == "success", (title, expr, body)
     # The fleet panels: one series per instance, and the host table's IPC as pmutop computes it.
     exprs = fleet_queries.grafana_exprs()
-    for ref in ("Util", "GHz", "IPC", "MPKI", "Worst"):
+    for ref in ("Util", "GHz", "IPC", "MPKI", "Worst", "PkgW", "DRAM"):  # `serve --demo` exports all of them
         _, body = ask(base, substituted(exprs[ref]))
         got = {r["metric"]["instance"] for r in body["data"]["result"]}  # type: ignore[index]
         assert got == set(instances), ref
@@ -374,17 +374,28 @@ def test_every_dashboard_query_parses_and_runs_on_a_real_prometheus(fleet) -> No
         feed.window = 4.0  # the substituted $__rate_interval
         at = time.time() - 1
         feed.poll(at)
-        url = f"{base}/api/v1/query?" + urllib.parse.urlencode(
-            {"query": substituted(exprs["IPC"]), "time": f"{at:.3f}"}
-        )
-        with urllib.request.urlopen(url, timeout=10) as r:
-            grafana = {x["metric"]["instance"]: float(x["value"][1]) for x in json.loads(r.read())["data"]["result"]}
+
+        def grafana(ref: str) -> dict[str, float]:
+            params = {"query": substituted(exprs[ref]), "time": f"{at:.3f}"}
+            url = f"{base}/api/v1/query?" + urllib.parse.urlencode(params)
+            with urllib.request.urlopen(url, timeout=10) as r:
+                return {x["metric"]["instance"]: float(x["value"][1]) for x in json.loads(r.read())["data"]["result"]}
+
         from pmutop.derive.metrics import for_sample
 
+        ipc, watts, dram = grafana("IPC"), grafana("PkgW"), grafana("DRAM")
+        exprs["sampled"] = fleet_queries.host_rate(fleet_queries.SAMPLED, "$__rate_interval", DEFAULT_MATCH)
+        sampled = grafana("sampled")
         for h in feed.hosts:
             s = feed.rings[h.index].latest()
-            assert s is not None
-            assert for_sample(s).ipc == pytest.approx(grafana[h.instance], rel=1e-6), h.instance
+            assert s is not None and s.error is None
+            assert for_sample(s).ipc == pytest.approx(ipc[h.instance], rel=1e-6), h.instance
+            # Grafana's are per wall second; pmutop's, as every count of the feed, per second of the exporter's
+            # own sampling (its CPUs' sampled seconds): the same once an exporter has run longer than the
+            # window (rate() of a young counter is extrapolated towards its start, as here).
+            per_cpu = sampled[h.instance] / h.cpus
+            assert s.energy_j["package"] / s.interval == pytest.approx(watts[h.instance] / per_cpu, rel=1e-6)
+            assert h.dram_bytes_per_s == pytest.approx(dram[h.instance] / per_cpu, rel=1e-6), h.instance
     finally:
         feed.stop()
     if os.path.exists("/usr/bin/promtool"):  # promtool parses them too (its own PromQL parser, no server)
