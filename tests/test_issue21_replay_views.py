@@ -41,3 +41,27 @@ async def test_a_recording_with_processes_replays_into_the_process_view(tmp_path
             feed.close()
     assert "this recording has none" not in text
     assert str(busiest["comm"]) in text and str(busiest["pid"]) in text
+
+
+async def test_a_recording_with_dram_bandwidth_replays_into_the_memory_view(tmp_path: Path) -> None:
+    """The DRAM bandwidth recorded with the intervals reaches the replay's header line and memory view (6)."""
+    _record(tmp_path / "run.jsonl")
+    rec = read_recording(str(tmp_path / "run.jsonl"))
+    app, feed = replay_app(rec, "max")
+    assert feed.package_feed is not None
+    async with app.run_test(size=(160, 50)) as pilot:
+        feed.start()
+        try:
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if feed.package_feed.latest() is not None:
+                    break
+            await pilot.pause(0.5)
+            header = screen_text(app)
+            await pilot.press("6")
+            await pilot.pause(0.3)
+            memory = screen_text(app)
+        finally:
+            feed.close()
+    assert "DRAM pkg0" in header and "% of 307 GB/s" in header and "est." not in header.split("DRAM", 1)[1][:60]
+    assert "ch0" in memory or "channel" in memory.lower()

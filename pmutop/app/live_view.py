@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pmutop.app.console import say
+from pmutop.app.dram_setup import DramSetup
 from pmutop.core.errors import PmutopError
 from pmutop.core.feed import SampleFeed
 from pmutop.core.run_description import RunInfo
@@ -65,9 +66,11 @@ def run_live_view(
     tasks: TaskSource | None = None,
     task_feed: TaskFeed | None = None,
     start_view: str | None = None,
+    dram: DramSetup | None = None,
 ) -> None:
     """`tasks`: the run's task lookup when a recorder shares it (SharedTasks); else one of its own.
-    `task_feed`: the per-process and per-cgroup counters (views 4 and 5); `start_view`: the view to open on."""
+    `task_feed`: the per-process and per-cgroup counters (views 4 and 5); `start_view`: the view to open on;
+    `dram`: the run's DRAM bandwidth (its started sampler is the live view's package feed; without one, why)."""
     from pmutop.tui.app import PmutopApp
 
     LIVE_VIEW_RAN.set()
@@ -80,6 +83,8 @@ def run_live_view(
         settings_problem=settings[1],
         task_feed=task_feed,
         start_view=start_view,
+        package_feed=dram.sampler if dram is not None else None,
+        dram_note=dram.why if dram is not None and dram.sampler is None else None,
     )
     guard.on_stop(app.exit_soon)  # a signal, or an error in another thread: close the UI, then restore
     app.run()

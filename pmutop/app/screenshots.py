@@ -21,10 +21,12 @@ from pmutop.core.run_description import RunInfo
 from pmutop.core.sample import Sample
 from pmutop.core.task_reading import ESTIMATED, EXACT, TaskCounterSource
 from pmutop.engine.engine import Engine
+from pmutop.engine.package_sampler import PackageSampler
 from pmutop.engine.task_sampler import TaskSampler
 from pmutop.pmu.events import EventSpec
 from pmutop.probes.power.monitor import PowerMonitor
 from pmutop.probes.tasks import SimTasks
+from pmutop.sim.dram import SimDramCounters
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
 from pmutop.tui.app import PmutopApp
@@ -36,6 +38,8 @@ VIEWS: dict[str, tuple[str, ...]] = {
     "topdown": ("t",),
     "heatmap": ("3",),
     "help": ("question_mark",),
+    "memory": ("6",),
+    "package-detail": ("end", "up", "enter"),  # the pkg0 row, just above the all row
 }
 
 
@@ -50,9 +54,11 @@ def demo_app(
     gp_counters: int = 4,
     model: str = "skx",
     task_source: TaskCounterSource | None = None,
+    dram: bool = False,
 ) -> tuple[PmutopApp, Engine, SimPlatform, ManualClock]:
     """A live view over a simulated machine that has already run `intervals` intervals; with `task_source`,
-    its per-process counters too, read by a task sampler after each interval's CPU samples."""
+    its per-process counters too, read by a task sampler after each interval's CPU samples; with `dram` (the
+    pictures, as --demo), its simulated memory channels, read by a package sampler after them."""
     clock = ManualClock(start_ns=1_000_000_000)
     config = SimConfig(cpus=cpus, e_cores=e_cores, seed=seed, gp_counters=gp_counters, model=model)
     platform = SimPlatform(config, clock)
@@ -63,6 +69,9 @@ def demo_app(
     engine.start()
     tasks = SimTasks(platform, engine.cpus)
     sampler = TaskSampler(task_source, engine) if task_source is not None else None
+    packages = PackageSampler(SimDramCounters(platform.machine), engine) if dram else None
+    if packages is not None:
+        packages.begin()
     for n in range(intervals):
         if n == intervals - 1:
             tasks.top_per_cpu()  # as the live view looked the tasks up an interval ago: CPU time counts from there
@@ -70,8 +79,10 @@ def demo_app(
         samples = engine.tick()
         if sampler is not None:
             sampler.sample_once(samples)
+        if packages is not None:
+            packages.sample_once(samples)
     info = collect(platform, backend, engine.cpus, hostname="demo-host")
-    return PmutopApp(engine, info, tasks, task_feed=sampler), engine, platform, clock
+    return PmutopApp(engine, info, tasks, task_feed=sampler, package_feed=packages), engine, platform, clock
 
 
 # The pictures show a hybrid part whose P-cores measure top-down (PERF_METRICS); its E-cores need Intel's
@@ -157,7 +168,7 @@ def software_app(cpus: int = 8, intervals: int = 60, seed: int = 3) -> tuple[Pmu
 
 def failed_core_app() -> tuple[PmutopApp, Engine]:
     """The demo with cpu 3 gone (offline) after 40 intervals."""
-    app, engine, _, clock = demo_app(model=SHOWN_MODEL, intervals=40)
+    app, engine, _, clock = demo_app(dram=True, model=SHOWN_MODEL, intervals=40)
 
     def offline():  # type: ignore[no-untyped-def]
         raise HardwareError("cpu 3: read of IA32_PERF_GLOBAL_STATUS (0x38e) failed: No such device (offline?)")
@@ -182,10 +193,10 @@ def scene(name: str) -> tuple[PmutopApp, Engine | None, tuple[str, ...]]:
     """The app and the keys of one picture (VIEWS and SCENES)."""
     if name in TASK_VIEWS:
         mode, keys = TASK_VIEWS[name]
-        app, engine, _, _ = demo_app(model=SHOWN_MODEL, task_source=ScriptedTasks(mode))
+        app, engine, _, _ = demo_app(dram=True, model=SHOWN_MODEL, task_source=ScriptedTasks(mode))
         return app, engine, keys
     if name in VIEWS:
-        app, engine, _, _ = demo_app(model=SHOWN_MODEL)
+        app, engine, _, _ = demo_app(dram=True, model=SHOWN_MODEL)
         return app, engine, VIEWS[name]
     if name == "software-only":
         return software_app()[0], None, ()
@@ -193,10 +204,10 @@ def scene(name: str) -> tuple[PmutopApp, Engine | None, tuple[str, ...]]:
         app, engine = failed_core_app()
         return app, engine, ()
     if name == "256-cores":
-        app, engine, _, _ = demo_app(model=SHOWN_MODEL, cpus=256, e_cores=0, intervals=30)
+        app, engine, _, _ = demo_app(dram=True, model=SHOWN_MODEL, cpus=256, e_cores=0, intervals=30)
         return app, engine, ()
     if name == "paused":
-        app, engine, _, _ = demo_app(model=SHOWN_MODEL)
+        app, engine, _, _ = demo_app(dram=True, model=SHOWN_MODEL)
         return app, engine, ("space",)
     raise KeyError(name)
 

@@ -22,6 +22,7 @@ from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Footer, Input, Static
 
+from pmutop.core.dram_reading import PackageFeed
 from pmutop.core.errors import PmutopError
 from pmutop.core.feed import HostLabels, LostHosts, SampleFeed
 from pmutop.core.heap_freeze import freeze_startup_heap
@@ -32,6 +33,7 @@ from pmutop.probes.tasks import NoTasks, TaskSource, TopTask
 from pmutop.tui import format as fmt
 from pmutop.tui.config import Settings
 from pmutop.tui.config import save as save_settings
+from pmutop.tui.dram_view import POLL_S, DramView
 from pmutop.tui.filter import parse_filter
 from pmutop.tui.header import add_lost_hosts, banner_text, machine_text, status_text
 from pmutop.tui.model import ViewModel
@@ -41,9 +43,8 @@ from pmutop.tui.screens.heatmap import HeatmapScreen
 from pmutop.tui.screens.help import HelpScreen
 from pmutop.tui.screens.pickers import ChoiceScreen, ColumnsScreen
 from pmutop.tui.screens.too_small import TooSmallScreen, check_size
-from pmutop.tui.table_controller import TOTAL_ROW, CoreTable
+from pmutop.tui.table_controller import PACKAGE_ROW, TOTAL_ROW, CoreTable
 from pmutop.tui.textual_private import end_after_error, quick_exit_driver
-from pmutop.tui.views import ViewKeys
 from pmutop.tui.widgets.fast_table import FastTable
 from pmutop.tui.widgets.filter_bar import FilterBar
 from pmutop.tui.widgets.history_panel import HistoryPanels, plot_specs
@@ -52,7 +53,7 @@ INTERVAL_STEPS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 PLOT_MIN_ROWS = 6  # a history panel: border, 3 plot rows, the time axis
 
 
-class PmutopApp(ViewKeys):
+class PmutopApp(DramView):
     TITLE = "pmutop"
     CSS_PATH = Path(__file__).with_name("app.tcss")  # every style of the live view and its screens
     ENABLE_COMMAND_PALETTE = False  # every action has a key (and `?` lists them): its footer room goes to Help
@@ -81,6 +82,7 @@ class PmutopApp(ViewKeys):
         Binding("3", "view('heatmap')", "Heatmap", show=False, priority=True),
         Binding("4", "view('processes')", "Processes", show=False, priority=True),
         Binding("5", "view('cgroups')", "Cgroups", show=False, priority=True),
+        Binding("6", "view('memory')", "Memory", show=False, priority=True),
         Binding("m", "choose_metric", "Heatmap metric", show=False, priority=True),
         Binding("escape", "back", "Table", priority=True),  # a process's detail: back to where it was opened
         Binding("1", "select_view('table')", show=False, priority=True),
@@ -88,6 +90,7 @@ class PmutopApp(ViewKeys):
         Binding("3", "select_view('heatmap')", show=False, priority=True),
         Binding("4", "select_view('processes')", show=False, priority=True),
         Binding("5", "select_view('cgroups')", show=False, priority=True),
+        Binding("6", "select_view('memory')", show=False, priority=True),
         Binding("m", "choose_metric('here')", "Metric", priority=True),  # the heatmap's own cycled through all
         Binding("home", "first_row", "First", show=False, priority=True),
         Binding("end", "last_row", "Last", show=False, priority=True),
@@ -110,11 +113,14 @@ class PmutopApp(ViewKeys):
         task_feed: TaskFeed | None = None,
         task_note: str | None = None,
         start_view: str | None = None,
+        package_feed: PackageFeed | None = None,
+        dram_note: str | None = None,
     ) -> None:
         """`settings_path` None: settings are not saved (tests, screenshots); `settings_problem`: the one
         line to show about an unusable config file. `task_feed`: the per-process and per-cgroup counters
         (views 4 and 5; None: they say why not, `task_note` when the caller knows); `start_view`: the view
-        to open on (--tasks, --cgroups) instead of the saved one."""
+        to open on (--tasks, --cgroups) instead of the saved one. `package_feed`: DRAM bandwidth per package
+        (the header's lines, the package rows, view 6; None: an estimate from LLC misses, `dram_note` why)."""
         super().__init__(driver_class=quick_exit_driver())
         self.feed = feed
         self.info = info
@@ -122,6 +128,8 @@ class PmutopApp(ViewKeys):
         self.task_feed = task_feed
         self.task_note = task_note
         self.start_view = start_view
+        self.package_feed = package_feed
+        self.dram_note = dram_note
         self.settings = settings or Settings()
         self.settings_path = settings_path
         self.settings_problem = settings_problem
@@ -138,7 +146,13 @@ class PmutopApp(ViewKeys):
         self.lost_hosts = feed if isinstance(feed, LostHosts) else None  # remote hosts that may stop answering
         self.paused = False
         self.core_table = CoreTable(
-            self.model, keys, self.names, self.settings, lambda: self.query_one("#cores", FastTable), self._fit
+            self.model,
+            keys,
+            self.names,
+            self.settings,
+            lambda: self.query_one("#cores", FastTable),
+            self._fit,
+            dram=package_feed is not None,
         )
         self._pending_tasks: dict[int, TopTask] | None = None
         self._stop = threading.Event()
@@ -158,6 +172,7 @@ class PmutopApp(ViewKeys):
         yield Static(machine_text(self.info), id="machine")
         yield Static(id="status")
         yield Static(id="banner")
+        yield Static(id="dram")
         yield FastTable(id="cores", cursor_type="row", zebra_stripes=True)
         yield HistoryPanels(self.plot_specs, id="history")
         bar = FilterBar(
@@ -175,6 +190,7 @@ class PmutopApp(ViewKeys):
         self._build_table(self.size.width)
         self.apply_update(self._lookup_tasks())
         self.set_interval(1.0, self._tick_clock)
+        self.set_interval(POLL_S, self.poll_dram)
         self._watch_samples()
         table = self.query_one("#cores", DataTable)
         self.watch(table, "scroll_y", self._refresh_stale_rows, init=False)
@@ -224,6 +240,7 @@ class PmutopApp(ViewKeys):
     def on_resize(self, event) -> None:  # type: ignore[no-untyped-def]
         check_size(self, event.size.width, event.size.height)
         self._build_table(event.size.width)
+        self.draw_dram()  # one line per socket, or one for all: by the new height
         self._fit()
 
     def _fit(self) -> None:
@@ -231,7 +248,7 @@ class PmutopApp(ViewKeys):
         table = self.query_one("#cores", DataTable)
         panels = self.query_one("#history", HistoryPanels)
         chrome = 3 + (0 if self.query_one("#banner").has_class("empty") else 1)
-        chrome += 1 if self.query_one("#filter").display else 0
+        chrome += (1 if self.query_one("#filter").display else 0) + self.dram_rows
         avail = self.size.height - chrome
         rows = len(self.core_table.shown_rows) + 1  # + the header
         show = bool(self.plot_specs) and avail - rows >= PLOT_MIN_ROWS
@@ -298,6 +315,7 @@ class PmutopApp(ViewKeys):
                 self._refresh_panels()
         self._announce()
         self._refresh_header()
+        self.poll_dram()
         self.updates += 1
         if changed and not self._numbers_shown:  # the first numbers are on screen: start-up is over
             self._numbers_shown = True
@@ -311,7 +329,7 @@ class PmutopApp(ViewKeys):
         if row_key not in self.core_table.shown_rows:
             row_key = TOTAL_ROW
         core = self.core_table.core_for(row_key)
-        who = "all CPUs" if row_key == TOTAL_ROW else f"cpu {core.label}"
+        who = "all CPUs" if row_key == TOTAL_ROW else core.label if core.cpu < 0 else f"cpu {core.label}"
         panels.show(core, self.model, self.feed.interval, who)
         self._plotted = row_key
 
@@ -370,6 +388,7 @@ class PmutopApp(ViewKeys):
         if self.lost_hosts is not None:
             add_lost_hosts(banner, self.lost_hosts.lost())
         self._set_line("#banner", banner)
+        self.draw_dram()
         widget = self.query_one("#banner", Static)
         empty = not banner.plain
         if widget.has_class("empty") != empty:
@@ -408,7 +427,9 @@ class PmutopApp(ViewKeys):
     @on(DataTable.RowSelected)
     def _row_selected(self, event: DataTable.RowSelected) -> None:
         key = event.row_key.value
-        if key:
+        if key and key.startswith(PACKAGE_ROW):
+            self.push_screen(DetailScreen(-1, package=int(key[len(PACKAGE_ROW) :])))
+        elif key:
             self.push_screen(DetailScreen(-1 if key == TOTAL_ROW else int(key)))
 
     def shown_formulas(self) -> list[tuple[str, str]]:

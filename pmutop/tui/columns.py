@@ -85,6 +85,14 @@ TURBOSTAT_COLUMNS: tuple[Column, ...] = (
     Column("avg_mhz", "AvgMHz", 6, 6, 8, lambda c: _or_inf(avg_mhz(c))),
     Column("throttle", "Throttle", 9, 16, 8, None, justify="left"),
 )
+# Beside turbostat's package columns, PCM's memory ones: filled on the package rows (and the all row) of a
+# run with a DRAM bandwidth source; a CPU's row has none (the memory controllers are per socket). Dropped
+# after the task name on narrow screens: most rows are CPUs, and the header's DRAM line stays.
+DRAM_COLUMNS: tuple[Column, ...] = (
+    Column("dram_read", "DRAM R", 6, 6, 5, None),
+    Column("dram_write", "DRAM W", 6, 6, 5, None),
+)
+DRAM_KEYS = frozenset(c.key for c in DRAM_COLUMNS)
 POWER_KEYS = frozenset(c.key for c in POWER_COLUMNS)
 TURBOSTAT_KEYS = frozenset(c.key for c in TURBOSTAT_COLUMNS)
 CSTATE_PREFIX = "cs:"  # a C-state residency column's key: "cs:C6"
@@ -112,9 +120,10 @@ def cstate_column(name: str) -> Column:
     return Column(CSTATE_PREFIX + name, f"{name}%", max(5, len(name) + 2), max(5, len(name) + 2), 8, value)
 
 
-def columns_for(keys: list[str], power: Iterable[str] = ()) -> tuple[Column, ...]:
+def columns_for(keys: list[str], power: Iterable[str] = (), dram: bool = False) -> tuple[Column, ...]:
     """The columns a run can fill: standard ones whose events are counted, plus a rate per other event,
-    plus the power columns of the fields in `power` (e.g. {"busy", "temp_c"}: what samples carry)."""
+    plus the power columns of the fields in `power` (e.g. {"busy", "temp_c"}: what samples carry), plus DRAM
+    read and write when a DRAM bandwidth source measures them (`dram`)."""
     measured = set(power)
     powered = [c for c in (*POWER_COLUMNS, *TURBOSTAT_COLUMNS) if c.key in measured]
     powered += [cstate_column(k[len(CSTATE_PREFIX) :]) for k in sorted(measured) if k.startswith(CSTATE_PREFIX)]
@@ -128,7 +137,7 @@ def columns_for(keys: list[str], power: Iterable[str] = ()) -> tuple[Column, ...
         width = max(9, len(title) + 1)
         extras.append(Column(f"ev:{key}", title, width, width, 3, _rate(key), needs=(key,), event=key))
     task = standard.pop()  # the task name stays last
-    return (*standard, *powered, *extras, task)
+    return (*standard, *powered, *(DRAM_COLUMNS if dram else ()), *extras, task)
 
 
 BY_KEY = {c.key: c for c in COLUMNS}
@@ -147,6 +156,8 @@ COLUMN_FORMULAS: dict[str, str] = {
     "pkg_watts": "Δ package energy (RAPL or powercap) / interval; the all row adds the packages",
     "avg_mhz": "Bzy MHz × Busy% / 100 (turbostat Avg_MHz)",
     "throttle": "IA32_THERM_STATUS log bits: what limits the clock now",
+    "dram_read": "bytes/s read from DRAM: memory-controller read counts × 64 / measured interval (package rows)",
+    "dram_write": "bytes/s written to DRAM: memory-controller write counts × 64 / measured interval",
 }
 FLEXIBLE = ("ipc_hist", "llc_hist", "task")
 # Which counted events each column depends on: an estimated input makes the cell an estimate ("~").
@@ -179,6 +190,19 @@ def layout(width: int, columns: tuple[Column, ...] = COLUMNS) -> dict[str, int]:
     return {c.key: widths[c.key] for c in columns if c.key in widths}
 
 
+def _dram_cell(key: str, core: CoreState, width: int) -> Text:
+    """A package's (or the all row's) DRAM bytes/s: '12.3G'; '≥' first when a counter saturated; blank on a
+    CPU's row."""
+    dram = core.dram
+    if dram is None:
+        return Text(("" if core.cpu >= 0 else fmt.MISSING).rjust(width), style="dim")
+    value = dram.read_bytes_per_s if key == "dram_read" else dram.write_bytes_per_s
+    text = fmt.si(value, 0)
+    if dram.saturated and value is not None:
+        return Text(("≥" + text).rjust(width), style="bold red")
+    return Text(text.rjust(width), style="dim" if value is None else "")
+
+
 def _estimate_mark(text: Text, key: str, core: CoreState) -> Text:
     """Prefix '~' when an input of this cell was multiplexed or rotated (an estimate)."""
     s = core.latest
@@ -201,8 +225,10 @@ def render_cell(key: str, core: CoreState, model: ViewModel, width: int) -> Text
 def _render(key: str, core: CoreState, model: ViewModel, width: int) -> Text:
     m = core.metrics
     if key == "cpu":
-        label = "all" if core.cpu < 0 else core.label
+        label = "all" if core.cpu == -1 else core.label  # below -1: a package's row ("pkg0")
         return Text(label.ljust(width), style="bold" if core.cpu < 0 else "")
+    if key in DRAM_KEYS:
+        return _dram_cell(key, core, width)
     if core.error is not None:
         return Text("failed".rjust(width) if key == "util" else "".rjust(width), style="bold red reverse")
     if key == "task":

@@ -31,7 +31,7 @@ def status_text(info: RunInfo, feed: SampleFeed, table: CoreTable) -> Text:
     t.append(f"  ·  interval {fmt.interval_text(feed.interval)}  ·  {fmt.duration(elapsed)}")
     t.append(f"  ·  sort {table.sort_title()} {arrow}")
     if table.row_filter is not None:
-        shown, cpus = len(table.shown_rows) - 1, len(table.model.cores)
+        shown, cpus = table.cpu_rows_shown(), len(table.model.cores)
         # The all row sums every CPU, not only the rows the filter shows: say so where the filter is named.
         t.append(f"  ·  filter {table.row_filter.text}: {shown}/{cpus}, all = all {cpus}", style="bold yellow")
     if table.dropped:

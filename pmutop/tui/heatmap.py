@@ -15,9 +15,10 @@ from rich.style import Style
 from rich.text import Text
 
 from pmutop.core.cpulist import format_cpu_list
+from pmutop.core.dram_reading import PackageDram
 from pmutop.derive.records import rate_title
 from pmutop.tui import format as fmt
-from pmutop.tui.model import HISTORY, CoreState, rate_series
+from pmutop.tui.model import HISTORY, CoreState, rate_series, resample
 
 WIDE_FROM = 60  # columns: cells widen (up to MAX_CELL characters) only while this many columns still fit
 
@@ -59,7 +60,14 @@ METRICS: tuple[Metric, ...] = (
     Metric("temp_c", "Temperature", "nice", "°C", floor=100.0),
     Metric("pkg_watts", "Package W", "nice", "W", floor=10.0, per_package=True),
 )
-BY_KEY: dict[str, Metric] = {m.key: m for m in METRICS}
+# DRAM bandwidth from the package feed (not a core's history): one row per package, its channels added up (the
+# memory view shows the channels), GB/s; offered only where a DRAM source measures it.
+DRAM_METRICS: tuple[Metric, ...] = (
+    Metric("dram_read", "DRAM read", "nice", "GB/s", floor=1.0, per_package=True),
+    Metric("dram_write", "DRAM write", "nice", "GB/s", floor=1.0, per_package=True),
+)
+DRAM_KEYS = frozenset(m.key for m in DRAM_METRICS)
+BY_KEY: dict[str, Metric] = {m.key: m for m in (*METRICS, *DRAM_METRICS)}
 
 
 RATE_PREFIX = rate_series("")
@@ -194,6 +202,34 @@ def fold(cores: Sequence[CoreState], rows: int) -> list[Group]:
         if size >= total or sum(math.ceil(len(cpus) / size) for _, cpus in kinds) <= rows:
             break
     return [Group(group_label(chunk, t), tuple(chunk)) for t, cpus in kinds for chunk in _chunks(cpus, size)]
+
+
+def dram_rows(
+    timeline: Sequence[tuple[float, list[PackageDram]]], key: str, end: float, step: float, points: int
+) -> tuple[list[tuple[str, list[float | None]]], float]:
+    """Per package ("pkg0", ...) then "all" (the packages added up), `points` columns of `step` seconds up to
+    `end` of DRAM read or write GB/s, from the package feed's timeline; and the largest value kept (the scale)."""
+    write = key == "dram_write"
+    series: dict[str, tuple[list[float | None], list[tuple[float, float]]]] = {}
+    top = 0.0
+    for at, packages in timeline:
+        total: float | None = 0.0
+        for p in packages:
+            rate = p.write_bytes_per_s if write else p.read_bytes_per_s
+            value = None if rate is None else rate / 1e9
+            values, spans = series.setdefault(f"pkg{p.package}", ([], []))
+            values.append(value)
+            spans.append((at - p.interval, at))
+            total = None if value is None or total is None else total + value
+            top = max(top, value or 0.0)
+        if packages:
+            values, spans = series.setdefault("all", ([], []))
+            values.append(total)
+            spans.append((at - packages[0].interval, at))
+            top = max(top, total or 0.0)
+    rows = [(label, resample(values, spans, end, step, points)) for label, (values, spans) in series.items()]
+    rows.sort(key=lambda row: row[0] == "all")  # the all row last, as for cores
+    return rows, top
 
 
 def tail(history: Sequence[float | None], points: int) -> list[float | None]:

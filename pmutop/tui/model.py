@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from pmutop.core.dram_reading import PackageDram, package_totals
 from pmutop.core.ring import SampleRing
 from pmutop.core.sample import Sample
 from pmutop.derive import topdown
@@ -37,7 +38,8 @@ class CoreState:
     task: TopTask | None = None
     seen: int = 0  # samples consumed from the ring
     tma: dict[str, float | None] | None = None  # top-down fractions of the latest sample; None: not measured
-    name: str | None = None  # shown instead of the number (a remote host's "host:cpu")
+    name: str | None = None  # shown instead of the number (a remote host's "host:cpu", a package's "pkg0")
+    dram: PackageDram | None = None  # a package row's (the all row's: every package's) latest DRAM traffic
     # When each history point was measured, newest last (the histories end at the same point): plots are
     # drawn against time, so points of different intervals take the room they lasted.
     spans: deque[Span] = field(default_factory=lambda: deque(maxlen=HISTORY))
@@ -129,6 +131,57 @@ def ago_text(seconds: float) -> str:
     return f"{seconds:.2g} s ago" if seconds < 1 else f"{seconds:.0f} s ago"
 
 
+def package_cpu(package: int) -> int:
+    """The CoreState.cpu of a package's row: below the all row's -1, so it never meets a CPU's number."""
+    return -2 - package
+
+
+def package_sample(package: int, samples: list[Sample]) -> Sample | None:
+    """A package's CPUs' latest samples as one, as turbostat's package line: counts added (as the all row), the
+    busy share and clock averaged, each idle state's mean residency, the hottest core, the package's own
+    temperature and energy (read on its first CPU), every throttle reason of its CPUs."""
+    total = summed(samples)
+    if total is None:
+        return None
+
+    def mean(values: list[float]) -> float | None:
+        return sum(values) / len(values) if values else None
+
+    cstates: dict[str, float] = {}
+    with_states = [s for s in samples if s.cstates]
+    for name in dict.fromkeys(k for s in with_states for k in s.cstates):
+        cstates[name] = sum(s.cstates.get(name, 0.0) for s in with_states) / len(with_states)
+    energy: dict[str, float] = {}
+    for s in samples:
+        for domain, joules in s.energy_j.items():
+            energy[domain] = energy.get(domain, 0.0) + joules
+    temps = [s.temp_c for s in samples if s.temp_c is not None]
+    pkg_temps = [s.pkg_temp_c for s in samples if s.pkg_temp_c is not None]
+    return replace(
+        total,
+        cpu=package_cpu(package),
+        package=package,
+        busy=mean([s.busy for s in samples if s.busy is not None]),
+        bzy_mhz=mean([s.bzy_mhz for s in samples if s.bzy_mhz is not None]),
+        cstates=cstates,
+        temp_c=max(temps) if temps else None,
+        pkg_temp_c=max(pkg_temps) if pkg_temps else None,
+        throttle=tuple(dict.fromkeys(r for s in samples for r in s.throttle)),
+        energy_j=energy,
+        power_src={k: v for s in samples for k, v in s.power_src.items()},
+    )
+
+
+def all_packages(packages: list[PackageDram]) -> PackageDram | None:
+    """Every package's DRAM traffic as one (the all row): a peak only when every package's is known."""
+    if not packages:
+        return None
+    peaks = [p.peak_bytes_per_s for p in packages]
+    peak = None if any(v is None for v in peaks) else sum(v for v in peaks if v is not None)
+    channels = tuple(c for p in packages for c in p.channels)
+    return package_totals(-1, channels, max(p.interval for p in packages), peak)
+
+
 def rate_series(key: str) -> str:
     """The history key of an event's per-second rate."""
     return f"ev:{key}"
@@ -149,10 +202,14 @@ class ViewModel:
         self.series = (*SERIES, *TMA_SERIES, *POWER_SERIES, *(rate_series(k) for k in rate_keys))
         self.cores = {cpu: self._core(cpu, core_types.get(cpu)) for cpu in cpus}
         self.total = self._core(-1, None)
+        # One row per package (socket), by number, from the samples' package ids; none for a remote feed's
+        # hosts (their package numbers repeat across hosts).
+        self.packages: dict[int, CoreState] = {}
+        self.track_packages = not self.names
         self.intervals = 0  # intervals seen (the total row's history length, before the cap)
         self.new_errors: list[str] = []  # failures not yet announced
         self.new_suspects: list[str] = []
-        self._tops: dict[tuple[str, bool], float] = {}  # (series, total row?) -> largest value kept
+        self._tops: dict[tuple[str, int], float] = {}  # (series, cores/all/packages) -> largest value kept
         self.measures_topdown = False  # some CPU measures top-down (its samples say how)
         # Interval changes, as (time of the change, old seconds, new seconds): histories then mix intervals
         # of two lengths, and the views mark where.
@@ -220,6 +277,8 @@ class ViewModel:
                     self.total.history[k].append(tma[k])
             if self.rate_keys:
                 self._append_rates(self.total, summed(ok))
+            if self.track_packages:
+                self._package_interval(ok, end)
         live = [c.latest for c in self.cores.values() if c.latest is not None and c.error is None]
         self.total.metrics = combined(live)
         self.total.latest = summed(live)
@@ -230,9 +289,60 @@ class ViewModel:
             for k, v in core.overflow_totals.items():
                 self.total.overflow_totals[k] = self.total.overflow_totals.get(k, 0) + v
         self.total.suspect_count = sum(c.suspect_count for c in self.cores.values())
+        if self.track_packages:
+            for number, members in self._by_package(live).items():
+                state = self._package(number)
+                state.latest = package_sample(number, members)
+                state.metrics = combined(members)
+                if self.measures_topdown:
+                    state.tma = topdown.combine((s.topdown, s.counts) for s in members if not s.suspect)
         self._tops = {}
         self._uniform = None
         return True
+
+    @staticmethod
+    def _by_package(samples: list[Sample]) -> dict[int, list[Sample]]:
+        out: dict[int, list[Sample]] = {}
+        for s in samples:
+            if s.package is not None:
+                out.setdefault(s.package, []).append(s)
+        return out
+
+    def _package(self, number: int) -> CoreState:
+        state = self.packages.get(number)
+        if state is None:
+            state = self._core(package_cpu(number), None)
+            state.name = f"pkg{number}"
+            self.packages = dict(sorted({**self.packages, number: state}.items()))
+        return state
+
+    def _package_interval(self, ok: list[Sample], end: float) -> None:
+        """One history point per package for one interval (as the all row's, over the package's CPUs)."""
+        for number, members in self._by_package(ok).items():
+            state = self._package(number)
+            state.spans.append((end - max(s.interval for s in members), end))
+            m = combined(members)
+            for k in SERIES:
+                state.history[k].append(getattr(m, k))
+            power = combined_power(members)
+            temps = [s.pkg_temp_c for s in members if s.pkg_temp_c is not None]
+            if temps:  # turbostat's PkgTmp where measured, else the hottest core
+                power["temp_c"] = max(temps)
+            for k, v in power.items():
+                state.history[k].append(v)
+            if self.measures_topdown:
+                tma = topdown.combine((s.topdown, s.counts) for s in members)
+                for k in TMA_SERIES:
+                    state.history[k].append(tma[k])
+            if self.rate_keys:
+                self._append_rates(state, summed(members))
+
+    def set_dram(self, packages: list[PackageDram]) -> None:
+        """The latest DRAM traffic per package (and on the all row, every package's added up)."""
+        for p in packages:
+            if self.track_packages or p.package in self.packages:
+                self._package(p.package).dram = p
+        self.total.dram = all_packages(packages)
 
     def _apply(self, core: CoreState, s: Sample) -> None:
         if s.error is not None:
@@ -288,12 +398,12 @@ class ViewModel:
     def series_top(self, key: str, core: CoreState | None = None) -> float:
         """The largest value in the kept history of `key`: over all cores (one scale, so cores compare by
         eye), or of the total row alone (a sum across cores would flatten every core's line)."""
-        is_total = core is self.total
-        cached = self._tops.get((key, is_total))
+        kind = 0 if core is None or core.cpu >= 0 else 1 if core is self.total else 2  # packages: their own scale
+        cached = self._tops.get((key, kind))
         if cached is None:  # once per ingest, not once per cell
-            rows = [self.total] if is_total else self.cores.values()
+            rows = (self.cores.values(), [self.total], self.packages.values())[kind]
             cached = max((v for c in rows for v in c.history[key] if v is not None), default=0.0)
-            self._tops[(key, is_total)] = cached
+            self._tops[(key, kind)] = cached
         return cached
 
     @property

@@ -1,6 +1,7 @@
 """The per-core table's logic: which columns fit, which rows pass the filter, their order, and which cells
 changed since the last interval. The app owns the widget and the screen; this owns what the table shows.
-Row keys are CPU ids as text, and TOTAL_ROW for the all row (always last)."""
+Row keys are CPU ids as text, "pkgN" for a package's row (after the CPUs, in package order, whatever the sort
+or the filter: like the all row) and TOTAL_ROW for the all row (always last)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from pmutop.tui.model import CoreState, ViewModel
 from pmutop.tui.widgets.fast_table import FastTable
 
 TOTAL_ROW = "total"
+PACKAGE_ROW = "pkg"  # + the package number: the row key and label of a package's row
 SCROLLBAR = 2
 POWER_CHECKS = 3  # what the power sources measure shows in the first samples
 
@@ -44,14 +46,18 @@ class CoreTable:
         settings: Settings,
         table: Callable[[], FastTable],
         on_rows_changed: Callable[[], None],
+        dram: bool = False,
     ) -> None:
+        """`dram`: a DRAM bandwidth source measures this run: its columns, and a row per package even on a
+        single-socket machine (without one, package rows only where there are several packages)."""
         self.model = model
+        self.dram = dram
         self.keys = keys
         self._table = table
         self._on_rows_changed = on_rows_changed
         self.power_fields: frozenset[str] = frozenset()  # turbostat-style fields the samples carry
         self._power_checks = 0
-        self.columns = columns_for(keys)
+        self.columns = columns_for(keys, dram=dram)
         if names:
             wide = max(len(n) for n in names.values()) + 2
             self.columns = tuple(
@@ -74,13 +80,29 @@ class CoreTable:
         self.stale: set[str] = set()  # rows off screen whose cells were not refreshed
 
     def core_for(self, row_key: str) -> CoreState:
-        return self.model.total if row_key == TOTAL_ROW else self.model.cores[int(row_key)]
+        if row_key == TOTAL_ROW:
+            return self.model.total
+        if row_key.startswith(PACKAGE_ROW):
+            return self.model.packages[int(row_key[len(PACKAGE_ROW) :])]
+        return self.model.cores[int(row_key)]
+
+    def package_rows(self) -> list[str]:
+        """The package rows' keys, in package order: none on a single socket without DRAM figures (they would
+        repeat the all row)."""
+        packages = self.model.packages
+        if not packages or (len(packages) < 2 and not self.dram):
+            return []
+        return [f"{PACKAGE_ROW}{n}" for n in packages]
+
+    def cpu_rows_shown(self) -> int:
+        return sum(1 for r in self.shown_rows if r != TOTAL_ROW and not r.startswith(PACKAGE_ROW))
 
     def _wanted_rows(self) -> list[str]:
-        """Row keys that pass the filter, in CPU order; the all row last."""
+        """Row keys that pass the filter, in CPU order; the package rows, then the all row, last (never
+        filtered: they sum their CPUs, whatever the filter shows)."""
         f = self.row_filter
         rows = [str(cpu) for cpu, core in self.model.cores.items() if f is None or f.matches(core)]
-        return [*rows, TOTAL_ROW]
+        return [*rows, *self.package_rows(), TOTAL_ROW]
 
     def _column_label(self, key: str) -> Text:
         col = self.by_key[key]
@@ -160,7 +182,7 @@ class CoreTable:
         if measured <= self.power_fields:
             return False
         self.power_fields = measured | self.power_fields
-        self.columns = columns_for(self.keys, self.power_fields)
+        self.columns = columns_for(self.keys, self.power_fields, self.dram)
         self.by_key = {c.key: c for c in self.columns}
         return True
 
@@ -228,7 +250,9 @@ class CoreTable:
     def show_update(self, changed: bool) -> None:
         """One interval on the table: rows in or out of the filter, the order, the cells on screen; the
         rows off screen wait (stale) until scrolled into view."""
-        rows_changed = self.sync_rows() if (changed and self.row_filter is not None) else False
+        packages = self.package_rows()
+        new_packages = any(r not in self.shown_rows for r in packages)  # the first samples name them
+        rows_changed = self.sync_rows() if (changed and (self.row_filter is not None or new_packages)) else False
         if changed and not rows_changed:
             self.sort()
         visible = self.visible_rows()
@@ -261,11 +285,22 @@ class CoreTable:
         with contextlib.suppress(RowDoesNotExist):
             table.move_cursor(row=table.get_row_index(RowKey(row_key)), animate=False)
 
+    def update_dram_rows(self, hidden: bool = False) -> None:
+        """New DRAM figures: the package rows and the all row, where on screen (the others wait, stale; all
+        of them while another view hides the table)."""
+        if not hidden and any(r not in self.shown_rows for r in self.package_rows()):
+            self.sync_rows()  # a package only the DRAM figures name (its CPUs not among those counted)
+        rows = {r for r in self.shown_rows if r == TOTAL_ROW or r.startswith(PACKAGE_ROW)}
+        visible = set() if hidden else self.visible_rows() & rows
+        self.stale |= rows - visible
+        self.update_rows(visible)
+
     def _order(self) -> list[str]:
-        """Row keys in the order the sort asks for; the all row always last."""
+        """Row keys in the order the sort asks for; the package rows, then the all row, always last."""
         col = self.by_key[self.sort_key]
         cores = self.model.cores
-        rows = [r for r in self.shown_rows if r != TOTAL_ROW]
+        packages = [r for r in self.shown_rows if r.startswith(PACKAGE_ROW)]
+        rows = [r for r in self.shown_rows if r != TOTAL_ROW and not r.startswith(PACKAGE_ROW)]
         if col.sort_value is None or col.key == "cpu":
             ordered = sorted(rows, key=int, reverse=self.reverse)
         else:
@@ -274,7 +309,7 @@ class CoreTable:
             ordered = sorted(rows, key=lambda r: (value(cores[int(r)]), -int(r)), reverse=True)
             if not self.reverse:
                 ordered.reverse()
-        return [*ordered, TOTAL_ROW]
+        return [*ordered, *sorted(packages, key=lambda r: int(r[len(PACKAGE_ROW) :])), TOTAL_ROW]
 
     def sort(self, force: bool = False) -> None:
         """Reorder the table only when the order changed (dolphie's habit: most intervals it does not)."""

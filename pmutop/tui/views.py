@@ -7,13 +7,15 @@ from __future__ import annotations
 from textual.app import App
 from textual.screen import Screen
 
+from pmutop.core.dram_reading import PackageFeed
 from pmutop.core.feed import HostLabels, ReplayControls, SampleFeed
 from pmutop.core.task_reading import TaskFeed
 from pmutop.tui.config import Settings
-from pmutop.tui.heatmap import Metric
+from pmutop.tui.heatmap import DRAM_METRICS, Metric
 from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.cgroups import CgroupsScreen
 from pmutop.tui.screens.heatmap import HeatmapScreen
+from pmutop.tui.screens.memory import MemoryScreen
 from pmutop.tui.screens.pickers import ChoiceScreen, first_measured, measured_metrics
 from pmutop.tui.screens.processes import ProcessesScreen
 from pmutop.tui.screens.too_small import TooSmallScreen
@@ -23,6 +25,7 @@ VIEWS: dict[str, type[Screen[None]]] = {
     "topdown": TopdownScreen,
     "processes": ProcessesScreen,
     "cgroups": CgroupsScreen,
+    "memory": MemoryScreen,
 }
 REMEMBERED = ("table", "topdown", "heatmap")  # a run without per-task counters cannot start in those views
 WHAT = {"processes": "per-process counters", "cgroups": "per-cgroup counters"}
@@ -36,6 +39,7 @@ class ViewKeys(App[int]):
     keys: list[str]
     task_feed: TaskFeed | None
     task_note: str | None  # why this run has no per-task counters, when the caller knows better
+    package_feed: PackageFeed | None
 
     def _remember(self, **changes: object) -> None:
         raise NotImplementedError
@@ -52,7 +56,7 @@ class ViewKeys(App[int]):
         return f"{what}: {HOW.get(kind, '')}"
 
     async def action_select_view(self, view: str, metric: str | None = None) -> None:
-        """Show `view` ("table", "topdown", "heatmap", "processes", "cgroups") as the one view over the table,
+        """Show `view` ("table", "topdown", "heatmap", "processes", "cgroups", "memory") as the one view over the table,
         whatever is shown now (views never stack: Esc then always leads to the table); the first three are
         the view the next run starts in. Awaited, so the keys typed after the view's key reach the view."""
         wanted: type[Screen[None]] | None = HeatmapScreen if view == "heatmap" else VIEWS.get(view)
@@ -79,9 +83,11 @@ class ViewKeys(App[int]):
         return first_measured(self.heatmap_metrics(), wanted, self.settings.heatmap_metric)
 
     def heatmap_metrics(self) -> list[Metric]:
-        """What the heatmap can show in this run: only what it measures (util at least)."""
+        """What the heatmap can show in this run: only what it measures (util at least; DRAM read and write
+        per package with a DRAM bandwidth source)."""
         topdown = self.model.measures_topdown or any(self.feed.topdown_method(cpu) for cpu in self.feed.cpus)
-        return measured_metrics(self.model, self.keys, topdown)
+        dram = list(DRAM_METRICS) if self.package_feed is not None else []
+        return [*measured_metrics(self.model, self.keys, topdown), *dram]
 
     async def action_view(self, view: str) -> None:  # the table's view keys (the views' are select_view)
         await self.action_select_view(view)

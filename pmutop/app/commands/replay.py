@@ -51,9 +51,10 @@ def run_replay(argv: list[str], guard: ExitGuard) -> int:
 
 def replay_app(rec: Recording, speed: str) -> tuple[ReplayApp, ReplayFeed]:
     """The live view over a recording: its CPUs, the top tasks recorded with the intervals, and the process
-    and cgroup views' snapshots where it has them."""
+    and cgroup views' snapshots and the DRAM bandwidth where it has them."""
     from pmutop.feeds.replay import ReplayFeed
     from pmutop.tui.replay_controls import ReplayApp
 
     feed = ReplayFeed(rec, speed)
-    return ReplayApp(feed, rec.header.run_info(), tasks=feed, task_feed=feed.task_feed), feed
+    app = ReplayApp(feed, rec.header.run_info(), tasks=feed, task_feed=feed.task_feed, package_feed=feed.package_feed)
+    return app, feed

@@ -203,7 +203,7 @@ def _measure(
         engine.start(guard.stop_requested)
         session.started()
         if session.dram is not None and not guard.stop_requested.is_set():
-            session.dram.start(engine)  # session.dram.sampler: the sinks' packages (not shown yet)
+            session.dram.start(engine)  # session.dram.sampler: the live view's and the sinks' packages
         if not guard.stop_requested.is_set():
             release_command(task_counters)  # -- COMMAND runs from now on
         info = collect(platform, backend, cpus)
@@ -262,7 +262,9 @@ def _measure(
                     sampler.add_listener(recorder.record_tasks)  # the recording keeps what the views show
                 sampler.start()
             try:
-                run_live_view(engine, info, platform, cpus, guard, settings, tasks, sampler, start_view(args, plan))
+                run_live_view(
+                    engine, info, platform, cpus, guard, settings, tasks, sampler, start_view(args, plan), session.dram
+                )
             finally:
                 if sampler is not None:
                     sampler.stop()

@@ -8,6 +8,7 @@ from typing import ClassVar, Protocol, TypeVar, cast
 from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
 
+from pmutop.core.dram_reading import PackageFeed
 from pmutop.core.feed import SampleFeed
 from pmutop.core.run_description import RunInfo
 from pmutop.tui.model import ViewModel
@@ -27,6 +28,8 @@ class LiveView(Protocol):
     info: RunInfo
     feed: SampleFeed
     plot_specs: list[PlotSpec]
+    package_feed: PackageFeed | None  # DRAM bandwidth per package and channel; None: nothing measures it
+    dram_note: str | None  # why there is no package feed, when the caller knows
 
     def shown_formulas(self) -> list[tuple[str, str]]: ...
 
@@ -41,6 +44,9 @@ class ViewScreen(Screen[None]):
 
     def refresh_from(self, model: ViewModel) -> object:
         raise NotImplementedError
+
+    def refresh_dram(self) -> None:
+        """New DRAM figures (the package feed's seq moved): the views that show them redraw those parts."""
 
 
 class CancellableModal(ModalScreen[ResultT]):

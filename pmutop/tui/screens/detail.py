@@ -1,5 +1,6 @@
-"""The detail view of one core (or of all CPUs together): history plots, the last interval's raw deltas,
-overflow counts, the formulas behind the columns, top-down history."""
+"""The detail view of one core (or of a package's CPUs, or of all CPUs together): history plots, the last
+interval's raw deltas, overflow counts, the formulas behind the columns, top-down history; a package's memory
+channels."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pmutop.derive import topdown
 from pmutop.tui import format as fmt
 from pmutop.tui.model import CoreState, ViewModel, resample
 from pmutop.tui.screens.base import VIEW_KEYS, ViewScreen
+from pmutop.tui.screens.memory import package_block
 from pmutop.tui.screens.processes import ProcessDetailScreen
 from pmutop.tui.topdown_view import COLOURS
 from pmutop.tui.widgets.history_panel import HistoryPanels
@@ -80,13 +82,30 @@ class DetailScreen(ViewScreen):
         *VIEW_KEYS,
     ]
 
-    def __init__(self, cpu: int) -> None:
+    def __init__(self, cpu: int, package: int | None = None) -> None:
+        """`cpu` -1: all CPUs together; `package`: that package's CPUs together (its row), with its channels."""
         super().__init__()
         self.cpu = cpu
+        self.package = package
+
+    def _core(self, model: ViewModel) -> CoreState:
+        if self.package is not None:
+            return model.packages[self.package]
+        return model.cores[self.cpu] if self.cpu >= 0 else model.total  # -1: all CPUs together
+
+    def _members(self, core: CoreState, model: ViewModel) -> list[CoreState]:
+        """The CPUs a row adds up: every one for the all row, a package's for its row, else the core."""
+        if core is model.total:
+            return list(model.cores.values())
+        if self.package is not None:
+            return [c for c in model.cores.values() if c.latest is not None and c.latest.package == self.package]
+        return [core]
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-title")
         with VerticalScroll():
+            if self.package is not None:  # first: what a package's row adds to a core's detail
+                yield Static(id="channels")
             yield HistoryPanels(self.live.plot_specs, prefix="detail", id="plots")
             with Horizontal(id="facts"):
                 yield Static(id="deltas")
@@ -104,6 +123,7 @@ class DetailScreen(ViewScreen):
     def on_mount(self) -> None:
         self._task_seq = -1
         self.refresh_from(self.live.model)
+        self._draw_channels()
         if self._task_feed() is not None and self.cpu >= 0:
             table = self.query_one("#cpu-procs", DataTable)
             table.add_column("PID", width=8, key="pid")
@@ -146,9 +166,11 @@ class DetailScreen(ViewScreen):
 
     def refresh_from(self, model: ViewModel) -> None:
         app = self.live
-        core = model.cores[self.cpu] if self.cpu >= 0 else model.total  # -1: all CPUs together
+        core = self._core(model)
         kind = {"P": "P-core", "E": "E-core"}.get(core.core_type or "", "")
         name = f"cpu {self.cpu}" if self.cpu >= 0 else f"all {len(model.cores)} CPUs"
+        if self.package is not None:
+            name = f"package {self.package} ({len(self._members(core, model))} CPUs)"
         title = Text(name + (f" ({kind})" if kind else ""), style="bold")
         if app.info.simulated:
             title.append("   SIMULATED", style="bold black on yellow")
@@ -168,20 +190,36 @@ class DetailScreen(ViewScreen):
         # Scaled to this core (its shape is the point here); the table's sparklines compare cores.
         self.query_one("#plots", HistoryPanels).show(core, model, app.feed.interval)
         self.query_one("#deltas", Static).update(self._deltas(core))
-        self.query_one("#power", Static).update(self._power(core, model))
+        self.query_one("#power", Static).update(self._power(self._members(core, model)))
         self.query_one("#formulas", Static).update(self._formulas(app.shown_formulas()))
         self.query_one("#tma-detail", Static).update(self._topdown(core, model, app.feed.interval))
 
-    @staticmethod
-    def _topdown(core: CoreState, model: ViewModel, step: float) -> RenderableType:
+    def refresh_dram(self) -> None:
+        if self.is_mounted:
+            self._draw_channels()
+
+    def _draw_channels(self) -> None:
+        """A package's channels: bars per channel, as the memory view (6) shows them."""
+        if self.package is None:
+            return
+        feed = self.live.package_feed
+        dram = self.live.model.packages[self.package].dram
+        if dram is None:
+            why = "no memory-controller counters in this run" if feed is None else "waiting for the first figures"
+            self.query_one("#channels", Static).update(Text(f"DRAM bandwidth: {why}", style="dim"))
+            return
+        self.query_one("#channels", Static).update(package_block(dram, self.size.width - 2))
+
+    def _topdown(self, core: CoreState, model: ViewModel, step: float) -> RenderableType:
         """Level 1 history (one line each, 0..100%, a cell per `step` seconds, as the plots) and the latest
         level 2, where measured."""
-        if core is model.total:  # the all row's sum has no method of its own: its cores' methods
-            methods = [c.latest.topdown for c in model.cores.values() if c.latest is not None]
+        if core.cpu < 0:  # a sum (all, a package) has no method of its own: its cores' methods
+            members = self._members(core, model)
+            methods = [c.latest.topdown for c in members if c.latest is not None]
             method = "/".join(sorted({m for m in methods if m})) or None
             measured = sum(1 for m in methods if m)
-            if method and measured < len(model.cores):  # a hybrid part's E-cores, say: the sum is of fewer
-                method += f", {measured} of {len(model.cores)} CPUs"
+            if method and measured < len(members):  # a hybrid part's E-cores, say: the sum is of fewer
+                method += f", {measured} of {len(members)} CPUs"
             missing = "not measured on any CPU (see `pmutop info`)"
         else:
             method = core.latest.topdown if core.latest is not None else None
@@ -212,9 +250,9 @@ class DetailScreen(ViewScreen):
         return grid
 
     @staticmethod
-    def _power(core: CoreState, model: ViewModel) -> RenderableType:
-        """turbostat's columns (pmutop.probes.power), for the core or, on the all row, all live CPUs."""
-        cores = list(model.cores.values()) if core is model.total else [core]
+    def _power(cores: list[CoreState]) -> RenderableType:
+        """turbostat's columns (pmutop.probes.power), for the core or, on the all row (a package's), all its
+        live CPUs."""
         samples = [c.latest for c in cores if c.latest is not None and c.error is None and not c.latest.suspect]
         rows = power_rows(samples)
         grid = RichTable.grid(padding=(0, 1))

@@ -14,8 +14,10 @@ from textual.widgets import Footer, Static
 from pmutop.tui.format import MARK
 from pmutop.tui.heatmap import (
     CHROME_ROWS,
+    DRAM_KEYS,
     Group,
     Metric,
+    dram_rows,
     fold,
     geometry,
     group_values,
@@ -78,6 +80,8 @@ class HeatmapScreen(ViewScreen):
         """Groups for the height, columns for the width: only when either (or the rows) change."""
         width, height = self.size
         packages = self.package_rows(model) if self.metric.per_package else None
+        if self.metric.key in DRAM_KEYS:  # the DRAM feed's packages: labels only (the values are not a core's)
+            packages = [Group(f"pkg{n}", ()) for n in model.packages if model.packages[n].dram is not None]
         key = (width, height, len(model.cores), tuple(packages) if packages is not None else None)
         if key == self._layout_for:
             return
@@ -109,15 +113,26 @@ class HeatmapScreen(ViewScreen):
             t.append(f"   {note}", style="yellow")
         return t
 
+    def refresh_dram(self) -> None:
+        if self.metric.key in DRAM_KEYS:
+            self.refresh_from(self.live.model)
+
     def refresh_from(self, model: ViewModel) -> int:
         """Redraw from `model`; returns how many heatmap lines changed (the app calls it every interval)."""
         if not self.is_mounted:
             return 0
         self._layout(model)
         metric, points, cell = self.metric, self.points, self.cell
-        scale = scale_for(metric, model.series_top(metric.key))
         # Against time: a column is one interval of today's length, whatever the older points lasted.
         step, end = self.live.feed.interval, model.latest_time
+        feed = self.live.package_feed
+        dram: list[tuple[str, list[float | None]]] | None = None
+        if metric.key in DRAM_KEYS:
+            dram, top = dram_rows(feed.timeline() if feed else [], metric.key, end, step, points)
+            dram = dram[: len(self.groups)] + dram[-1:] if len(dram) > len(self.groups) + 1 else dram
+            scale = scale_for(metric, top)
+        else:
+            scale = scale_for(metric, model.series_top(metric.key))
         uniform = one_point_per_column(model.total.spans, end, step)
 
         def columns(core: CoreState) -> list[float | None]:
@@ -132,6 +147,10 @@ class HeatmapScreen(ViewScreen):
         axis.append(time_axis(points, step, cell, marks), style="dim")
         axis.highlight_words([MARK], style="yellow")
         self._set("hm-axis", axis)
+        if dram is not None:
+            with self.app.batch_update():
+                shown = [(label, levels(values, scale)) for label, values in dram]
+                return self.query_one("#hm-rows", HeatmapRows).set_rows(shown, self.label_width, cell)
         rows = []
         for g in self.groups:  # only the visible rows, only the visible columns
             values = group_values([columns(model.cores[cpu]) for cpu in g.cpus], points)

@@ -32,7 +32,8 @@ KEYS_HELP: tuple[tuple[str, str], ...] = (
     ("3", "heatmap: cores down, time across"),
     ("4", "processes: per-process counters (--tasks, --pid)"),
     ("5", "cgroups: per-cgroup counters as a tree (--cgroups)"),
-    ("m", "choose the heatmap's metric"),
+    ("6", "memory: DRAM bandwidth per package and channel"),
+    ("m", "choose the heatmap's metric (DRAM read/write too)"),
     ("Esc", "back to the table (from a process: back one view)"),
     ("F1, ?, h", "this help"),
 )
