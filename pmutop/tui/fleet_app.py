@@ -225,6 +225,13 @@ class FleetApp(PmutopApp):
 
     # -- the header says where one is
 
+    def dram_texts(self) -> list[Text]:
+        """No estimate from LLC misses over the host table when the hosts export DRAM bandwidth: its DRAM
+        column shows what they measured."""
+        if self.opened is None and any(h.dram_bytes_per_s is not None for h in self.fleet.hosts):
+            return []
+        return super().dram_texts()
+
     def _draw_header(self) -> None:
         super()._draw_header()
         banner = self.query_one("#banner", Static)
