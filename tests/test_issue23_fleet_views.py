@@ -404,3 +404,26 @@ def test_every_dashboard_query_parses_and_runs_on_a_real_prometheus(fleet) -> No
                 ["promtool", "query", "instant", base, substituted(expr)], capture_output=True, text=True, timeout=30
             )
             assert check.returncode == 0, (expr, check.stderr)
+
+
+async def test_top_down_over_the_hosts_names_each_host() -> None:
+    """Key 2 on the host table: one stacked bar per host (the canned fleet measures top-down; the fake API
+    does not)."""
+    from pmutop.app.fleet_screenshots import fleet_app
+    from pmutop.tui.screens.fleet_topdown import FleetTopdownScreen
+
+    app, feed = fleet_app()
+    try:
+        async with app.run_test(size=(120, 30)) as pilot:
+            await pilot.press("2")
+            await until(pilot, lambda: isinstance(app.screen, FleetTopdownScreen))
+            await pilot.pause(0.1)
+            text = screen_text(app)
+            assert "Host" in text
+            for host in ("batch-01:9464", "cache-01:9464"):
+                line = next(x for x in text.splitlines() if x.startswith(host))
+                assert "Backend bound" in line or "Retiring" in line
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, FleetTopdownScreen))
+    finally:
+        feed.stop()

@@ -31,6 +31,7 @@ from pmutop.tui.fleet_table import HostTable, parse_host_filter
 from pmutop.tui.header import machine_text
 from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.fleet_heatmap import FleetHeatmapScreen
+from pmutop.tui.screens.fleet_topdown import FleetTopdownScreen
 from pmutop.tui.screens.too_small import TooSmallScreen
 from pmutop.tui.table_controller import TOTAL_ROW, CoreTable
 from pmutop.tui.widgets.fast_table import FastTable
@@ -183,16 +184,20 @@ class FleetApp(PmutopApp):
         await super().action_back()
 
     async def action_select_view(self, view: str, metric: str | None = None) -> None:
-        if view != "heatmap" or self.opened is not None:
+        """Over the hosts, the heatmap and top-down views are the fleet's (hosts as rows); the rest as locally."""
+        if view not in ("heatmap", "topdown") or self.opened is not None:
             await super().action_select_view(view, metric)
             return
-        if isinstance(self.screen, FleetHeatmapScreen):
+        if isinstance(self.screen, FleetHeatmapScreen) and view == "heatmap":
             if metric:
                 self.screen.set_metric(self._heatmap_metric(metric))
-        else:
+        elif not (isinstance(self.screen, FleetTopdownScreen) and view == "topdown"):
             while len(self.screen_stack) > 1 and not isinstance(self.screen, TooSmallScreen):
                 await self.pop_screen()
-            await self.push_screen(FleetHeatmapScreen(self._heatmap_metric(metric)))
+            if view == "heatmap":
+                await self.push_screen(FleetHeatmapScreen(self._heatmap_metric(metric)))
+            else:
+                await self.push_screen(FleetTopdownScreen())
         self._remember(view=view)
 
     @on(Input.Submitted, "#filter")
