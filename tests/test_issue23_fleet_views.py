@@ -427,3 +427,29 @@ async def test_top_down_over_the_hosts_names_each_host() -> None:
             await until(pilot, lambda: not isinstance(app.screen, FleetTopdownScreen))
     finally:
         feed.stop()
+
+
+async def test_the_live_view_over_a_real_prometheus_lists_every_instance_then_one_lost(fleet) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """Issue 23's proof, live: the host table over a real Prometheus lists every `pmutop serve --demo` it
+    scrapes; stopping one shows it lost while the others keep their values."""
+    from helpers.serve import stop
+
+    base, instances, serves, _ready = fleet
+    feed = FleetFeed(parse_server(base), 1.0, DEFAULT_MATCH)
+    try:
+        feed.prefill()
+        app = FleetApp(feed, feed.run_info())
+        async with app.run_test(size=(200, 40)) as pilot:
+            await new_update(pilot, app, feed.poll)
+            assert sorted(row_names(app)) == sorted(instances)
+            assert all(float(cells(app)[i]["ipc"]) > 0 for i in instances)
+            stop(serves[-1])  # the last instance goes away; Prometheus marks its series stale
+            deadline = time.monotonic() + 30
+            while "lost" not in cells(app)[instances[-1]]["cpus"]:
+                assert time.monotonic() < deadline, cells(app)[instances[-1]]
+                time.sleep(1.0)
+                await new_update(pilot, app, feed.poll)
+            others = cells(app)
+            assert all(float(others[i]["ipc"]) > 0 for i in instances[:-1])
+    finally:
+        feed.stop()
