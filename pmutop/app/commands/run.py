@@ -203,7 +203,9 @@ def _measure(
         engine.start(guard.stop_requested)
         session.started()
         if session.dram is not None and not guard.stop_requested.is_set():
-            session.dram.start(engine)  # session.dram.sampler: the live view's and the sinks' packages
+            # session.dram.sampler: the live view's and the sinks' packages; batch reads it in its own loop, so
+            # each interval's records, and a recording's, pair the reading with exactly that interval.
+            session.dram.start(engine, own_thread=not args.batch)
         if not guard.stop_requested.is_set():
             release_command(task_counters)  # -- COMMAND runs from now on
         info = collect(platform, backend, cpus)
