@@ -14,7 +14,9 @@ from textual.strip import Strip
 from textual.widgets.data_table import CellDoesNotExist
 
 from pmutop.app.screenshots import scene
+from pmutop.tui.screens.task_list import TaskListScreen
 from pmutop.tui.widgets.fast_table import FastTable
+from tests.helpers.fake_tasks import task_app
 
 
 def _runs(strip: Strip) -> list[tuple[str, object]]:
@@ -197,3 +199,42 @@ async def test_an_unknown_cell_is_datatables_error() -> None:
         for row, column in (("99", "cpu"), ("1", "nope")):
             with pytest.raises(CellDoesNotExist, match=f"{row}.*{column}"):
                 table.set_cells([(row, column, Text("x"))])
+
+
+async def test_reorder_moves_the_rows_as_sort_does_and_keeps_the_header_drawn() -> None:
+    app = _Table(rows=6)
+    async with app.run_test(size=(50, 10)) as pilot:
+        table = await _table(pilot)
+        header = table._header
+        order = ["5", "3", "1", "0", "2", "4"]
+        assert table.reorder(order)
+        await pilot.pause()
+        assert [str(row.key.value) for row in table.ordered_rows] == order
+        lines = _screen_text(app).splitlines()
+        assert [line.split()[0] for line in lines[1:7]] == order
+        assert table._header is header  # the header line was not drawn again
+        _assert_same(table)
+        assert not table.reorder(["5", "3"]) and not table.reorder([*order[:-1], "9"])  # not its rows
+        assert [str(row.key.value) for row in table.ordered_rows] == order
+
+
+async def test_the_process_view_moves_reordered_rows_and_the_highlight_stays_on_its_process() -> None:
+    app, engine, _, _, _ = task_app()
+    try:
+        async with app.run_test(size=(160, 50)) as pilot:
+            await pilot.press("4", "down", "down")
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, TaskListScreen)
+            table = screen.query_one("#tl-table", FastTable)
+            highlighted, updates = screen._cursor_key(), table._update_count
+            rows = screen.rows(screen.tasks.task_feed.latest())  # type: ignore[union-attr,arg-type]
+            assert len(rows) > 3 and highlighted == rows[2][0]
+            screen._sync(table, rows[::-1])  # the same processes in another order
+            await pilot.pause()
+            assert [str(row.key.value) for row in table.ordered_rows] == [key for key, _, _ in rows[::-1]]
+            assert screen._cursor_key() == highlighted and table.cursor_row == len(rows) - 3
+            assert table._update_count == updates + 1  # moved (as DataTable.sort), not cleared and added again
+            _assert_same(table)
+    finally:
+        engine.stop()

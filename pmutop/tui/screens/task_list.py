@@ -211,18 +211,19 @@ class TaskListScreen(ViewScreen):
         keys = [key for key, _, _ in rows]
         cells = {(key, k): render(k, r, w, indent) for key, r, indent in rows for k, w in self.widths.items()}
         looks = {at: (text.plain, str(text.style), repr(text.spans)) for at, text in cells.items()}
-        if keys != self._keys:
-            cursor = self._cursor_key()
+        # Only the cells whose look changed (FastTable redraws only their rows); the same rows in another
+        # order are moved, not cleared and added again (which measures every cell and redraws the header).
+        changed = [(*at, cells[at]) for at, look in looks.items() if self._cells.get(at) != look]
+        cursor = self._cursor_key()
+        if keys != self._keys and (set(keys) != set(self._keys) or not table.reorder(keys)):
             table.clear()
             for key in keys:
                 table.add_row(*(cells[(key, k)] for k in self.widths), key=key)
+        elif changed:
+            table.set_cells(changed)
+        if keys != self._keys:
             self._keys = keys
             self._move_to(cursor)
-        else:
-            # Only the cells whose look changed, and only their cached renders dropped (FastTable).
-            changed = [(*at, cells[at]) for at, look in looks.items() if self._cells.get(at) != look]
-            if changed:
-                table.set_cells(changed)
         self._cells = looks
 
     def _title(self, snapshot: TaskSnapshot | None, shown: int, every: int) -> None:

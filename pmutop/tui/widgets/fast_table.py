@@ -1,29 +1,24 @@
 """A DataTable that draws a changed row as one strip of pre-styled segments, and redraws only changed rows.
 
-DataTable draws a line through several layers of caches and objects: each cell through Rich's console
-(Padding, Styled, Text layout: about 0.1 ms a cell), the cells joined, cropped, wrapped in a Strip, padded
-and simplified. DataTable.update_cell also invalidates every cached render of the table and repaints all of
-it. For the live view's tables (one-line text cells that fit their columns) that was most of the CPU.
-
-FastTable instead:
-- `set_cells` replaces values, forgets only the changed rows' strips and repaints only their screen lines
-  (Widget.refresh(Region)): the other lines stay in Textual's per-line cache and are not drawn again;
-- `render_line` builds a body row's line directly: per cell one segment (three when the text has its own
-  style), with the styles DataTable would give it (row and column meta for the mouse, zebra, cursor and
-  hover colours) worked out once and kept; the row's strip is kept until the row, the cursor/hover on it,
-  or the table's look changes. Only rows on screen are ever drawn.
-Anything else (the header, row labels, fixed rows or columns, rows taller than a line, values that are not
-a one-line Text that fits) is drawn by DataTable itself, so what is on screen is what DataTable shows.
-
-This relies on DataTable's private state (textual 8: `_data`, `_row_locations`, `_y_offsets`, the render
-caches, `_update_count`, `_pseudo_class_state`, `_show_hover_cursor`, `_get_styles_to_render_cell`); if it
-is not there, the table falls back to DataTable's own drawing and `update_cell`. Besides
-pmutop.tui.textual_private, this is the one module that touches Textual's private API.
+DataTable draws each cell through Rich's console (Padding, Styled, Text layout: about 0.1 ms a cell), then
+joins, crops, pads and simplifies the line; its update_cell invalidates every render and repaints the whole
+table. For the live view's tables (one-line text cells that fit) that was most of the CPU. FastTable:
+- `set_cells` replaces values, forgets only the changed rows' strips and repaints only their lines
+  (Widget.refresh(Region)); `reorder` moves rows as DataTable.sort does; only rows on screen are drawn;
+- `render_line` builds a body row directly (cell_segments: one segment per plain cell), with DataTable's
+  styles (row/column meta for the mouse, zebra, cursor, hover) combined once and kept per row and column;
+  a row's strip is kept until the row, the cursor/hover on it or the table's look changes;
+- with a plain box (no border, padding, tint...) `render_lines` skips Textual's StylesCache, and applies the
+  app's ANSI-to-truecolor line filter to the kept styles instead of to every segment of every new line.
+The header (kept while its labels stay), row labels, fixed rows or columns, taller rows and other values are
+drawn by DataTable itself. This relies on DataTable's private state (textual 8, `_PRIVATE`); without it,
+DataTable draws and `update_cell` updates. Besides pmutop.tui.textual_private, this is the one module that
+touches Textual's private API.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from rich.cells import cell_len
 from rich.color import Color as RichColor
@@ -38,6 +33,13 @@ from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, Column, ColumnKey, RowKey
+
+try:  # DataTable's map of row keys to positions (textual 8), for reorder
+    from textual._two_way_dict import TwoWayDict
+except ImportError:  # another Textual: the caller clears and adds the rows again
+    TwoWayDict = None  # type: ignore[assignment,misc]
+
+from pmutop.tui.widgets.cell_segments import cut_cells, fitting_layout, styled_cell
 
 # DataTable's private state FastTable reads (textual 8); without it, DataTable draws and `update_cell` updates.
 _PRIVATE_STATE = ("_data", "_row_locations", "_y_offsets", "_update_count", "_show_hover_cursor", "_styles_cache")
@@ -75,6 +77,7 @@ class _Pass:
     header_height: int
     hover: Coordinate
     key: tuple[object, ...]
+    look: tuple[object, ...]  # the key less DataTable's update count (bumped by every change of rows)
     odd_style: Style
     pad: int
     scroll_x: int
@@ -94,6 +97,7 @@ class FastTable(DataTable[object]):
     _plain_before = False
     _style_filter: tuple[ANSIToTruecolor, RichColor] | None = None  # applied to row styles in this pass
     _line_is_row = False  # the line just drawn is a row FastTable drew
+    _header: tuple[object, Strip] | None = None  # DataTable's header line and what it was drawn for
 
     def __init__(self, *args: object, **kw: object) -> None:
         # The strip drawn for each row, with what it was drawn for (row index, cursor and hover on it).
@@ -137,6 +141,7 @@ class FastTable(DataTable[object]):
         super().notify_style_update()
 
     def _forget_strips(self) -> None:
+        self._header = None
         self._row_strips.clear()
         self._row_strips_for = None
         self._styles.clear()
@@ -261,7 +266,7 @@ class FastTable(DataTable[object]):
             drawn.odd_style = drawn.even_style = drawn.base_style
         # Beyond the last column DataTable fades the row colour into the background (cursors other than rows).
         drawn.extend = self.background_colors[1] if drawn.cursor_type != "row" else None
-        drawn.key = (
+        drawn.look = (
             drawn.base_style,
             drawn.odd_style,
             drawn.even_style,
@@ -275,10 +280,10 @@ class FastTable(DataTable[object]):
             drawn.fg_css,
             drawn.bg_css,
             drawn.extend,
-            self._update_count,
             self._pseudo_class_state,
             self._style_filter,
         )
+        drawn.key = (drawn.look, self._update_count)
         drawn.finish = self._style_filter
         if drawn.finish != self._styles_for:  # every kept style was filtered for another theme or colour
             self._styles.clear()
@@ -298,7 +303,7 @@ class FastTable(DataTable[object]):
                 self._in_render = False  # DataTable draws the rest of this pass
                 return super().render_line(y)
         if y < drawn.header_height:
-            return super().render_line(y)
+            return self._header_line(y, drawn)
         row_index = y - drawn.header_height + drawn.scroll_y
         row_key = self._row_locations.get_key(row_index)
         if row_key is None:  # below the last row
@@ -319,6 +324,24 @@ class FastTable(DataTable[object]):
             return super().render_line(y)
         self._row_strips[row_key] = (marks, strip)
         self._line_is_row = True
+        return strip
+
+    def _header_line(self, y: int, drawn: _Pass) -> Strip:
+        """DataTable's header line, kept while the labels and the look stay: a reorder or new rows bump
+        DataTable's update count, and with it DataTable renders every header cell through Rich again."""
+        labels = tuple(
+            (c.label.plain, c.label.style, c.label.justify, tuple(c.label.spans)) for c in self.ordered_columns
+        )
+        marks = (
+            (drawn.cursor.row == -1, drawn.hover.row == -1)
+            if drawn.cursor_type == "row"
+            else (drawn.cursor, drawn.hover)
+        )
+        key = (y, drawn.look, labels, marks)
+        if self._header is not None and self._header[0] == key:
+            return self._header[1]
+        strip = super().render_line(y)
+        self._header = (key, strip)
         return strip
 
     def _cell_styles(self, row_index: int, row_style: Style, drawn: _Pass) -> list[tuple[Style, Style, Style]]:
@@ -414,7 +437,7 @@ class FastTable(DataTable[object]):
         add = segments.append
         start, end = drawn.scroll_x, drawn.scroll_x + drawn.width
         at = 0
-        for (column_key, width), (pre, pad_style, post) in zip(
+        for (column_key, width), styles in zip(
             drawn.columns, self._cell_styles(row_index, row_style, drawn), strict=True
         ):
             cell_at, at = at, at + width
@@ -430,55 +453,27 @@ class FastTable(DataTable[object]):
             plain = value.plain
             inner = width - 2 * pad
             length = len(plain) if plain.isascii() else cell_len(plain)
-            justify = value.justify
-            if length > inner or "\n" in plain or "\t" in plain or justify == "full":
+            left = fitting_layout(plain, length, inner, value.justify)
+            if left is None:
                 return None
-            gap = inner - length
-            if justify == "right" or justify == "center":
-                if plain[-1:].isspace():  # Rich strips it first (and its spans with it)
-                    return None
-                left = gap if justify == "right" else gap // 2
-            else:
-                left = 0
             text_style = None
             if value.style:
                 text_style = text_styles.get(value.style)
                 if text_style is None:
                     text_style = text_styles[value.style] = console.get_style(value.style)
-            spans = value.spans
             mark = len(segments)
-            if text_style is None and not spans:
-                add(Segment(" " * (pad + left) + plain + " " * (gap - left + pad), pad_style))
+            if text_style is None and not value.spans:  # the common cell: one segment
+                add(Segment(" " * (pad + left) + plain + " " * (inner - length - left + pad), styles[1]))
             else:
-                # Rich pads a justified text (left, right, centre) with the text's own style, an unjustified
-                # one and the cell padding with none; the text's style lies under its spans.
-                style = framed(pre, text_style, post)
-                right_style = pad_style if justify is None or justify == "default" else style
-                if pad:
-                    add(Segment(" " * pad, pad_style))
-                if spans:
-                    if left:
-                        add(Segment(" " * left, style))
-                    for text, span_style, _ in value.render(console, end=""):
-                        if span_style is not None and text_style is not None:
-                            span_style = text_style + span_style
-                        elif span_style is None:
-                            span_style = text_style
-                        add(Segment(text, framed(pre, span_style, post)))
-                elif length or left:
-                    add(Segment(" " * left + plain, style))
-                if gap - left:
-                    add(Segment(" " * (gap - left), right_style))
-                if pad:
-                    add(Segment(" " * pad, pad_style))
+                segments += styled_cell(value, length, left, inner, pad, text_style, styles, framed, console)
             if cell_at < start or at > end:  # partly on screen
-                segments[mark:] = _cut(segments[mark:], start - cell_at, end - cell_at)
+                segments[mark:] = cut_cells(segments[mark:], start - cell_at, end - cell_at)
         remaining = max(0, drawn.width - drawn.table_width)
         if remaining and at < end:
             mark, cell_at, at = len(segments), at, at + remaining
             add(Segment(" " * remaining, self._extend_style(row_index, row_style, drawn)))
             if cell_at < start or at > end:
-                segments[mark:] = _cut(segments[mark:], start - cell_at, end - cell_at)
+                segments[mark:] = cut_cells(segments[mark:], start - cell_at, end - cell_at)
         shown = min(at, end) - start
         self.rows_drawn += 1
         return Strip(segments, max(0, shown)).adjust_cell_length(drawn.width, drawn.base_style)
@@ -487,17 +482,9 @@ class FastTable(DataTable[object]):
         """The style of the space right of the last column (DataTable._render_line_in_row)."""
         meta = (("row", row_index), ("column", 0), ("out_of_bounds", True))
         if drawn.cursor_type == "row":
-            component, _ = self._get_styles_to_render_cell(
-                False,
-                False,
-                False,
-                drawn.hover.row == row_index,
-                drawn.cursor.row == row_index,
-                drawn.show_cursor,
-                drawn.show_hover,
-                False,
-                False,
-            )
+            on_hover, on_cursor = drawn.hover.row == row_index, drawn.cursor.row == row_index
+            flags = (False, False, False, on_hover, on_cursor, drawn.show_cursor, drawn.show_hover, False, False)
+            component, _ = self._get_styles_to_render_cell(*flags)
             key: tuple[object, ...] = ("extend", row_style, component, meta)
             style = self._styles.get(key)
             if not isinstance(style, Style):
@@ -539,6 +526,19 @@ class FastTable(DataTable[object]):
             return
         self._forget_rows(rows)
         self._repaint_rows(rows)
+
+    def reorder(self, keys: Sequence[str]) -> bool:
+        """Put the table's rows in this order, as DataTable.sort does (no clear, no new rows: nothing is
+        measured again and the header stays drawn); False, doing nothing, when `keys` are not its rows."""
+        row_keys, _ = self._key_objects()
+        if not self._fast or TwoWayDict is None or len(keys) != len(row_keys) or set(keys) != row_keys.keys():
+            return False
+        if [str(row.key.value) for row in self.ordered_rows] == list(keys):
+            return True
+        self._row_locations = TwoWayDict({row_keys[key]: index for index, key in enumerate(keys)})
+        self._update_count += 1
+        self.refresh()
+        return True
 
     def _key_objects(self) -> tuple[dict[str, RowKey], dict[str, ColumnKey]]:
         """The row and column key objects by their strings, as of the table's last update."""
@@ -592,9 +592,3 @@ class FastTable(DataTable[object]):
 
 
 _EMPTY = Text()
-
-
-def _cut(segments: list[Segment], start: int, end: int) -> list[Segment]:
-    """The cells from `start` to `end` of a cell's segments (a column partly scrolled off the screen)."""
-    start = max(0, start)
-    return list(Segment.divide(segments, [start, end]))[1] if end > start else []
