@@ -204,7 +204,8 @@ class TaskListScreen(ViewScreen):
             notes.insert(0, failure)
         notes_widget = self.query_one("#tl-notes", Static)
         notes_widget.display = bool(notes)
-        notes_widget.update(Text(" · ".join(notes), style="cyan" if self._estimated else "dim"))
+        # One line high in the CSS whatever it says: no layout of the screen for it (each interval).
+        notes_widget.update(Text(" · ".join(notes), style="cyan" if self._estimated else "dim"), layout=False)
 
     def _sync(self, table: FastTable, rows: list[Row]) -> None:
         """Rows in or out, the order, and only the cells that changed."""
@@ -237,7 +238,7 @@ class TaskListScreen(ViewScreen):
         mode_marks(title, snapshot, self.live.info.simulated)
         if self._estimated:
             title.append(f"  ({EST.strip()} columns: each core's counts split by CPU share)", style="cyan")
-        self.query_one("#tl-title", Static).update(title)
+        self.query_one("#tl-title", Static).update(title, layout=False)  # one line high in the CSS
 
     def _cursor_key(self) -> str | None:
         table = self.query_one("#tl-table", DataTable)
