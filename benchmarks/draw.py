@@ -1,10 +1,11 @@
 """What a table redraw costs in-process: FastTable (the live view's tables) with every row changed, headless.
 
-Two figures, CPU ms per frame (the frame's work: replacing the cells, Textual's compositor drawing the
+Three figures, CPU ms per frame (the frame's work: replacing the cells, Textual's compositor drawing the
 changed lines, and the terminal output built from them; a frame with nothing changed is subtracted):
-33 rows x 12 columns at 120x40 (the process view with 32 processes), and 256 rows at 160x50 (a 256-core
-table: only the rows on screen should be drawn). Headless Textual builds no terminal output, so the app here
-renders each update to escape sequences as a terminal driver would (App._display, private: benchmark only).
+33 rows x 12 columns at 120x40 (the process view with 32 processes), the same with one row changed (what
+a frame costs besides its rows), and 256 rows at 160x50 (a 256-core table: only the rows on screen should
+be drawn). Headless Textual builds no terminal output, so the app here renders each update to escape
+sequences as a terminal driver would (App._display, private: benchmark only).
 """
 
 from __future__ import annotations
@@ -83,13 +84,14 @@ async def _frames(rows: int, size: tuple[int, int], frames: int, changed: int | 
 def redraw(frames: int, repeat: int) -> dict[str, Any]:
     """Median CPU ms per frame of `frames` frames, `repeat` runs of each figure."""
     out: dict[str, Any] = {}
-    for name, rows, size in (
-        ("draw 33 rows x 12 changed (120x40)", 33, (120, 40)),
-        ("draw 256 rows x 12 changed (160x50)", 256, (160, 50)),
+    for name, rows, size, changed in (
+        ("draw 33 rows x 12 changed (120x40)", 33, (120, 40), None),
+        ("draw 1 row of 33 changed (120x40)", 33, (120, 40), 1),
+        ("draw 256 rows x 12 changed (160x50)", 256, (160, 50), None),
     ):
         runs = []
         for _ in range(repeat):
-            busy, idle = asyncio.run(_frames(rows, size, frames))
+            busy, idle = asyncio.run(_frames(rows, size, frames, changed))
             runs.append(busy - idle)
         out[name] = summary(runs, "cpu-ms/frame", frames=frames)
     return out
