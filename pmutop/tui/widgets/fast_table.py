@@ -531,7 +531,8 @@ class FastTable(DataTable[object]):
         """Put the table's rows in this order, as DataTable.sort does (no clear, no new rows: nothing is
         measured again and the header stays drawn); False, doing nothing, when `keys` are not its rows."""
         row_keys, _ = self._key_objects()
-        if not self._fast or TwoWayDict is None or len(keys) != len(row_keys) or set(keys) != row_keys.keys():
+        same_rows = len(keys) == len(row_keys) == len(self.rows) and set(keys) == row_keys.keys()
+        if not (self._fast and TwoWayDict is not None and same_rows):
             return False
         if [str(row.key.value) for row in self.ordered_rows] == list(keys):
             return True
