@@ -3,7 +3,8 @@
 Benchmarks (all by default): sampler (read path per core-sample, threaded vs one thread), live (live view
 CPU time vs htop), floors (what a Textual app and one Python thread per core cost doing nothing else: the
 floor under the live view's figures), keys (key to screen at 256 cores), batch (batch mode vs perf stat),
-memory (RSS growth), startup (first frame, batch exit), tasks (the process view's added cost, real mode).
+memory (RSS growth), startup (first frame, batch exit), tasks (the process view's added cost, real mode),
+draw (in-process: a table redraw with every row changed, headless).
 Numbers only, no pass/fail; the machine's load shows in them, so compare figures of the same run.
 """
 
@@ -17,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import floors, procs, programs, sampler, tasks
+from benchmarks import draw, floors, procs, programs, sampler, tasks
 
-NAMES = ("sampler", "live", "floors", "keys", "batch", "memory", "startup", "tasks")
+NAMES = ("sampler", "live", "floors", "keys", "batch", "memory", "startup", "tasks", "draw")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -60,6 +61,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         results.update(programs.startup(repeat))
     if "tasks" in args.only:
         results.update(tasks.process_view(args.seconds or (10 if quick else 60), repeat))
+    if "draw" in args.only:
+        results.update(draw.redraw(frames=10 if quick else 40, repeat=repeat))
     return results
 
 
