@@ -1,12 +1,13 @@
-"""Where the live view's memory grows: `python benchmarks/memgrowth.py [--early S] [--late S] [--cpus N]
-[--interval S] [--top K]`.
+"""Where the live view's memory grows: `python benchmarks/memgrowth.py [--trace-from S] [--early S]
+[--late S] [--cpus N] [--interval S] [--top K]`.
 
-Runs the real program (`pmutop --demo --sim-cpus 64 --interval 0.05` by default) in a 120x40 tmux terminal
-under tracemalloc (this script starts it: pmutop needs no hook), takes a snapshot after `--early` and after
-`--late` seconds, and prints the allocation sites (file:line, 10 frames deep, grouped by the innermost frame
-in pmutop where there is one) that grew most between the two, with the process's RSS at both times.
-tracemalloc slows the program down (about 2x), so fewer intervals pass than in the memory benchmark: compare
-growth per interval, not per minute.
+Runs the real program (`pmutop --demo --sim-cpus 64 --interval 0.05` by default) in a 120x40 tmux terminal,
+starts tracemalloc in it after `--trace-from` seconds (this script starts it: pmutop needs no hook), takes a
+snapshot after `--early` and after `--late` seconds, and prints the allocation sites (file:line, `--frames`
+deep, grouped by the innermost frame in pmutop where there is one) that grew most between the two, with the
+process's RSS at both times.
+tracemalloc slows the program down while it traces, so fewer intervals pass than in the memory benchmark:
+compare growth per interval, not per minute.
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ from pathlib import Path
 _ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(_ROOT))
 
-FRAMES = 10
-
 
 def _rss_kib() -> int:
     with open("/proc/self/status") as f:
@@ -35,9 +34,14 @@ def _rss_kib() -> int:
     return 0
 
 
-def _snapshots(out: Path, early: float, late: float) -> None:
-    """In the traced program: two snapshots (and RSS) to `out`, then nothing more."""
+def _snapshots(out: Path, trace_from: float, early: float, late: float, frames: int) -> None:
+    """In the traced program: tracing from `trace_from` s (start-up and the rings' filling run at full speed
+    and stay out of the snapshots), two snapshots (and RSS) to `out`, then nothing more. An allocation
+    alive in both snapshots' sites that grew between them is growth; objects that are replaced in a steady
+    state (ring slots, history) were made after tracing started too, but their totals stay flat."""
     t0 = time.monotonic()
+    time.sleep(trace_from)
+    tracemalloc.start(frames)
     for name, at in (("early", early), ("late", late)):
         time.sleep(max(0.0, at - (time.monotonic() - t0)))
         snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
@@ -46,57 +50,77 @@ def _snapshots(out: Path, early: float, late: float) -> None:
         partial.rename(out / f"{name}.pickle")  # whole or absent for the reader
 
 
-def child(out: Path, early: float, late: float, argv: list[str]) -> None:
-    tracemalloc.start(FRAMES)
-    threading.Thread(target=_snapshots, args=(out, early, late), daemon=True).start()
+def child(out: Path, trace_from: float, early: float, late: float, frames: int, argv: list[str]) -> None:
+    threading.Thread(target=_snapshots, args=(out, trace_from, early, late, frames), daemon=True).start()
     from pmutop.app.main import main
 
     sys.exit(main(argv))
 
 
-def _site(trace_frames: tracemalloc.Traceback) -> str:
-    """The innermost frame in pmutop's own code (what to fix), else the innermost frame."""
-    for frame in trace_frames:
-        if "/pmutop/" in frame.filename:
-            return f"{frame.filename.split('/pmutop/', 1)[1]}:{frame.lineno}"
-    frame = trace_frames[0]
-    return f"{frame.filename}:{frame.lineno}"
+_PACKAGE = f"{_ROOT / 'pmutop'}/"  # pmutop's own code (not the venv's, wherever the checkout is)
+
+
+def _ours(frame: tracemalloc.Frame) -> bool:
+    return frame.filename.startswith(_PACKAGE)
+
+
+def _short(frame: tracemalloc.Frame) -> str:
+    return f"{frame.filename.removeprefix(_PACKAGE)}:{frame.lineno}"
+
+
+def _site(trace_frames: tracemalloc.Traceback) -> tuple[str, str]:
+    """The innermost frame in pmutop's own code (what to fix), else the innermost frame; and the pmutop
+    frames that called it, innermost first (tracemalloc orders a traceback oldest first)."""
+    ours = [f for f in reversed(trace_frames) if _ours(f)]
+    if not ours:
+        return _short(trace_frames[-1]), ""
+    return _short(ours[0]), " < ".join(_short(f) for f in ours[1:4])
 
 
 def report(out: Path, top: int) -> list[str]:
     (early, rss_early, t_early) = pickle.loads((out / "early.pickle").read_bytes())
     (late, rss_late, t_late) = pickle.loads((out / "late.pickle").read_bytes())
     growth: dict[str, list[int]] = {}
+    callers: dict[str, str] = {}
     for stat in late.compare_to(early, "traceback"):
         if stat.size_diff <= 0:
             continue
-        entry = growth.setdefault(_site(stat.traceback), [0, 0, 0])
+        site, chain = _site(stat.traceback)
+        entry = growth.setdefault(site, [0, 0])
+        if stat.size_diff > entry[0]:  # the caller chain of the largest part
+            callers[site] = chain
         entry[0] += stat.size_diff
         entry[1] += stat.count_diff
-        entry[2] = max(entry[2], stat.size)
     total = sum(s.size_diff for s in late.compare_to(early, "filename"))
     lines = [
         f"RSS {rss_early / 1024:.1f} MiB at {t_early:.0f} s -> {rss_late / 1024:.1f} MiB at {t_late:.0f} s; "
         f"traced Python heap {total / 2**20:+.2f} MiB",
-        "growth (KiB)  blocks  site (innermost pmutop frame)",
+        "growth (KiB)  blocks  site (innermost pmutop frame): its line  [called from]",
     ]
-    for site, (size, count, _) in sorted(growth.items(), key=lambda kv: -kv[1][0])[:top]:
-        source = linecache.getline(str(_ROOT / "pmutop" / site.split(":")[0]), int(site.rsplit(":", 1)[1])).strip()
-        lines.append(f"{size / 1024:>12.1f} {count:>7}  {site}  {source[:70]}")
+    for site, (size, count) in sorted(growth.items(), key=lambda kv: -kv[1][0])[:top]:
+        path, line = site.rsplit(":", 1)
+        source = linecache.getline(path if path.startswith("/") else _PACKAGE + path, int(line)).strip()
+        called = f"  [{callers[site]}]" if callers.get(site) else ""
+        lines.append(f"{size / 1024:>12.1f} {count:>7}  {site}: {source[:60]}{called}")
     return lines
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--early", type=float, default=60.0)
-    p.add_argument("--late", type=float, default=240.0)
+    p.add_argument("--trace-from", type=float, default=60.0, help="start tracing after S seconds")
+    p.add_argument("--early", type=float, default=120.0)
+    p.add_argument("--late", type=float, default=300.0)
     p.add_argument("--cpus", type=int, default=64)
     p.add_argument("--interval", type=float, default=0.05)
     p.add_argument("--top", type=int, default=15)
+    p.add_argument("--frames", type=int, default=12, help="frames kept per allocation (more: slower)")
     p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
-    args, rest = p.parse_known_args()
+    argv = sys.argv[1:]
+    # pmutop's own options follow `--` (its --interval is not ours to parse).
+    rest = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = p.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     if args.child:
-        child(args.child, args.early, args.late, rest)
+        child(args.child, args.trace_from, args.early, args.late, args.frames, rest)
         return 0
     from benchmarks import procs
 
@@ -105,7 +129,8 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="pmutop-memgrowth-") as tmp:
             out = Path(tmp)
             cmd = [sys.executable, __file__, "--child", tmp, "--early", str(args.early), "--late", str(args.late)]
-            cmd += ["--demo", "--sim-cpus", str(args.cpus), "--interval", str(args.interval)]
+            cmd += ["--frames", str(args.frames), "--trace-from", str(args.trace_from)]
+            cmd += ["--", "--demo", "--sim-cpus", str(args.cpus), "--interval", str(args.interval)]
             with procs.tmux_session("memgrowth", cmd):
                 deadline = time.monotonic() + args.late + 120
                 while not (out / "late.pickle").exists() and time.monotonic() < deadline:
