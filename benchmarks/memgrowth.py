@@ -108,12 +108,14 @@ def report(out: Path, top: int) -> list[str]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trace-from", type=float, default=60.0, help="start tracing after S seconds")
-    p.add_argument("--early", type=float, default=120.0)
-    p.add_argument("--late", type=float, default=300.0)
+    # Objects that live long but are replaced (the simulator keeps up to 4 workload phases of prefix sums,
+    # 80 s) look like growth until they have all been made since tracing started: the first snapshot waits.
+    p.add_argument("--early", type=float, default=180.0)
+    p.add_argument("--late", type=float, default=360.0)
     p.add_argument("--cpus", type=int, default=64)
     p.add_argument("--interval", type=float, default=0.05)
     p.add_argument("--top", type=int, default=15)
-    p.add_argument("--frames", type=int, default=12, help="frames kept per allocation (more: slower)")
+    p.add_argument("--frames", type=int, default=8, help="frames kept per allocation (more: slower)")
     p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     argv = sys.argv[1:]
     # pmutop's own options follow `--` (its --interval is not ours to parse).
@@ -132,7 +134,7 @@ def main() -> int:
             cmd += ["--frames", str(args.frames), "--trace-from", str(args.trace_from)]
             cmd += ["--", "--demo", "--sim-cpus", str(args.cpus), "--interval", str(args.interval)]
             with procs.tmux_session("memgrowth", cmd):
-                deadline = time.monotonic() + args.late + 120
+                deadline = time.monotonic() + args.late * 3 + 300  # a snapshot under load takes minutes
                 while not (out / "late.pickle").exists() and time.monotonic() < deadline:
                     time.sleep(1.0)
                 if not (out / "late.pickle").exists():

@@ -107,6 +107,7 @@ def _write_configs() -> None:
         path = HOME / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    (HOME / ".config/bpytop/themes").mkdir(exist_ok=True)  # bpytop lists it at every theme refresh
 
 
 def _measure(program: Program, session: str, seconds: float, warmup: float) -> float | str:
