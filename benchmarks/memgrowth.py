@@ -80,14 +80,13 @@ def _site(trace_frames: tracemalloc.Traceback) -> tuple[str, str]:
 def report(out: Path, top: int) -> list[str]:
     (early, rss_early, t_early) = pickle.loads((out / "early.pickle").read_bytes())
     (late, rss_late, t_late) = pickle.loads((out / "late.pickle").read_bytes())
+    # Net per site: the objects a steady state replaces (ring slots, caches) free as many as they make.
     growth: dict[str, list[int]] = {}
     callers: dict[str, str] = {}
     for stat in late.compare_to(early, "traceback"):
-        if stat.size_diff <= 0:
-            continue
         site, chain = _site(stat.traceback)
         entry = growth.setdefault(site, [0, 0])
-        if stat.size_diff > entry[0]:  # the caller chain of the largest part
+        if chain and stat.size_diff > 0 and site not in callers:
             callers[site] = chain
         entry[0] += stat.size_diff
         entry[1] += stat.count_diff
@@ -95,9 +94,10 @@ def report(out: Path, top: int) -> list[str]:
     lines = [
         f"RSS {rss_early / 1024:.1f} MiB at {t_early:.0f} s -> {rss_late / 1024:.1f} MiB at {t_late:.0f} s; "
         f"traced Python heap {total / 2**20:+.2f} MiB",
-        "growth (KiB)  blocks  site (innermost pmutop frame): its line  [called from]",
+        "net growth (KiB)  blocks  site (innermost pmutop frame): its line  [called from]",
     ]
-    for site, (size, count) in sorted(growth.items(), key=lambda kv: -kv[1][0])[:top]:
+    grown = [(site, size, count) for site, (size, count) in growth.items() if size > 0]
+    for site, size, count in sorted(grown, key=lambda entry: -entry[1])[:top]:
         path, line = site.rsplit(":", 1)
         source = linecache.getline(path if path.startswith("/") else _PACKAGE + path, int(line)).strip()
         called = f"  [{callers[site]}]" if callers.get(site) else ""

@@ -197,5 +197,5 @@ def test_memory_growth_finder_names_the_allocation_sites_that_grew() -> None:
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[0].startswith("RSS ") and "traced Python heap" in lines[0]
-    assert lines[1].startswith("growth (KiB)")
+    assert lines[1].startswith("net growth (KiB)")
     assert all(re.search(r"\S+:\d+", line) for line in lines[2:])  # file:line of each site
