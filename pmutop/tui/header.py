@@ -22,14 +22,17 @@ def machine_text(info: RunInfo) -> Text:
     return t
 
 
-def status_text(info: RunInfo, feed: SampleFeed, table: CoreTable) -> Text:
-    """The backend, interval, run time, sort, filter and the columns that do not fit."""
+def status_text(info: RunInfo, feed: SampleFeed, table: CoreTable, own_cost: str | None = None) -> Text:
+    """The backend, interval, run time, sort, pmutop's own cost (`own_cost`, where measured), filter and the
+    columns that do not fit."""
     elapsed = feed.elapsed()
     arrow = "▼" if table.reverse else "▲"
     t = Text()
     t.append(f"{info.backend}/{info.read_method}", style="bold")
     t.append(f"  ·  interval {fmt.interval_text(feed.interval)}  ·  {fmt.duration(elapsed)}")
     t.append(f"  ·  sort {table.sort_title()} {arrow}")
+    if own_cost:
+        t.append(f"  ·  {own_cost}", style="dim")
     if table.row_filter is not None:
         shown, cpus = table.cpu_rows_shown(), len(table.model.cores)
         # The all row sums every CPU, not only the rows the filter shows: say so where the filter is named.
