@@ -85,7 +85,7 @@ def test_batch_ends_with_its_own_cpu_time_and_peak_rss_on_stderr() -> None:
 
 @pytest.mark.integration
 @needs_tmux
-def test_the_live_view_in_a_100_column_terminal_shows_its_own_cost(tmp_path: Path) -> None:
+def test_the_live_view_in_a_140_column_terminal_shows_its_own_cost_last(tmp_path: Path) -> None:
     tmux = Tmux(tmp_path)
     try:
         command = f"{sys.executable} -m pmutop --demo --sim-cpus 2 --interval 0.5"
@@ -95,7 +95,7 @@ def test_the_live_view_in_a_100_column_terminal_shows_its_own_cost(tmp_path: Pat
             "-s",
             "t",
             "-x",
-            "100",
+            "140",
             "-y",
             "24",
             f"cd {REPO} && env -u COLUMNS -u LINES XDG_CONFIG_HOME={tmp_path} {command}",  # the pane's size
@@ -105,7 +105,8 @@ def test_the_live_view_in_a_100_column_terminal_shows_its_own_cost(tmp_path: Pat
         status = next(line for line in screen.splitlines() if "interval 0.5 s" in line)
         found = STATUS_COST.search(status)
         assert found, screen
-        assert status.index("sort ") < status.index("% CPU")  # after the sort, which matters more
+        # Last on the line: on a narrow terminal it is cut before the sort or a filter the user typed.
+        assert status.index("sort ") < status.index("% CPU")
         assert 10 <= int(found[2]) <= 4000
         tmux("send-keys", "-t", "t", "q")
     finally:

@@ -23,22 +23,22 @@ def machine_text(info: RunInfo) -> Text:
 
 
 def status_text(info: RunInfo, feed: SampleFeed, table: CoreTable, own_cost: str | None = None) -> Text:
-    """The backend, interval, run time, sort, pmutop's own cost (`own_cost`, where measured), filter and the
-    columns that do not fit."""
+    """The backend, interval, run time, sort, filter, the columns that do not fit, and pmutop's own cost
+    (`own_cost`, where measured)."""
     elapsed = feed.elapsed()
     arrow = "▼" if table.reverse else "▲"
     t = Text()
     t.append(f"{info.backend}/{info.read_method}", style="bold")
     t.append(f"  ·  interval {fmt.interval_text(feed.interval)}  ·  {fmt.duration(elapsed)}")
     t.append(f"  ·  sort {table.sort_title()} {arrow}")
-    if own_cost:
-        t.append(f"  ·  {own_cost}", style="dim")
     if table.row_filter is not None:
         shown, cpus = table.cpu_rows_shown(), len(table.model.cores)
         # The all row sums every CPU, not only the rows the filter shows: say so where the filter is named.
         t.append(f"  ·  filter {table.row_filter.text}: {shown}/{cpus}, all = all {cpus}", style="bold yellow")
     if table.dropped:
         t.append(f"  ·  +{table.dropped} column{'s' if table.dropped > 1 else ''} (c)", style="dim")
+    if own_cost:  # last: on a narrow terminal it is what gets cut, never the filter the user typed
+        t.append(f"  ·  {own_cost}", style="dim")
     return t
 
 

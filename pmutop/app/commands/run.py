@@ -101,7 +101,8 @@ def run_remote(args: argparse.Namespace, guard: ExitGuard) -> int:
                 )
             finally:
                 feed.stop()
-            say(final_line())  # after the last interval: what pmutop itself cost
+            if guard.signum is None:  # a run the user interrupted ends in one line: why it stopped
+                say(final_line())  # after the last interval: what pmutop itself cost
             code = 0
         else:
             from pmutop.tui.app import PmutopApp
@@ -265,7 +266,8 @@ def _measure(
                 on_tasks=recorder.record_tasks if recorder is not None else None,
                 packages=session.dram.sampler if session.dram is not None else None,
             )
-            say(final_line())  # after the last interval (before why the run ended): what pmutop itself cost
+            if guard.signum is None:  # a run the user interrupted ends in one line: why it stopped
+                say(final_line())  # after the last interval: what pmutop itself cost
         else:
             # Per-process counters are read in their own thread, just after each interval's CPU samples.
             sampler = TaskSampler(task_counters, engine) if task_counters is not None else None
