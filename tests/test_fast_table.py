@@ -11,6 +11,7 @@ from textual.app import App, ComposeResult
 from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.strip import Strip
+from textual.widgets import Static
 from textual.widgets.data_table import CellDoesNotExist
 
 from pmutop.app.screenshots import scene
@@ -238,3 +239,50 @@ async def test_the_process_view_moves_reordered_rows_and_the_highlight_stays_on_
             _assert_same(table)
     finally:
         engine.stop()
+
+
+class _FilledTable(_Table):
+    """The table fills the screen below a title (as the process view's does: height 1fr)."""
+
+    CSS = "FastTable { height: 1fr; }"
+
+    def compose(self) -> ComposeResult:
+        yield Static("title", id="title")
+        yield from super().compose()
+
+
+async def test_rows_coming_and_going_behind_a_scrollbar_lay_out_nothing_and_the_scrollbar_follows() -> None:
+    """A process enters or leaves the table most intervals: while the table's box stays the same, that is the
+    table's own scroll range, not a new layout of the whole screen (a full repaint each time); the scrollbar
+    still appears, follows and goes."""
+    app = _FilledTable(rows=30)
+    async with app.run_test(size=(50, 12)) as pilot:
+        table = await _table(pilot)
+        assert table.show_vertical_scrollbar
+        layouts = 0
+        screen_layout = app.screen._refresh_layout
+
+        def counted(*args: object, **kw: object) -> None:
+            nonlocal layouts
+            layouts += 1
+            import traceback; traceback.print_stack(limit=12)
+            screen_layout(*args, **kw)
+
+        app.screen._refresh_layout = counted  # type: ignore[method-assign]
+        size = table.size
+        for row in range(30, 36):  # six processes enter, one an interval
+            table.add_row(Text(str(row)), None, None, None, key=str(row))
+            await pilot.pause()
+        table.remove_row("0")
+        await pilot.pause()
+        assert layouts == 0
+        assert table.size == size and table.virtual_size.height == 35 + table.header_height
+        assert table.vertical_scrollbar.window_virtual_size == table.virtual_size.height
+        await pilot.press("ctrl+end")
+        await pilot.pause()
+        assert "35" in _screen_text(app).splitlines()[-1]  # the scroll range reaches the newest row
+        for row in range(1, 30):  # few rows left: the scrollbar goes, and the screen is laid out for that
+            table.remove_row(str(row))
+        await pilot.pause()
+        assert not table.show_vertical_scrollbar and layouts >= 1
+        assert _screen_text(app).splitlines()[2].startswith(" 30")

@@ -169,6 +169,7 @@ class PmutopApp(DramView):
         self._follow: str | None = None  # None: the all row, until the user moves the highlight
         self._last_highlight: str | None = None
         self._header_drawn = 0.0  # monotonic time of the last header redraw
+        self._header_stale = False  # a view covered the table when the header was due: draw it on return
 
     # -- building
 
@@ -198,6 +199,7 @@ class PmutopApp(DramView):
         self._watch_samples()
         table = self.query_one("#cores", DataTable)
         self.watch(table, "scroll_y", self._refresh_stale_rows, init=False)
+        self.screen_change_signal.subscribe(self, self._screen_changed)
         if self.settings_problem:
             self.notify(self.settings_problem, title="settings", severity="warning", timeout=10)
         view = self.start_view or self.settings.view
@@ -349,7 +351,17 @@ class PmutopApp(DramView):
             self._follow = key
             self._refresh_panels()
 
-    def on_screen_resume(self) -> None:
+    def table_covered(self) -> bool:
+        """A view covers the table's screen: what is drawn on it waits (Textual repaints the whole screen
+        under a view when a widget of the screen below changes), and is drawn when the table is back."""
+        return isinstance(self.screen, ViewScreen)
+
+    def _screen_changed(self, screen: object) -> None:
+        if screen is not self.screen_stack[0]:
+            return
+        if self._header_stale:
+            self._refresh_header()
+        self._refresh_panels()
         if self.core_table.stale:
             self.call_after_refresh(self._refresh_stale_rows)
 
@@ -382,6 +394,9 @@ class PmutopApp(DramView):
     def _refresh_header(self) -> None:
         self._header_drawn = time.monotonic()
         if self._stop.is_set():
+            return
+        self._header_stale = self.table_covered()
+        if self._header_stale:
             return
         with contextlib.suppress(NoMatches):  # the 1 s timer fired while the app was closing
             self._draw_header()

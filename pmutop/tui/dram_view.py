@@ -32,6 +32,9 @@ class DramView(ViewKeys):
     def _fit(self) -> None:
         raise NotImplementedError
 
+    def table_covered(self) -> bool:
+        raise NotImplementedError
+
     def poll_dram(self) -> None:
         """Every POLL_S and after each update; nothing but one comparison when the feed has not moved (or the
         display is paused: the figures then wait with the rest)."""
@@ -72,6 +75,8 @@ class DramView(ViewKeys):
     def draw_dram(self) -> None:
         """The header's DRAM lines, rebuilt only when their figures or the terminal's size changed (the header
         is redrawn every interval and every second)."""
+        if self.table_covered():  # drawn when the table is back (the header is then redrawn)
+            return
         source = self._dram_seq if self.package_feed is not None else id(self.model.total.latest)
         key = (source, self.size.width, self.size.height)
         if key == self._dram_drawn:

@@ -19,6 +19,7 @@ touches Textual's private API.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Self
 
 from rich.cells import cell_len
 from rich.color import Color as RichColor
@@ -28,7 +29,8 @@ from rich.text import Text
 from textual.color import Color
 from textual.coordinate import Coordinate
 from textual.filter import ANSIToTruecolor
-from textual.geometry import Region
+from textual.geometry import Region, Size
+from textual.reactive import Reactive
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.widgets import DataTable
@@ -113,6 +115,37 @@ class FastTable(DataTable[object]):
         self.rows_drawn = 0  # body rows drawn by FastTable itself (tests count them)
         super().__init__(*args, **kw)  # type: ignore[arg-type]
         self._fast = all(hasattr(self, name) for name in _PRIVATE)
+
+    # The scrollable size: rows in or out change it most intervals (a process enters or leaves). Widget's
+    # reactive lays out the whole screen for that (every widget placed again, every line repainted); the
+    # table's box does not depend on it unless its height or width is auto, so only then is there a layout.
+    # Otherwise the scrollbars follow (a scrollbar that appears or goes lays out by itself).
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False, repaint=True)
+
+    _removing_row = False
+
+    def _box_follows_rows(self) -> bool:
+        height, width = self.styles.height, self.styles.width
+        return height is None or height.is_auto or width is None or width.is_auto
+
+    def watch_virtual_size(self, size: Size) -> None:
+        if self._box_follows_rows():
+            self.refresh(layout=True)
+        elif self.is_scrollable and self.container_size:
+            self._scroll_update(size)
+
+    def remove_row(self, row_key: RowKey | str) -> None:
+        # DataTable lays out the screen after a row goes; the scroll range is virtual_size's business.
+        self._removing_row = True
+        try:
+            super().remove_row(row_key)
+        finally:
+            self._removing_row = False
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
+        if layout and self._removing_row and not self._box_follows_rows():
+            layout = False
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
     @property
     def ordered_columns(self) -> list[Column]:
