@@ -265,7 +265,6 @@ async def test_rows_coming_and_going_behind_a_scrollbar_lay_out_nothing_and_the_
         def counted(*args: object, **kw: object) -> None:
             nonlocal layouts
             layouts += 1
-            import traceback; traceback.print_stack(limit=12)
             screen_layout(*args, **kw)
 
         app.screen._refresh_layout = counted  # type: ignore[method-assign]
