@@ -241,6 +241,39 @@ async def test_the_process_view_moves_reordered_rows_and_the_highlight_stays_on_
         engine.stop()
 
 
+async def test_a_process_entering_and_one_leaving_change_only_their_rows_and_the_highlight_stays() -> None:
+    app, engine, _, _, _ = task_app()
+    try:
+        async with app.run_test(size=(160, 50)) as pilot:
+            await pilot.press("4", "down", "down")
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, TaskListScreen)
+            table = screen.query_one("#tl-table", FastTable)
+            rows = screen.rows(screen.tasks.task_feed.latest())  # type: ignore[union-attr,arg-type]
+            highlighted = screen._cursor_key()
+            assert len(rows) > 4 and highlighted == rows[2][0]
+            await pilot.pause()
+            drawn = table.rows_drawn
+            # The last process leaves, the first one moves to the end, and one enters (as the second).
+            newcomer = rows[0][0] + "-new"
+            changed = [rows[1], (newcomer, rows[0][1], rows[0][2]), *rows[2:-1], rows[0]]
+            screen._sync(table, changed)
+            await pilot.pause()
+            assert [str(row.key.value) for row in table.ordered_rows] == [key for key, _, _ in changed]
+            assert screen._cursor_key() == highlighted
+            shown = {
+                str(row.key.value): [Text.assemble(c).plain for c in table.get_row(row.key)]
+                for row in table.ordered_rows
+            }
+            assert shown[newcomer] == shown[rows[0][0]]  # the newcomer's cells were drawn from its reading
+            # Only the rows whose line changed were drawn again (moved lines and the new one).
+            assert table.rows_drawn - drawn <= len(changed)
+            _assert_same(table)
+    finally:
+        engine.stop()
+
+
 class _FilledTable(_Table):
     """The table fills the screen below a title (as the process view's does: height 1fr)."""
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import contextlib
 from typing import ClassVar, Protocol
 
-from rich.text import Text
+from rich.style import Style
+from rich.text import Span, Text
 from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -38,7 +39,7 @@ from pmutop.tui.widgets.fast_table import FastTable
 POLL_S = 0.25  # how soon a new snapshot shows (it comes just after the CPU samples the app redraws on)
 SCROLLBAR = 2
 Row = tuple[str, Reading, int]  # (row key, reading, indent)
-CellLook = tuple[str, str, str]  # a cell's text, style and spans: what decides a redraw
+CellLook = tuple[str, "str | Style", list[Span]]  # a cell's text, style and spans: what decides a redraw
 
 
 class TaskViews(LiveView, Protocol):
@@ -211,16 +212,27 @@ class TaskListScreen(ViewScreen):
         """Rows in or out, the order, and only the cells that changed."""
         keys = [key for key, _, _ in rows]
         cells = {(key, k): render(k, r, w, indent) for key, r, indent in rows for k, w in self.widths.items()}
-        looks = {at: (text.plain, str(text.style), repr(text.spans)) for at, text in cells.items()}
-        # Only the cells whose look changed (FastTable redraws only their rows); the same rows in another
-        # order are moved, not cleared and added again (which measures every cell and redraws the header).
-        changed = [(*at, cells[at]) for at, look in looks.items() if self._cells.get(at) != look]
+        looks = {at: (text.plain, text.style, text.spans) for at, text in cells.items()}
         cursor = self._cursor_key()
-        if keys != self._keys and (set(keys) != set(self._keys) or not table.reorder(keys)):
-            table.clear()
+        # Processes that left go and new ones are added; only the cells whose look changed are set (FastTable
+        # redraws only their rows); then the rows are moved into order (not cleared and added again: that
+        # measures every cell and redraws the header).
+        fresh: set[str] = set()
+        if keys != self._keys:
+            had = set(self._keys)
+            for key in had.difference(keys):
+                table.remove_row(key)
+            fresh = {key for key in keys if key not in had}
             for key in keys:
-                table.add_row(*(cells[(key, k)] for k in self.widths), key=key)
-        elif changed:
+                if key in fresh:
+                    table.add_row(*(cells[(key, k)] for k in self.widths), key=key)
+            if not table.reorder(keys):  # (not FastTable's private state: DataTable's own way)
+                table.clear()
+                fresh = set(keys)
+                for key in keys:
+                    table.add_row(*(cells[(key, k)] for k in self.widths), key=key)
+        changed = [(*at, cells[at]) for at, look in looks.items() if at[0] not in fresh and self._cells.get(at) != look]
+        if changed:
             table.set_cells(changed)
         if keys != self._keys:
             self._keys = keys

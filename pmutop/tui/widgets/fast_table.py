@@ -134,6 +134,15 @@ class FastTable(DataTable[object]):
         elif self.is_scrollable and self.container_size:
             self._scroll_update(size)
 
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        # DataTable measures every cell of each new row for its column's content width; a column of a set
+        # width never uses it (the live view's columns all have one): then only the scroll range is updated.
+        if self._fast and not any(column.auto_width for column in self.columns.values()):
+            rows = self.rows
+            if not any(row.label is not None or row.auto_height for row in map(rows.get, new_rows) if row):
+                new_rows = ()
+        super()._update_dimensions(new_rows)
+
     def remove_row(self, row_key: RowKey | str) -> None:
         # DataTable lays out the screen after a row goes; the scroll range is virtual_size's business.
         self._removing_row = True
