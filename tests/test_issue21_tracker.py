@@ -76,8 +76,12 @@ class FakeSource:
     def user(self, pid: int, start: int) -> str:
         return "alice"
 
+    cgroup_path = "/user.slice"
+    cgroup_reads = 0
+
     def cgroup(self, pid: int) -> str:
-        return "/user.slice"
+        self.cgroup_reads += 1
+        return self.cgroup_path
 
     def threads(self, pid: int) -> list[tuple[int, str]]:
         return [(pid, f"p{pid}-main")] if pid in self.procs else []
@@ -296,3 +300,19 @@ def test_live_pid_rows_say_where_the_process_ran() -> None:
     (row,) = snap.tasks
     assert row.cpus and row.cgroup.startswith("/") and row.start_time > 0
     assert any(pid == spin.pid for cpu in row.cpus for pid, _ in snap.cpu_shares[cpu])
+
+
+def test_a_process_moved_to_another_cgroup_shows_it_within_five_intervals(source: FakeSource) -> None:
+    """The cgroup is read when a process enters, then once every 5 intervals (a read per process per interval was
+    a sixth of the tracker's cost): a move (systemd-run, a container runtime) shows within 5 intervals."""
+    source.use(ranked(4))
+    t = tracker(source, top=4)
+    t.begin()
+    t.read()
+    source.cgroup_reads = 0
+    source.cgroup_path = "/system.slice/moved.service"
+    seen = []
+    for _ in range(5):
+        seen.append({r.cgroup for r in t.read().tasks})
+    assert seen[-1] == {"/system.slice/moved.service"}
+    assert source.cgroup_reads <= 4 + 4  # each process's once or twice in 5 intervals, not 20 reads

@@ -15,7 +15,7 @@ from pmutop.core.run_description import RunInfo
 from pmutop.core.task_reading import TaskFeed
 from pmutop.engine.engine import Engine
 from pmutop.hw.platform import Platform
-from pmutop.probes.tasks import NoTasks, PsutilTasks, SimTasks, TaskSource, TopTask
+from pmutop.probes.tasks import NoTasks, ProcTasks, SimTasks, TaskSource, TopTask
 from pmutop.safety.exit_guard import ExitGuard, signal_name
 from pmutop.tui.config import Settings, config_path
 
@@ -26,7 +26,7 @@ def task_source(platform: Platform, cpus: list[int]) -> TaskSource:
     if platform.simulated:
         return SimTasks(platform, cpus)
     if platform.pins_threads:  # this host's CPUs: its processes are the ones running there
-        return PsutilTasks(cpus)
+        return ProcTasks(cpus)
     return NoTasks()
 
 

@@ -90,7 +90,7 @@ class ProcessSource(Protocol):
     def close(self) -> None: ...
 
 
-def _read(path: str) -> bytes | None:
+def read_proc_file(path: str) -> bytes | None:
     """The file's bytes, None when it is gone (the process exited) or unreadable."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -132,6 +132,10 @@ class ProcessScan:
         self._users: dict[Identity, str] = {}
         self._names: dict[int, str] = {}
 
+    @property
+    def root(self) -> str:
+        return self._root
+
     def scan(self) -> Scan:
         t0 = time.perf_counter()
         at = self._now()
@@ -145,7 +149,7 @@ class ProcessScan:
         for name in os.listdir(root):
             if not name.isdigit():
                 continue
-            data = _read(f"{root}/{name}/stat")
+            data = read_proc_file(f"{root}/{name}/stat")
             if not data:
                 continue  # exited since the listing
             comm, state, f = parse_stat(data)
@@ -185,7 +189,7 @@ class ProcessScan:
             tids = []
         explained = 0
         for tid in tids:
-            data = _read(f"{task_dir}/{tid}/stat")
+            data = read_proc_file(f"{task_dir}/{tid}/stat")
             if not data:
                 continue
             _, _, f = parse_stat(data)
@@ -217,7 +221,7 @@ class ProcessScan:
         key = (pid, start)
         if key not in self._users:
             uid = None
-            for line in (_read(f"{self._root}/{pid}/status") or b"").split(b"\n"):
+            for line in (read_proc_file(f"{self._root}/{pid}/status") or b"").split(b"\n"):
                 if line.startswith(b"Uid:"):
                     uid = int(line.split()[1])
                     break
@@ -236,7 +240,7 @@ class ProcessScan:
             return [(pid, "")]
         out = []
         for tid in tids:
-            name = _read(f"{self._root}/{pid}/task/{tid}/comm")
+            name = read_proc_file(f"{self._root}/{pid}/task/{tid}/comm")
             out.append((tid, name.decode(errors="replace").rstrip("\n") if name else ""))
         return out
 
@@ -246,7 +250,7 @@ class ProcessScan:
 
 def cgroup_of(pid: int, root: str = "/proc") -> str:
     """The cgroup v2 path (the `0::` line of /proc/PID/cgroup), "" where there is none (or it is gone)."""
-    for line in (_read(f"{root}/{pid}/cgroup") or b"").split(b"\n"):
+    for line in (read_proc_file(f"{root}/{pid}/cgroup") or b"").split(b"\n"):
         if line.startswith(b"0::"):
             return line[3:].decode(errors="replace")
     return ""

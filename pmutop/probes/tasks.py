@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import psutil
+from pmutop.probes.process_scan import ProcessScan, ProcessUse, read_proc_file
 
 
 @dataclass(frozen=True)
@@ -27,37 +27,38 @@ class NoTasks:
         return {}
 
 
-class PsutilTasks:
-    """Per-process CPU time deltas from psutil, attributed to the CPU each process last ran on
-    (the same attribution as top's "P" column: a process that migrated counts on its latest CPU)."""
+class ProcTasks:
+    """Per-thread CPU time deltas from one pass over /proc (pmutop.probes.process_scan, as the process view's
+    tracker reads it), each on the CPU the thread last ran on. psutil builds a Process object and reads
+    through it per process: about four times the CPU, and the live view asks every interval."""
 
-    FIELDS = ("pid", "name", "cpu_num", "cpu_times", "create_time")
-
-    def __init__(self, cpus: Iterable[int], process_iter: Callable[..., Iterable[Any]] | None = None) -> None:
+    def __init__(self, cpus: Iterable[int], scan: ProcessScan | None = None) -> None:
         self._cpus = set(cpus)
-        self._process_iter = process_iter or psutil.process_iter
-        self._prev: dict[tuple[int, float], float] = {}
-        self._primed = False
+        self._scan = scan or ProcessScan()
+        self._root = self._scan.root
+        self._names: dict[tuple[int, int], str] = {}
 
     def top_per_cpu(self) -> dict[int, TopTask]:
-        seen: dict[tuple[int, float], float] = {}
-        best: dict[int, TopTask] = {}
-        for proc in self._process_iter(list(self.FIELDS)):
-            info = proc.info
-            times = info.get("cpu_times")
-            if times is None or info.get("create_time") is None:
-                continue  # vanished or not accessible
-            key = (info["pid"], info["create_time"])
-            total = times.user + times.system
-            seen[key] = total
-            # A process first seen after priming started during the interval: all its time is new.
-            delta = total - self._prev.get(key, 0.0) if (key in self._prev or self._primed) else 0.0
-            cpu = info.get("cpu_num")
-            if cpu in self._cpus and delta > 0 and (cpu not in best or delta > best[cpu].cpu_seconds):
-                best[cpu] = TopTask(info.get("name") or "?", info["pid"], delta)
-        self._prev = seen
-        self._primed = True
-        return best
+        scan = self._scan.scan()  # the first only primes: nothing used CPU "in the interval" yet
+        best: dict[int, tuple[float, ProcessUse]] = {}
+        for p in scan.processes.values():
+            for cpu, seconds in p.cpus.items():
+                if seconds > 0 and cpu in self._cpus and (cpu not in best or seconds > best[cpu][0]):
+                    best[cpu] = (seconds, p)
+        if len(self._names) > 2 * len(scan.processes) + 64:
+            self._names = {k: v for k, v in self._names.items() if k[0] in scan.processes}
+        return {cpu: TopTask(self._name(p), p.pid, seconds) for cpu, (seconds, p) in best.items()}
+
+    def _name(self, p: ProcessUse) -> str:
+        """As psutil's name(): the kernel's comm, cut at 15 characters, completed from the command line."""
+        if len(p.comm) < 15:
+            return p.comm
+        name = self._names.get(p.identity)
+        if name is None:
+            argv0 = (read_proc_file(f"{self._root}/{p.pid}/cmdline") or b"").split(b"\0", 1)[0]
+            full = argv0.decode(errors="replace").rsplit("/", 1)[-1]
+            name = self._names[p.identity] = full if full.startswith(p.comm) else p.comm
+        return name
 
 
 class SimTasks:

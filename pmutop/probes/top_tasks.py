@@ -32,6 +32,7 @@ from pmutop.probes.task_counters import (
 LEAVE_AFTER = 5  # consecutive intervals outside the top 2N before a counted process is dropped
 EXITED_ROWS = 3  # intervals an exited process's row stays after its last reading
 BOOTSTRAP_S = 0.5  # begin() ranks by CPU used since the tracker was made when that is at least this long
+CGROUP_EVERY = 5  # intervals between two reads of a counted process's cgroup
 FD_RESERVE = 64  # descriptors left for everything else pmutop opens (/proc files, the TUI, a recording)
 
 
@@ -86,6 +87,7 @@ class _Tracked:
     cgroup: str = ""
     cpus: tuple[int, ...] = ()
     cpu_seconds: float = 0.0
+    cgroup_due: int = 0  # intervals until its cgroup is read again
 
 
 @dataclass
@@ -208,7 +210,12 @@ class TopTaskCounters:
     def _refresh(self, t: _Tracked, info: ProcessUse) -> None:
         t.comm, t.threads, t.cpu_seconds = info.comm, info.threads, info.cpu_seconds
         t.cpus = tuple(sorted(info.cpus))
-        t.cgroup = self._source.cgroup(t.pid)  # it may move (systemd-run, a container runtime)
+        # It may move (systemd-run, a container runtime): read again every few intervals (a read per process
+        # per interval was a sixth of the tracker's cost, for a path that seldom changes).
+        if t.cgroup_due <= 0:
+            t.cgroup = self._source.cgroup(t.pid)
+            t.cgroup_due = CGROUP_EVERY
+        t.cgroup_due -= 1
 
     def _forget(self, key: Identity) -> bool:
         """Close a member's counters; True when that gave file descriptors back."""

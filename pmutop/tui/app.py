@@ -275,7 +275,9 @@ class PmutopApp(DramView):
             if not self.feed.wait_for_samples(seen, timeout=0.5, stop=self._stop):
                 continue
             seen = {cpu: ring.count for cpu, ring in self.feed.rings.items()}
-            tasks = None if self.paused else self._lookup_tasks()  # nothing to show it on while paused
+            # Nothing to show them on while paused, or while a view without the top-task column covers the table
+            # (a scan of every process each interval): the column is blank until the next interval after it.
+            tasks = None if self.paused else {} if self._top_tasks_hidden() else self._lookup_tasks()
             if self._stop.is_set():
                 return
             self.call_from_thread(self.apply_update, tasks)
@@ -355,6 +357,10 @@ class PmutopApp(DramView):
         """A view covers the table's screen: what is drawn on it waits (Textual repaints the whole screen
         under a view when a widget of the screen below changes), and is drawn when the table is back."""
         return isinstance(self.screen, ViewScreen)
+
+    def _top_tasks_hidden(self) -> bool:
+        screen = self.screen
+        return isinstance(screen, ViewScreen) and not isinstance(screen, DetailScreen)
 
     def _screen_changed(self, screen: object) -> None:
         if screen is not self.screen_stack[0]:
