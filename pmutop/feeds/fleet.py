@@ -44,6 +44,7 @@ from pmutop.feeds.prometheus import (
     _steps,
 )
 from pmutop.feeds.promql import Client, PromError, Server, Vector, duration, restrict
+from pmutop.feeds.round_waits import RoundWaits
 
 DEFAULT_SCRAPE_S = 15.0
 HOST = ("instance",)
@@ -72,7 +73,7 @@ def _clock(at: float) -> str:
     return datetime.fromtimestamp(at, tz=UTC).strftime("%H:%M:%S UTC")
 
 
-class FleetFeed(SampleFeed, HostLabels, LostHosts):
+class FleetFeed(RoundWaits, SampleFeed, HostLabels, LostHosts):
     """SampleFeed of per-instance aggregates; construction discovers the instances (a PmutopError when the
     server cannot be asked or selects none); start() polls every step in a thread."""
 
@@ -381,21 +382,6 @@ class FleetFeed(SampleFeed, HostLabels, LostHosts):
         self._asked = seconds
         self.step = max(seconds, self.scrape_s)
         self.window = max(self.step, 2 * self.scrape_s)
-
-    def wait_for_samples(self, counts, timeout, on_wait=None, stop=None) -> bool:  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout
-        while True:
-            if all(self.rings[c].count > n for c, n in counts.items()):
-                return True
-            if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
-                return False
-            self._new.wait(0.05)
-            self._new.clear()
-            if on_wait:
-                on_wait()
-
-    def wake_waiters(self) -> None:
-        self._new.set()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._poll_loop, name="pmutop-fleet", daemon=True)

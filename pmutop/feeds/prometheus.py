@@ -46,6 +46,7 @@ from pmutop.feeds.promql import (
     restrict,
 )
 from pmutop.feeds.remote import HOST_STRIDE
+from pmutop.feeds.round_waits import RoundWaits
 
 DEFAULT_SCRAPE_S = 15.0  # Prometheus' default scrape_interval, when the server's cannot be told
 HISTORY_INTERVALS = 60
@@ -114,7 +115,7 @@ def _clock(at: float) -> str:
     return datetime.fromtimestamp(at, tz=UTC).strftime("%H:%M:%S UTC")
 
 
-class PrometheusFeed(SampleFeed, HostLabels, LostHosts):
+class PrometheusFeed(RoundWaits, SampleFeed, HostLabels, LostHosts):
     """SampleFeed over a Prometheus server's HTTP API. Construction discovers the instances (a server that
     cannot be asked, or selects none, is a PmutopError); start() polls every step in a thread."""
 
@@ -488,21 +489,6 @@ class PrometheusFeed(SampleFeed, HostLabels, LostHosts):
         self._asked = seconds
         self.step = max(seconds, self.scrape_s)
         self.window = max(self.step, 2 * self.scrape_s)
-
-    def wait_for_samples(self, counts, timeout, on_wait=None, stop=None) -> bool:  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout
-        while True:
-            if all(self.rings[c].count > n for c, n in counts.items()):
-                return True
-            if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
-                return False
-            self._new.wait(0.05)
-            self._new.clear()
-            if on_wait:
-                on_wait()
-
-    def wake_waiters(self) -> None:
-        self._new.set()
 
     # -- the polling thread
 
