@@ -18,8 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +30,7 @@ from pmutop.derive.prometheus_names import PREFIX, TOPDOWN_CATEGORIES, metric_na
 from pmutop.feeds import fleet_queries as fq
 from pmutop.feeds.prom_rounds import PromRounds, Query, clock_text
 from pmutop.feeds.prometheus import PrometheusFeed, _key_order, _near, _steps
-from pmutop.feeds.promql import Client, PromError, Server, Vector, duration, restrict
+from pmutop.feeds.promql import PromError, Server, Vector, duration, restrict
 
 HOST = ("instance",)
 FLEET_HISTORY = 120  # intervals the live view keeps (pmutop.tui.model.HISTORY): the heatmap full at any width
@@ -60,19 +59,6 @@ class FleetFeed(PromRounds[HostRow]):
 
     thread_name = "pmutop-fleet"
     pool_name = "pmutop-fleet"
-
-    def __init__(
-        self,
-        server: Server,
-        interval: float,
-        match: str,
-        timeout: float | None = None,
-        on_notice: Callable[[str], None] | None = None,
-        clock: Callable[[], float] = time.time,
-        client: Client | None = None,
-    ) -> None:
-        """`client`: what answers the queries (default: the server's HTTP API; the screenshots' canned one)."""
-        super().__init__(server, interval, match, timeout, on_notice, clock, client=client)
 
     # -- discovery: per-instance answers only (never one series per CPU of the fleet)
 

@@ -18,8 +18,7 @@ comes sooner); both are said at start when they differ from the interval asked f
 from __future__ import annotations
 
 import functools
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +31,6 @@ from pmutop.derive.records import COUNT_ORDER
 from pmutop.feeds.prom_rounds import PromRounds, Query, clock_text
 from pmutop.feeds.promql import (
     PromError,
-    Server,
     Vector,
     gauge_expr,
     multiplexed_expr,
@@ -100,24 +98,11 @@ class PrometheusFeed(PromRounds[FleetHost]):
     thread_name = "pmutop-prometheus"
     pool_name = "pmutop-promql"
 
-    def __init__(
-        self,
-        server: Server,
-        interval: float,
-        match: str,
-        timeout: float | None = None,
-        on_notice: Callable[[str], None] | None = None,
-        clock: Callable[[], float] = time.time,
-        at: float | None = None,
-    ) -> None:
-        """`at`: when to find the instances (Unix time; default now): a past window's end."""
-        self.hosts_of: dict[int, tuple[str, int]] = {}  # cpu id -> (instance, its own cpu number)
-        self.core_types: dict[int, str] = {}
-        super().__init__(server, interval, match, timeout, on_notice, clock, at)
-
     # -- discovery
 
     def _discover(self, at: float) -> float:
+        self.hosts_of: dict[int, tuple[str, int]] = {}  # cpu id -> (instance, its own cpu number)
+        self.core_types: dict[int, str] = {}
         infos = self.client.labels(self.match, at)
         if not infos:
             raise PmutopError(f"prometheus {self.server.shown}: no pmutop instances there ({self.match} selects none)")
