@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.processes import run_pmutop as pmutop
+from helpers.workloads import PING_PONG, perf_stat_works
 
 from pmutop.app.task_setup import CombinedSource
 from pmutop.core.errors import UsageError
@@ -382,12 +384,6 @@ def test_processes_and_cgroups_asked_together_come_in_one_snapshot() -> None:
 # -- the command line ---------------------------------------------------------------------------------------
 
 
-def pmutop(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pmutop", *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -410,15 +406,6 @@ def v2_root() -> Path | None:
     return Path("/") / root if root else None
 
 
-def perf_stat_cgroups_work() -> bool:
-    if shutil.which("perf") is None:
-        return False
-    probe = subprocess.run(
-        ["perf", "stat", "-a", "-e", "task-clock", "-G", "/", "--", "true"], capture_output=True, check=False
-    )
-    return probe.returncode == 0
-
-
 @pytest.fixture
 def cgroup() -> Iterator[Path]:
     """A fresh cgroup under this machine's v2 root (root only); its processes go back to the root at the end."""
@@ -439,28 +426,6 @@ def cgroup() -> Iterator[Path]:
                 break
             except OSError:
                 time.sleep(0.1)
-
-
-PING_PONG = r"""
-import os, sys, time
-os.sched_setaffinity(0, {int(sys.argv[1])})
-a_r, a_w = os.pipe(); b_r, b_w = os.pipe()
-if os.fork() == 0:
-    os.close(a_w); os.close(b_r)
-    try:
-        while os.read(a_r, 1):
-            os.write(b_w, b"x")
-    except OSError:
-        pass
-    os._exit(0)
-os.close(a_r); os.close(b_w)
-print("ready", flush=True)
-end = time.monotonic() + float(sys.argv[2])
-while time.monotonic() < end:
-    os.write(a_w, b"x"); os.read(b_r, 1)
-os.close(a_w)
-os.wait()
-"""
 
 
 @pytest.fixture
@@ -504,7 +469,7 @@ def test_batch_json_with_a_real_cgroup_runs(ping_pong: subprocess.Popen[str], cg
 
 @pytest.mark.integration
 def test_counts_match_perf_stat_g(ping_pong: subprocess.Popen[str], cgroup: Path) -> None:
-    if not perf_stat_cgroups_work():
+    if not perf_stat_works("-a", "-G", "/"):
         pytest.skip("perf stat -G (cgroup events) is not available here")
     name = cgroup.name
     events = "task-clock,context-switches"

@@ -9,7 +9,6 @@ import os
 import pty
 import re
 import select
-import shutil
 import signal
 import struct
 import subprocess
@@ -18,6 +17,8 @@ import termios
 import time
 
 import pytest
+from helpers.processes import run_pmutop
+from helpers.workloads import perf_stat_works
 
 from pmutop.core.task_reading import TaskReading
 from pmutop.sinks.summary import CommandTotals, exit_code, format_summary
@@ -29,20 +30,11 @@ BUSY = "import sys, time\nend = time.process_time() + float(sys.argv[1])\nwhile 
 PMUTOP_BATCH_JSON = (sys.executable, "-m", "pmutop", "--batch", "--format", "json")
 
 
-def pmutop(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pmutop", *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
+def pmutop(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_pmutop(*args, timeout=90)
 
 
-def perf_available() -> bool:
-    if shutil.which("perf") is None:
-        return False
-    probe = subprocess.run(["perf", "stat", "-e", "task-clock", "--", "true"], capture_output=True, check=False)
-    return probe.returncode == 0
-
-
-needs_perf = pytest.mark.skipif(not perf_available(), reason="perf stat or perf_event_open is not available here")
+needs_perf = pytest.mark.skipif(not perf_stat_works(), reason="perf stat or perf_event_open is not available here")
 
 
 def summary_task_clock_ms(stderr: str) -> float:

@@ -7,137 +7,22 @@ import errno
 import io
 import json
 import os
-import shutil
-import signal
 import subprocess
-import sys
-from collections.abc import Iterator
 
 import pytest
+from helpers.processes import run_pmutop as pmutop
+from helpers.workloads import PING_PONG, beside_perf_stat, perf_stat_works, procs, start, task_records
 
 from pmutop.core.errors import UsageError
 from pmutop.hw.perf_event import PerfOpenError
 from pmutop.probes.task_counters import TaskCounters
 
-# Two processes ping-ponging one byte through pipes on one CPU: every round trip is a context switch of each.
-PING_PONG = r"""
-import os, sys, time
-os.sched_setaffinity(0, {int(sys.argv[1])})
-a_r, a_w = os.pipe(); b_r, b_w = os.pipe()
-if os.fork() == 0:
-    os.close(a_w); os.close(b_r)
-    try:
-        while os.read(a_r, 1):
-            os.write(b_w, b"x")
-    except OSError:
-        pass
-    os._exit(0)
-os.close(a_r); os.close(b_w)
-print("ready", flush=True)
-end = time.monotonic() + float(sys.argv[2])
-while time.monotonic() < end:
-    os.write(a_w, b"x"); os.read(b_r, 1)
-os.close(a_w)
-os.wait()
-"""
-
-
-def pmutop(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pmutop", *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[str]]]:
-    """Processes a test starts; each one's whole process group is killed and reaped at the end."""
-    started: list[subprocess.Popen[str]] = []
-    try:
-        yield started
-    finally:
-        for p in started:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait(timeout=10)
-
-
-def start(procs: list[subprocess.Popen[str]], code: str, *args: str) -> subprocess.Popen[str]:
-    p = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, text=True, start_new_session=True)
-    procs.append(p)
-    assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-    return p
-
-
-def perf_available() -> bool:
-    if shutil.which("perf") is None:
-        return False
-    probe = subprocess.run(["perf", "stat", "-e", "task-clock", "--", "true"], capture_output=True, check=False)
-    return probe.returncode == 0
-
-
-def task_records(out: str) -> list[dict]:
-    return [r for r in map(json.loads, out.splitlines()) if r["kind"] == "task"]
-
-
-def beside_perf_stat(procs: list[subprocess.Popen[str]], pid: int, *args: str, count: int) -> list[dict]:
-    """`pmutop --batch --format json --interval 1 --count COUNT ARGS`; once its first interval is out, `perf
-    stat -p PID -I 1000` counts the next COUNT - 1 seconds beside it, so both see the same seconds (a few ms
-    apart: the workload's rate drifts with the machine's load, and pmutop's start is load). Asserts that
-    pmutop's task_clock and context switches of PID over those intervals are within 5% of perf's; returns
-    PID's task records (all intervals)."""
-    mine = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pmutop",
-            "--batch",
-            "--format",
-            "json",
-            "--interval",
-            "1",
-            "--count",
-            str(count),
-            *args,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    procs.append(mine)
-    assert mine.stdout is not None and mine.stderr is not None
-    first = mine.stdout.readline()
-    perf_stat = ["perf", "stat", "-p", str(pid), "-e", "task-clock,context-switches", "-x", ","]
-    perf = subprocess.Popen(
-        [*perf_stat, "-I", "1000", "--interval-count", str(count - 1)], stderr=subprocess.PIPE, text=True
-    )
-    out = mine.stdout.read()  # (communicate() would skip what readline() buffered)
-    assert mine.wait(timeout=30) == 0, mine.stderr.read()
-    _, perf_err = perf.communicate(timeout=30)
-    rows = [r for r in task_records(first + out) if r["pid"] == pid]
-    compared = [r for r in rows if r["interval_index"] > 1]
-    assert len(compared) == count - 1
-    seconds = sum(r["interval"] for r in compared)
-    # perf stat -I -x, lines: time,value,unit,event,...
-    perf_totals: dict[str, float] = {}
-    perf_seconds = 0.0
-    for line in perf_err.splitlines():
-        fields = line.split(",")
-        if len(fields) > 3 and fields[3] in ("task-clock", "context-switches"):
-            perf_totals[fields[3]] = perf_totals.get(fields[3], 0.0) + float(fields[1])
-            perf_seconds = float(fields[0])
-    assert perf_seconds > count - 1.5
-    cs_mine = sum(r["context_switches"] for r in compared) / seconds
-    assert cs_mine == pytest.approx(perf_totals["context-switches"] / perf_seconds, rel=0.05)
-    clock_mine = sum(r["task_clock"] for r in compared) / 1e9 / seconds  # CPUs used
-    assert clock_mine == pytest.approx(perf_totals["task-clock"] / 1e3 / perf_seconds, rel=0.05)  # perf: msec
-    assert cs_mine > 1000  # the workload really ran: the numbers compared are not two zeros
-    return rows
+__all__ = ["procs"]  # the fixture (pytest finds it here)
 
 
 @pytest.mark.integration
 def test_counts_match_perf_stat_p(procs: list[subprocess.Popen[str]]) -> None:
-    if not perf_available():
+    if not perf_stat_works():
         pytest.skip("perf stat or perf_event_open is not available here")
     cpu = max(os.sched_getaffinity(0))
     load = start(procs, PING_PONG, str(cpu), "30")

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import pytest
-from test_issue21_pid_batch import PING_PONG, beside_perf_stat, perf_available, pmutop, procs, start
+from helpers.processes import run_pmutop as pmutop
+from helpers.workloads import PING_PONG, beside_perf_stat, perf_stat_works, procs, start
 
 from pmutop.app.console import NEEDS_TERMINAL
 from pmutop.core.sample import Sample
@@ -22,7 +23,7 @@ from pmutop.probes.process_scan import ProcessScan, ProcessUse, Scan
 from pmutop.probes.task_estimate import TaskEstimate
 from pmutop.probes.top_tasks import TopTaskCounters
 
-__all__ = ["procs"]  # the fixture, shared with the --pid tests
+__all__ = ["procs"]  # the fixture (pytest finds it here)
 TICK_NS = 1_000_000  # each fake thread's task_clock grows by this per read
 # Busy for argv[1] seconds of wall time.
 SPIN = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end: pass"
@@ -245,7 +246,7 @@ def test_the_msr_estimate_splits_each_cores_counts_by_busy_time_and_says_so(sour
 
 @pytest.mark.integration
 def test_batch_tasks_finds_a_busy_process_with_perf_stat_p_numbers(procs: list[subprocess.Popen[str]]) -> None:
-    if not perf_available():
+    if not perf_stat_works():
         pytest.skip("perf stat or perf_event_open is not available here")
     cpu = max(os.sched_getaffinity(0))
     load = start(procs, PING_PONG, str(cpu), "30")

@@ -5,6 +5,7 @@ that scraped `pmutop serve --demo`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -14,7 +15,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from helpers.fake_prometheus import FakePrometheus
@@ -82,6 +83,21 @@ async def new_update(pilot: Pilot[int], app: FleetApp, poll: Callable[[], None])
     await until(pilot, lambda: app.updates > before)
 
 
+@contextlib.asynccontextmanager
+async def fleet_view(hosts: int, cpus: int) -> AsyncIterator[tuple[FakePrometheus, FleetFeed, FleetApp, Pilot[int]]]:
+    """The host table over a fake API of `hosts` x `cpus`, its history filled, one live round shown."""
+    with FakePrometheus(hosts=hosts, cpus=cpus, spread=True) as fake:
+        feed = fleet_of(fake)
+        try:
+            feed.prefill()
+            app = FleetApp(feed, feed.run_info())
+            async with app.run_test(size=(200, 40)) as pilot:
+                await new_update(pilot, app, feed.poll)
+                yield fake, feed, app, pilot
+        finally:
+            feed.stop()
+
+
 async def test_the_host_table_lists_every_instance_with_the_values_served() -> None:
     with FakePrometheus(hosts=4, cpus=3, spread=True) as fake:
         feed = fleet_of(fake)
@@ -116,104 +132,80 @@ async def test_the_host_table_lists_every_instance_with_the_values_served() -> N
 
 
 async def test_enter_opens_a_hosts_per_core_table_and_esc_goes_back() -> None:
-    with FakePrometheus(hosts=4, cpus=3, spread=True) as fake:
-        feed = fleet_of(fake)
-        try:
-            feed.prefill()
-            app = FleetApp(feed, feed.run_info())
-            async with app.run_test(size=(200, 40)) as pilot:
-                await new_update(pilot, app, feed.poll)
-                fake.queries.clear()
-                await pilot.press("down", "down", "enter")  # the third host
-                await until(pilot, lambda: app.opened is not None)
-                await until(pilot, lambda: len(row_names(app)) == 3)
-                host, want = fake.instances[2], expected(fake, 2)
-                shown = cells(app)
-                assert row_names(app) == [f"{host}:{c}" for c in range(3)]
-                for c in range(3):
-                    ipc = fake.per_cpu("instructions", 2, c) / fake.per_cpu("cycles", 2, c)
-                    assert float(shown[f"{host}:{c}"]["ipc"]) == pytest.approx(ipc, abs=0.0051)
-                assert float(shown["all"]["ipc"]) == pytest.approx(want["ipc"], abs=0.0051)
-                assert "task" in shown["all"]  # the per-core table as locally, columns and all
-                status = text_of(app.query_one("#status", Static), width=300)
-                assert f" {host} " in status and "Esc: hosts" in status
-                assert text_of(app.query_one("#machine", Static), width=300).startswith(host)
-                # Its CPUs were asked for that host only: every per-CPU query names it in its selectors.
-                per_cpu = [q for q in fake.queries if "by (instance, cpu" in q and not q.startswith("bottomk")]
-                assert per_cpu and all(f'{{instance="{host}"}}[' in q for q in per_cpu if "rate(" in q)
-                # Its history came from query_range: its plots are full at once.
-                assert len(app.model.cores[0].history["ipc"]) >= 60
-                await pilot.press("escape")
-                await until(pilot, lambda: app.opened is None)
-                assert row_names(app) == fake.instances
-                assert float(cells(app)[host]["ipc"]) == pytest.approx(want["ipc"], abs=0.0051)
-        finally:
-            feed.stop()
+    async with fleet_view(4, 3) as (fake, _feed, app, pilot):
+        fake.queries.clear()
+        await pilot.press("down", "down", "enter")  # the third host
+        await until(pilot, lambda: app.opened is not None)
+        await until(pilot, lambda: len(row_names(app)) == 3)
+        host, want = fake.instances[2], expected(fake, 2)
+        shown = cells(app)
+        assert row_names(app) == [f"{host}:{c}" for c in range(3)]
+        for c in range(3):
+            ipc = fake.per_cpu("instructions", 2, c) / fake.per_cpu("cycles", 2, c)
+            assert float(shown[f"{host}:{c}"]["ipc"]) == pytest.approx(ipc, abs=0.0051)
+        assert float(shown["all"]["ipc"]) == pytest.approx(want["ipc"], abs=0.0051)
+        assert "task" in shown["all"]  # the per-core table as locally, columns and all
+        status = text_of(app.query_one("#status", Static), width=300)
+        assert f" {host} " in status and "Esc: hosts" in status
+        assert text_of(app.query_one("#machine", Static), width=300).startswith(host)
+        # Its CPUs were asked for that host only: every per-CPU query names it in its selectors.
+        per_cpu = [q for q in fake.queries if "by (instance, cpu" in q and not q.startswith("bottomk")]
+        assert per_cpu and all(f'{{instance="{host}"}}[' in q for q in per_cpu if "rate(" in q)
+        # Its history came from query_range: its plots are full at once.
+        assert len(app.model.cores[0].history["ipc"]) >= 60
+        await pilot.press("escape")
+        await until(pilot, lambda: app.opened is None)
+        assert row_names(app) == fake.instances
+        assert float(cells(app)[host]["ipc"]) == pytest.approx(want["ipc"], abs=0.0051)
 
 
 async def test_a_lost_host_is_marked_and_the_others_go_on() -> None:
-    with FakePrometheus(hosts=3, cpus=2, spread=True) as fake:
-        feed = fleet_of(fake)
-        try:
-            feed.prefill()
-            app = FleetApp(feed, feed.run_info())
-            async with app.run_test(size=(200, 40)) as pilot:
-                await new_update(pilot, app, feed.poll)
-                fake.gone.add(fake.instances[1])
-                await new_update(pilot, app, feed.poll)
-                shown = cells(app)
-                assert shown[fake.instances[1]]["cpus"] == "lost" and shown[fake.instances[1]]["util"] == "lost"
-                for k in (0, 2):
-                    assert float(shown[fake.instances[k]]["ipc"]) == pytest.approx(expected(fake, k)["ipc"], abs=0.0051)
-                await pilot.pause(1.2)  # the header is redrawn every second
-                banner = text_of(app.query_one("#banner", Static), width=300)
-                assert f"{fake.instances[1]}: lost since" in banner and "1 hosts failed" in banner
-                fake.gone.clear()
-                fake.starts[fake.instances[2]] += 600  # its exporter began again
-                await new_update(pilot, app, feed.poll)
-                shown = cells(app)
-                assert shown[fake.instances[1]]["cpus"] == "2"
-                assert shown[fake.instances[2]]["cpus"] == "↻2"
-        finally:
-            feed.stop()
+    async with fleet_view(3, 2) as (fake, feed, app, pilot):
+        fake.gone.add(fake.instances[1])
+        await new_update(pilot, app, feed.poll)
+        shown = cells(app)
+        assert shown[fake.instances[1]]["cpus"] == "lost" and shown[fake.instances[1]]["util"] == "lost"
+        for k in (0, 2):
+            assert float(shown[fake.instances[k]]["ipc"]) == pytest.approx(expected(fake, k)["ipc"], abs=0.0051)
+        await pilot.pause(1.2)  # the header is redrawn every second
+        banner = text_of(app.query_one("#banner", Static), width=300)
+        assert f"{fake.instances[1]}: lost since" in banner and "1 hosts failed" in banner
+        fake.gone.clear()
+        fake.starts[fake.instances[2]] += 600  # its exporter began again
+        await new_update(pilot, app, feed.poll)
+        shown = cells(app)
+        assert shown[fake.instances[1]]["cpus"] == "2"
+        assert shown[fake.instances[2]]["cpus"] == "↻2"
 
 
 async def test_filter_by_host_and_value_and_sort() -> None:
-    with FakePrometheus(hosts=6, cpus=2, spread=True) as fake:
-        feed = fleet_of(fake)
-        try:
-            feed.prefill()
-            app = FleetApp(feed, feed.run_info())
-            async with app.run_test(size=(200, 40)) as pilot:
-                await new_update(pilot, app, feed.poll)
-                await pilot.press("slash", *"host~0003", "enter")
-                await until(pilot, lambda: row_names(app) == ["host-0003:9464"])
-                status = text_of(app.query_one("#status", Static), width=300)
-                assert "filter host~0003: 1/6" in status
-                await pilot.press("backslash")
-                await until(pilot, lambda: len(row_names(app)) == 6)
-                ipcs = {fake.instances[k]: expected(fake, k)["ipc"] for k in range(6)}
-                await pilot.press("slash", *"ipc<1 host~host", "enter")
-                want = [name for name in fake.instances if ipcs[name] < 1]
-                await until(pilot, lambda: row_names(app) == want)
-                assert 0 < len(want) < 6
-                await pilot.press("backslash")
-                await pilot.press("slash", *"bogus~1", "enter")  # one line, the filter stays open
-                await pilot.pause(0.2)
-                assert app.core_table.row_filter is None and app.query_one("#filter").display
-                await pilot.press("escape", "backslash")
-                for _ in range(4):  # Host -> CPUs -> Util% -> GHz -> IPC
-                    await pilot.press("s")
-                assert app.core_table.sort_key == "ipc"
-                await until(pilot, lambda: row_names(app) == sorted(ipcs, key=lambda n: -ipcs[n]))
-                await pilot.press("r")
-                await until(pilot, lambda: row_names(app) == sorted(ipcs, key=lambda n: ipcs[n]))
-                # An error on the row filter's own terms is one line, as locally.
-                await pilot.press("slash", *"host", "enter")
-                await pilot.pause(0.2)
-                assert app.core_table.row_filter is None
-        finally:
-            feed.stop()
+    async with fleet_view(6, 2) as (fake, _feed, app, pilot):
+        await pilot.press("slash", *"host~0003", "enter")
+        await until(pilot, lambda: row_names(app) == ["host-0003:9464"])
+        status = text_of(app.query_one("#status", Static), width=300)
+        assert "filter host~0003: 1/6" in status
+        await pilot.press("backslash")
+        await until(pilot, lambda: len(row_names(app)) == 6)
+        ipcs = {fake.instances[k]: expected(fake, k)["ipc"] for k in range(6)}
+        await pilot.press("slash", *"ipc<1 host~host", "enter")
+        want = [name for name in fake.instances if ipcs[name] < 1]
+        await until(pilot, lambda: row_names(app) == want)
+        assert 0 < len(want) < 6
+        await pilot.press("backslash")
+        await pilot.press("slash", *"bogus~1", "enter")  # one line, the filter stays open
+        await pilot.pause(0.2)
+        assert app.core_table.row_filter is None and app.query_one("#filter").display
+        await pilot.press("escape", "backslash")
+        for _ in range(4):  # Host -> CPUs -> Util% -> GHz -> IPC
+            await pilot.press("s")
+        assert app.core_table.sort_key == "ipc"
+        await until(pilot, lambda: row_names(app) == sorted(ipcs, key=lambda n: -ipcs[n]))
+        await pilot.press("r")
+        await until(pilot, lambda: row_names(app) == sorted(ipcs, key=lambda n: ipcs[n]))
+        # An error on the row filter's own terms is one line, as locally.
+        await pilot.press("slash", *"host", "enter")
+        await pilot.pause(0.2)
+        assert app.core_table.row_filter is None
 
 
 async def test_the_heatmap_shows_hosts_by_time_full_at_once() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers.flags import needs_perf
+from helpers.workloads import PING_PONG
 
 from pmutop.backends.perf import PerfBackend, encode_for_perf, probe_software_events
 from pmutop.core.errors import HardwareError, UsageError
@@ -28,31 +29,6 @@ pytestmark = pytest.mark.integration  # starts processes, terminals or servers
 needs_perf_events = pytest.mark.skipif(
     probe_software_events(0) is not None, reason="CPU-wide software perf events cannot be opened here"
 )
-
-PING_PONG = r"""
-import os, sys, time
-cpu, seconds = int(sys.argv[1]), float(sys.argv[2])
-os.sched_setaffinity(0, {cpu})
-a_r, a_w = os.pipe(); b_r, b_w = os.pipe()
-end = time.monotonic() + seconds
-if os.fork() == 0:
-    # Keep only our ends: with a copy of a_w open here, read(a_r) would never see EOF once the
-    # parent is gone, and this process would outlive the test.
-    os.close(a_w); os.close(b_r)
-    os.sched_setaffinity(0, {cpu})
-    try:
-        while os.read(a_r, 1):
-            os.write(b_w, b"x")
-    except OSError:  # the parent died mid round trip (EPIPE): just leave
-        pass
-    os._exit(0)
-os.close(a_r); os.close(b_w)
-print("ready", flush=True)
-while time.monotonic() < end:  # every round trip is two context switches on this CPU
-    os.write(a_w, b"x"); os.read(b_r, 1)
-os.close(a_w)
-os.wait()
-"""
 
 
 @pytest.fixture

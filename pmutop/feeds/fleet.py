@@ -16,36 +16,22 @@ pmutop_sampled_seconds rate over the CPU count), times the window, as a per-CPU 
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import re
-import threading
-import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from pmutop.core.errors import PmutopError
-from pmutop.core.feed import HostLabels, LostHosts, SampleFeed
 from pmutop.core.ring import SampleRing
 from pmutop.core.run_description import RunInfo
 from pmutop.core.sample import Sample
 from pmutop.derive.prometheus_names import PREFIX, TOPDOWN_CATEGORIES, metric_name
 from pmutop.feeds import fleet_queries as fq
-from pmutop.feeds.prometheus import (
-    MAX_LOST_NAMED,
-    RESTART_SHOWN_S,
-    PrometheusFeed,
-    Query,
-    _key_order,
-    _near,
-    _steps,
-)
-from pmutop.feeds.promql import Client, PromError, Server, Vector, duration, restrict
+from pmutop.feeds.prom_rounds import PromRounds, Query, clock_text
+from pmutop.feeds.prometheus import PrometheusFeed, _key_order, _near, _steps
+from pmutop.feeds.promql import PromError, Server, Vector, duration, restrict
 
-DEFAULT_SCRAPE_S = 15.0
 HOST = ("instance",)
 FLEET_HISTORY = 120  # intervals the live view keeps (pmutop.tui.model.HISTORY): the heatmap full at any width
 EXTRA_FAMILIES = ("busy_seconds_total", "energy_joules_total", "dram_bytes_total")
@@ -68,61 +54,11 @@ class HostRow:
     worst: tuple[str, float] | None = None  # the newest round's worst core: (cpu, its IPC)
 
 
-def _clock(at: float) -> str:
-    return datetime.fromtimestamp(at, tz=UTC).strftime("%H:%M:%S UTC")
+class FleetFeed(PromRounds[HostRow]):
+    """SampleFeed of per-instance aggregates, one row per instance."""
 
-
-class FleetFeed(SampleFeed, HostLabels, LostHosts):
-    """SampleFeed of per-instance aggregates; construction discovers the instances (a PmutopError when the
-    server cannot be asked or selects none); start() polls every step in a thread."""
-
-    def __init__(
-        self,
-        server: Server,
-        interval: float,
-        match: str,
-        timeout: float | None = None,
-        on_notice: Callable[[str], None] | None = None,
-        clock: Callable[[], float] = time.time,
-        client: Client | None = None,
-    ) -> None:
-        """`client`: what answers the queries (default: the server's HTTP API; the screenshots' canned one)."""
-        self.server = server
-        self.match = match
-        self.on_notice = on_notice
-        self._clock = clock
-        self._asked = interval
-        self._timeout = timeout
-        self.client = client or Client(server, timeout or 10.0)
-        self.hosts: list[HostRow] = []
-        self.cpus: list[int] = []
-        self.rings: dict[int, SampleRing] = {}
-        self.labels: dict[int, str] = {}  # HostLabels: row id -> instance
-        self.notes: list[str] = []
-        self.problem: str | None = None
-        self.newcomers: set[str] = set()
-        self.last_round_s = 0.0  # how long the newest round took (asked, built, pushed)
-        self._families: set[str] = set()
-        self._seq: dict[int, int] = {}
-        self._new = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pmutop-fleet")
-        try:
-            self.scrape_s = self._discover(round(self._clock(), 3))
-        except BaseException:
-            self.close()
-            raise
-        self.step = max(interval, self.scrape_s)
-        self.window = max(self.step, 2 * self.scrape_s)
-        if self.step > interval or self.window > self.step:
-            self.notes.append(
-                f"Prometheus scrapes every {self.scrape_s:g} s: a new interval every {self.step:g} s, "
-                f"each the rates over the last {self.window:g} s"
-            )
-        self.wall0 = self._clock()
-        if self.client.timeout > max(self.step, 2.0):
-            self.client.timeout = max(self.step, 2.0)
+    thread_name = "pmutop-fleet"
+    pool_name = "pmutop-fleet"
 
     # -- discovery: per-instance answers only (never one series per CPU of the fleet)
 
@@ -161,14 +97,7 @@ class FleetFeed(SampleFeed, HostLabels, LostHosts):
         starts = self.client.instant(fq.start_times(self.match), at, HOST)
         for h in self.hosts:
             h.started = starts.get((h.instance,))
-        first = json.dumps(self.hosts[0].instance)
-        try:
-            stamps = self.client.stamps(f"{PREFIX}start_time_seconds{{instance={first}}}[1m]", at)
-        except PromError:
-            return DEFAULT_SCRAPE_S
-        gaps = sorted(b - a for a, b in itertools.pairwise(stamps) if b > a)
-        # Scrape times jitter by milliseconds; scrape intervals are set in tenths of a second or coarser.
-        return max(0.1, round(gaps[len(gaps) // 2], 1)) if gaps else DEFAULT_SCRAPE_S
+        return self._scrape_interval(at)
 
     # -- the queries: one per metric for the whole fleet, one series per instance
 
@@ -192,14 +121,9 @@ class FleetFeed(SampleFeed, HostLabels, LostHosts):
             out.append(Query("worst", fq.worst_core(w, m), ("instance", "cpu")))
         return out
 
-    def ask_round(self, at: float) -> dict[str, Vector]:
-        qs = self.queries()
-        answers = list(self._pool.map(lambda q: self.client.instant(q.expr, at, q.by), qs))
-        return {q.name: a for q, a in zip(qs, answers, strict=True)}
-
     # -- one Sample per host
 
-    def build(self, values: dict[str, Vector]) -> list[tuple[int, dict[str, Any]]]:
+    def build(self, values: dict[str, Vector], at: float) -> list[tuple[int, dict[str, Any]]]:
         window = self.window
         sampled = values.get(fq.SAMPLED, {})
         tscs = values.get(fq.TSC, {})
@@ -212,7 +136,7 @@ class FleetFeed(SampleFeed, HostLabels, LostHosts):
             inst, where = h.instance, (h.instance,)
             if h.lost_since is not None:
                 h.dram_bytes_per_s, h.worst = None, None
-                out.append((h.index, {"error": f"{inst}: lost (not scraped since {_clock(h.lost_since)})"}))
+                out.append((h.index, {"error": f"{inst}: lost (not scraped since {clock_text(h.lost_since)})"}))
                 continue
             rate = sampled.get(where)
             if not rate or rate <= 0:
@@ -248,82 +172,7 @@ class FleetFeed(SampleFeed, HostLabels, LostHosts):
             out.append((h.index, fields))
         return out
 
-    def _push_round(self, at: float, built: list[tuple[int, dict[str, Any]]]) -> list[Sample]:
-        now = round(at - self.wall0, 3)
-        pushed = []
-        for row, fields in built:
-            self._seq[row] += 1
-            base: dict[str, Any] = {"interval": 0.0, "tsc": None, "tsc_hz": None, "counts": {}}
-            s = Sample(cpu=row, seq=self._seq[row], time=now, **(base | fields))
-            self.rings[row].push(s)
-            pushed.append(s)
-        self._new.set()
-        return pushed
-
-    # -- hosts coming, going, restarting (as the per-CPU feed says them)
-
-    def _notice(self, line: str) -> None:
-        if self.on_notice is not None:
-            self.on_notice(line)
-
-    def update_hosts(self, starts: Vector, at: float) -> None:
-        known = set()
-        for h in self.hosts:
-            known.add(h.instance)
-            started = starts.get((h.instance,))
-            if started is None:
-                if h.lost_since is None:
-                    h.lost_since = at
-                    self._notice(f"{h.instance}: lost (Prometheus has no current samples of it); the others go on")
-                continue
-            if h.lost_since is not None:
-                h.lost_since = None
-                self._notice(f"{h.instance}: back")
-            if h.started is not None and abs(started - h.started) > 1e-3:
-                h.restarted_at = at
-                self._notice(f"{h.instance}: restarted at {_clock(started)} (its counters began again)")
-            h.started = started
-        for (instance,) in starts:
-            if instance not in known and instance not in self.newcomers:
-                self.newcomers.add(instance)
-                self._notice(f"{instance}: new instance (not shown: start pmutop again to include it)")
-
-    def restarted(self, h: HostRow) -> bool:
-        """Restarted lately (the host table marks it for as long as the banner says it)."""
-        return h.restarted_at is not None and self._clock() - h.restarted_at < RESTART_SHOWN_S
-
-    def lost(self) -> list[str]:
-        out = [f"{self.problem}; retrying"] if self.problem else []
-        gone = [h for h in self.hosts if h.lost_since is not None]
-        if len(gone) > MAX_LOST_NAMED:
-            out.append(f"{len(gone)} hosts lost: {', '.join(h.instance for h in gone[:MAX_LOST_NAMED])}, ...")
-        else:
-            out += [f"{h.instance}: lost since {_clock(h.lost_since or 0)}" for h in gone]
-        out += [f"{h.instance}: restarted at {_clock(h.restarted_at or 0)}" for h in self.hosts
-                if self.restarted(h) and h.lost_since is None]  # fmt: skip
-        return out
-
     # -- rounds
-
-    def poll(self, at: float | None = None) -> None:
-        """One live round: every host query at `at` (now), one Sample per host; error samples when the
-        server failed (the rows say why, the feed goes on)."""
-        began = time.perf_counter()
-        at = round(self._clock() if at is None else at, 3)
-        try:
-            values = self.ask_round(at)
-        except PromError as e:
-            if self.problem != str(e):
-                self._notice(f"{e}; retrying")
-            self.problem = str(e)
-            self._push_round(at, [(row, {"error": str(e)}) for row in self.cpus])
-            return
-        if self.problem is not None:
-            self.problem = None
-            self._notice(f"prometheus {self.server.shown}: answering again")
-        self.update_hosts(values["start"], at)
-        self._push_round(at, self.build(values))
-        self.last_round_s = time.perf_counter() - began
 
     def history(self, start: float, end: float) -> Iterator[tuple[float, list[Sample]]]:
         """The rounds from `start` to `end` out of the server's history (query_range), pushed and yielded."""
@@ -337,7 +186,7 @@ class FleetFeed(SampleFeed, HostLabels, LostHosts):
         stamps = sorted({at for a in answers for at in a})
         for at in _steps(round(start, 3), round(end, 3), step):
             values = {q.name: a.get(_near(stamps, at), {}) for q, a in zip(qs, answers, strict=True)}
-            yield at, self._push_round(at, self.build(values))
+            yield at, self._push_round(at, self.build(values, at))
 
     def prefill(self, intervals: int = FLEET_HISTORY) -> int:
         """The last `intervals` steps from query_range (1,000 hosts x 120 steps: 120,000 points a query), so
@@ -359,70 +208,13 @@ class FleetFeed(SampleFeed, HostLabels, LostHosts):
             feed.prefill()
         return feed
 
-    # -- SampleFeed
-
-    @property
-    def interval(self) -> float:
-        return self.step
+    # -- SampleFeed (the rest: PromRounds)
 
     def keys(self, cpu: int) -> list[str]:
         return self.hosts[cpu].keys
 
     def topdown_method(self, cpu: int) -> str | None:
         return self.hosts[cpu].method
-
-    def elapsed(self) -> float:
-        return self._clock() - self.wall0
-
-    def failures(self) -> dict[int, str]:
-        return {}
-
-    def set_interval(self, seconds: float) -> None:
-        self._asked = seconds
-        self.step = max(seconds, self.scrape_s)
-        self.window = max(self.step, 2 * self.scrape_s)
-
-    def wait_for_samples(self, counts, timeout, on_wait=None, stop=None) -> bool:  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout
-        while True:
-            if all(self.rings[c].count > n for c, n in counts.items()):
-                return True
-            if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
-                return False
-            self._new.wait(0.05)
-            self._new.clear()
-            if on_wait:
-                on_wait()
-
-    def wake_waiters(self) -> None:
-        self._new.set()
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._poll_loop, name="pmutop-fleet", daemon=True)
-        self._thread.start()
-
-    def _poll_loop(self) -> None:
-        next_at = time.monotonic() + self.step
-        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
-            next_at += self.step
-            self.poll()
-            if next_at < time.monotonic():
-                next_at = time.monotonic()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._new.set()
-        if self._thread is not None and self._thread.is_alive():
-            self._thread.join(self.client.timeout + 2)
-        self.close()
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self.client.close()
-
-    @property
-    def simulated(self) -> bool:
-        return any(h.info.get("simulated") == "true" for h in self.hosts)
 
     def run_info(self) -> RunInfo:
         first = self.hosts[0].info

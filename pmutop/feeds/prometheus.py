@@ -18,27 +18,19 @@ comes sooner); both are said at start when they differ from the interval asked f
 from __future__ import annotations
 
 import functools
-import itertools
-import json
-import threading
-import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from pmutop.core.errors import PmutopError
-from pmutop.core.feed import HostLabels, LostHosts, SampleFeed
 from pmutop.core.ring import SampleRing
 from pmutop.core.run_description import RunInfo
 from pmutop.core.sample import Sample
 from pmutop.derive.prometheus_names import PREFIX, TOPDOWN_CATEGORIES, metric_name
 from pmutop.derive.records import COUNT_ORDER
+from pmutop.feeds.prom_rounds import PromRounds, Query, clock_text
 from pmutop.feeds.promql import (
-    Client,
     PromError,
-    Server,
     Vector,
     gauge_expr,
     multiplexed_expr,
@@ -47,11 +39,8 @@ from pmutop.feeds.promql import (
 )
 from pmutop.feeds.remote import HOST_STRIDE
 
-DEFAULT_SCRAPE_S = 15.0  # Prometheus' default scrape_interval, when the server's cannot be told
 HISTORY_INTERVALS = 60
 RANGE_POINTS = 400_000  # points per query_range answer at most (64,000 CPUs: 6 steps a query)
-RESTART_SHOWN_S = 60.0  # how long "restarted" stays in the banner
-MAX_LOST_NAMED = 3  # more lost hosts than this are one line with a count
 CPU = ("instance", "cpu")
 POWER_FAMILIES = (
     "busy_seconds_total",
@@ -61,13 +50,6 @@ POWER_FAMILIES = (
     "temperature_celsius",
     "package_temperature_celsius",
 )
-
-
-@dataclass(frozen=True)
-class Query:
-    name: str
-    expr: str
-    by: tuple[str, ...]
 
 
 @dataclass
@@ -110,59 +92,17 @@ def _key_order(key: str) -> tuple[int, int, str]:
     return (2, 0, key)
 
 
-def _clock(at: float) -> str:
-    return datetime.fromtimestamp(at, tz=UTC).strftime("%H:%M:%S UTC")
+class PrometheusFeed(PromRounds[FleetHost]):
+    """SampleFeed over a Prometheus server's HTTP API, one row per CPU of every instance."""
 
-
-class PrometheusFeed(SampleFeed, HostLabels, LostHosts):
-    """SampleFeed over a Prometheus server's HTTP API. Construction discovers the instances (a server that
-    cannot be asked, or selects none, is a PmutopError); start() polls every step in a thread."""
-
-    def __init__(
-        self,
-        server: Server,
-        interval: float,
-        match: str,
-        timeout: float | None = None,
-        on_notice: Callable[[str], None] | None = None,
-        clock: Callable[[], float] = time.time,
-        at: float | None = None,
-    ) -> None:
-        """`at`: when to find the instances (Unix time; default now): a past window's end."""
-        self.server = server
-        self.match = match
-        self.on_notice = on_notice  # each change of state, one line (batch: stderr)
-        self._clock = clock
-        self._asked = interval
-        self.client = Client(server, timeout or 10.0)
-        self.hosts: list[FleetHost] = []
-        self.cpus: list[int] = []
-        self.rings: dict[int, SampleRing] = {}
-        self.labels: dict[int, str] = {}  # HostLabels: cpu id -> "instance:cpu"
-        self.hosts_of: dict[int, tuple[str, int]] = {}  # cpu id -> (instance, its own cpu number)
-        self.core_types: dict[int, str] = {}
-        self.notes: list[str] = []  # said once at start (stderr)
-        self.problem: str | None = None  # the server's last failure, while it lasts
-        self.newcomers: set[str] = set()  # instances that appeared after the start (not shown)
-        self._seq: dict[int, int] = {}
-        self._new = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pmutop-promql")
-        self._families: set[str] = set()
-        try:
-            self.scrape_s = self._discover(round(self._clock() if at is None else at, 3))
-        except BaseException:
-            self.close()
-            raise
-        self.step, self.window = self._pace(interval)
-        self.wall0 = self._clock()  # Unix time of elapsed() == 0
-        if self.client.timeout > max(self.step, 2.0):
-            self.client.timeout = max(self.step, 2.0)  # a slow server must not hold rounds back for long
+    thread_name = "pmutop-prometheus"
+    pool_name = "pmutop-promql"
 
     # -- discovery
 
     def _discover(self, at: float) -> float:
+        self.hosts_of: dict[int, tuple[str, int]] = {}  # cpu id -> (instance, its own cpu number)
+        self.core_types: dict[int, str] = {}
         infos = self.client.labels(self.match, at)
         if not infos:
             raise PmutopError(f"prometheus {self.server.shown}: no pmutop instances there ({self.match} selects none)")
@@ -188,7 +128,7 @@ class PrometheusFeed(SampleFeed, HostLabels, LostHosts):
             self._add_host(instance, info_of[instance], cpus[instance], sorted(keys[instance], key=_key_order))
         if not self.hosts:
             raise PmutopError(f"prometheus {self.server.shown}: no instance serves per-CPU counters yet")
-        starts = self._ask(Query("start", self._start_expr(), ("instance",)), at)
+        starts = self.client.instant(self._start_expr(), at, ("instance",))
         for host in self.hosts:
             host.started = starts.get((host.instance,))
         return self._scrape_interval(at)
@@ -211,29 +151,6 @@ class PrometheusFeed(SampleFeed, HostLabels, LostHosts):
             self._seq[gid] = 0
             if cpu in host.core_types:
                 self.core_types[gid] = host.core_types[cpu]
-
-    def _scrape_interval(self, at: float) -> float:
-        """How often the server scrapes: the spacing of one instance's points over the last minute."""
-        first = json.dumps(self.hosts[0].instance)
-        try:
-            stamps = self.client.stamps(f"{PREFIX}start_time_seconds{{instance={first}}}[1m]", at)
-        except PromError:
-            return DEFAULT_SCRAPE_S
-        gaps = sorted(b - a for a, b in itertools.pairwise(stamps) if b > a)
-        if not gaps:
-            return DEFAULT_SCRAPE_S
-        # Scrape times jitter by milliseconds; scrape intervals are set in tenths of a second or coarser.
-        return max(0.1, round(gaps[len(gaps) // 2], 1))
-
-    def _pace(self, interval: float) -> tuple[float, float]:
-        step = max(interval, self.scrape_s)
-        window = max(step, 2 * self.scrape_s)
-        if step > interval or window > step:
-            self.notes.append(
-                f"Prometheus scrapes every {self.scrape_s:g} s: a new interval every {step:g} s, "
-                f"each the rates over the last {window:g} s"
-            )
-        return step, window
 
     # -- the queries
 
@@ -270,17 +187,8 @@ class PrometheusFeed(SampleFeed, HostLabels, LostHosts):
             out.append(Query("pkg_temp", expr, per_package))
         return out
 
-    def _ask(self, query: Query, at: float) -> Vector:
-        return self.client.instant(query.expr, at, query.by)
-
     def _ask_range(self, query: Query, start: float, end: float) -> dict[float, Vector]:
         return self.client.matrix(query.expr, start, end, self.step, query.by)
-
-    def ask_round(self, at: float) -> dict[str, Vector]:
-        """Every query at `at`, side by side; the first failure is raised (a round is whole or not at all)."""
-        qs = self.queries()
-        answers = list(self._pool.map(lambda q: self._ask(q, at), qs))
-        return {q.name: a for q, a in zip(qs, answers, strict=True)}
 
     # -- building samples
 
@@ -310,7 +218,7 @@ class PrometheusFeed(SampleFeed, HostLabels, LostHosts):
             for cpu in h.cpus:
                 gid, where = h.gid(cpu), (inst, str(cpu))
                 if h.lost_since is not None:
-                    out.append((gid, {"error": f"{inst}: lost (not scraped since {_clock(h.lost_since)})"}))
+                    out.append((gid, {"error": f"{inst}: lost (not scraped since {clock_text(h.lost_since)})"}))
                     continue
                 rate = sampled.get(where)
                 if not rate or rate <= 0:
@@ -355,86 +263,9 @@ class PrometheusFeed(SampleFeed, HostLabels, LostHosts):
                 out.append((gid, fields))
         return out
 
-    def _push_round(self, at: float, built: list[tuple[int, dict[str, Any]]]) -> list[Sample]:
-        now = round(at - self.wall0, 3)
-        pushed = []
-        for gid, fields in built:
-            self._seq[gid] += 1
-            base: dict[str, Any] = {"interval": 0.0, "tsc": None, "tsc_hz": None, "counts": {}}
-            s = Sample(cpu=gid, seq=self._seq[gid], time=now, **(base | fields))
-            self.rings[gid].push(s)
-            pushed.append(s)
-        self._new.set()
-        return pushed
-
-    def _error_round(self, at: float, why: str) -> None:
-        self._push_round(at, [(gid, {"error": why}) for gid in self.cpus])
-
-    # -- hosts coming, going, restarting
-
-    def _notice(self, line: str) -> None:
-        if self.on_notice is not None:
-            self.on_notice(line)
-
-    def update_hosts(self, starts: Vector, at: float) -> None:
-        """Which instances the server still has (their start times), which restarted, which are new."""
-        known = set()
-        for h in self.hosts:
-            known.add(h.instance)
-            started = starts.get((h.instance,))
-            if started is None:
-                if h.lost_since is None:
-                    h.lost_since = at
-                    self._notice(f"{h.instance}: lost (Prometheus has no current samples of it); the others go on")
-                continue
-            if h.lost_since is not None:
-                h.lost_since = None
-                self._notice(f"{h.instance}: back")
-            if h.started is not None and abs(started - h.started) > 1e-3:
-                h.restarted_at = at
-                self._notice(f"{h.instance}: restarted at {_clock(started)} (its counters began again)")
-            h.started = started
-        for (instance,) in starts:
-            if instance not in known and instance not in self.newcomers:
-                self.newcomers.add(instance)
-                self._notice(f"{instance}: new instance (not shown: start pmutop again to include it)")
-
-    def lost(self) -> list[str]:
-        """LostHosts: one line each for the server's failure, lost hosts (a count past a few), restarts."""
-        out = [f"{self.problem}; retrying"] if self.problem else []
-        gone = [h for h in self.hosts if h.lost_since is not None]
-        if len(gone) > MAX_LOST_NAMED:
-            names = ", ".join(h.instance for h in gone[:MAX_LOST_NAMED])
-            out.append(f"{len(gone)} hosts lost: {names}, ...")
-        else:
-            out += [f"{h.instance}: lost since {_clock(h.lost_since or 0)}" for h in gone]
-        now = self._clock()
-        out += [
-            f"{h.instance}: restarted at {_clock(h.restarted_at)}"
-            for h in self.hosts
-            if h.restarted_at is not None and now - h.restarted_at < RESTART_SHOWN_S and h.lost_since is None
-        ]
-        return out
+    # -- rounds from the server's history
 
     # -- rounds: live, and from the server's history
-
-    def poll(self, at: float | None = None) -> None:
-        """One live round at `at` (now): every query, then one sample per CPU (error samples when the server
-        failed: the rows say why, the feed goes on)."""
-        at = round(self._clock() if at is None else at, 3)
-        try:
-            values = self.ask_round(at)
-        except PromError as e:
-            if self.problem != str(e):
-                self._notice(f"{e}; retrying")
-            self.problem = str(e)
-            self._error_round(at, str(e))
-            return
-        if self.problem is not None:
-            self.problem = None
-            self._notice(f"prometheus {self.server.shown}: answering again")
-        self.update_hosts(values["start"], at)
-        self._push_round(at, self.build(values, at))
 
     def history(self, start: float, end: float) -> Iterator[tuple[float, list[Sample]]]:
         """The rounds from `start` to `end` (Unix s, one every step) out of the server's history, each pushed
@@ -466,11 +297,7 @@ class PrometheusFeed(SampleFeed, HostLabels, LostHosts):
             self.notes.append(f"no history: {e}")
             return 0
 
-    # -- SampleFeed
-
-    @property
-    def interval(self) -> float:
-        return self.step
+    # -- SampleFeed (the rest: PromRounds)
 
     def keys(self, cpu: int) -> list[str]:
         return self.hosts[cpu // HOST_STRIDE].keys
@@ -478,62 +305,7 @@ class PrometheusFeed(SampleFeed, HostLabels, LostHosts):
     def topdown_method(self, cpu: int) -> str | None:
         return self.hosts[cpu // HOST_STRIDE].methods.get(cpu % HOST_STRIDE)
 
-    def elapsed(self) -> float:
-        return self._clock() - self.wall0
-
-    def failures(self) -> dict[int, str]:
-        return {}  # a lost host comes back: its rows show the error meanwhile
-
-    def set_interval(self, seconds: float) -> None:
-        self._asked = seconds
-        self.step = max(seconds, self.scrape_s)
-        self.window = max(self.step, 2 * self.scrape_s)
-
-    def wait_for_samples(self, counts, timeout, on_wait=None, stop=None) -> bool:  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout
-        while True:
-            if all(self.rings[c].count > n for c, n in counts.items()):
-                return True
-            if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
-                return False
-            self._new.wait(0.05)
-            self._new.clear()
-            if on_wait:
-                on_wait()
-
-    def wake_waiters(self) -> None:
-        self._new.set()
-
-    # -- the polling thread
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._poll_loop, name="pmutop-prometheus", daemon=True)
-        self._thread.start()
-
-    def _poll_loop(self) -> None:
-        next_at = time.monotonic() + self.step
-        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
-            next_at += self.step
-            self.poll()
-            if next_at < time.monotonic():  # a slow round: the next one now, not a burst to catch up
-                next_at = time.monotonic()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._new.set()
-        if self._thread is not None and self._thread.is_alive():
-            self._thread.join(self.client.timeout + 2)
-        self.close()
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self.client.close()
-
     # -- what the header, recordings and sinks need
-
-    @property
-    def simulated(self) -> bool:
-        return any(h.info.get("simulated") == "true" for h in self.hosts)
 
     def describe(self) -> dict[str, Any]:
         """The recording header's backend facts: the server, each instance, each CPU id's row and host."""

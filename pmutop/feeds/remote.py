@@ -26,6 +26,7 @@ from pmutop.core.ring import SampleRing
 from pmutop.core.run_description import RunInfo
 from pmutop.core.sample import Sample
 from pmutop.derive.prometheus_names import PREFIX, TOPDOWN_CATEGORIES, metric_name
+from pmutop.feeds.round_waits import RoundWaits
 
 HOST_STRIDE = 100_000
 TIMEOUT_S = 3.0
@@ -182,7 +183,7 @@ class Host:
     why: str = ""
 
 
-class RemoteFeed(SampleFeed, HostLabels, LostHosts):
+class RemoteFeed(RoundWaits, SampleFeed, HostLabels, LostHosts):
     """SampleFeed over HTTP. `fetch_text` is replaceable for tests.
 
     Polls publish in rounds: one sample for every CPU of every host (an error sample for a host that does
@@ -289,22 +290,6 @@ class RemoteFeed(SampleFeed, HostLabels, LostHosts):
 
     def set_interval(self, seconds: float) -> None:
         self._interval = seconds  # how often we scrape; the remote samplers keep their own interval
-
-    def wait_for_samples(self, counts, timeout, on_wait=None, stop=None) -> bool:  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout
-        while True:
-            # Every CPU: a round gives each one a sample (a lost host's an error), so none holds the others.
-            if all(self.rings[c].count > n for c, n in counts.items()):
-                return True
-            if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
-                return False
-            self._new.wait(0.05)
-            self._new.clear()
-            if on_wait:
-                on_wait()
-
-    def wake_waiters(self) -> None:
-        self._new.set()
 
     # -- polling
 

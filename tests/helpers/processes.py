@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import select
 import subprocess
+import sys
 
 
 def wait_for_output(proc: subprocess.Popen[str], timeout: float = 30.0) -> str:
@@ -12,3 +13,10 @@ def wait_for_output(proc: subprocess.Popen[str], timeout: float = 30.0) -> str:
     ready, _, _ = select.select([proc.stdout], [], [], timeout)
     assert ready, "pmutop printed nothing"
     return proc.stdout.readline()
+
+
+def run_pmutop(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`python -m pmutop ARGS` to its end: its exit status, stdout and stderr."""
+    return subprocess.run(
+        [sys.executable, "-m", "pmutop", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
