@@ -117,7 +117,7 @@ class SimDramCounters:
         self.peak = package_peak(self.memory.channels, sockets, speed, mem_peak_gbs)
         self._mem_peak_given = mem_peak_gbs is not None
         # Per CPU at the previous read: (its workload then, LLC misses, write-backs).
-        self._prev: dict[int, tuple[object, int, int]] = {}
+        self._prev: dict[int, tuple[Any, int, int]] = {}
         self._at_ns = 0
         self._opened = False
 
@@ -135,7 +135,7 @@ class SimDramCounters:
         self._prev = {cpu: self._lines(cpu, self._at_ns) for cpu in self.machine.cpus}
         self._opened = True
 
-    def _lines(self, cpu: int, t_ns: int) -> tuple[object, int, int]:
+    def _lines(self, cpu: int, t_ns: int) -> tuple[Any, int, int]:
         workload = self.machine.workload(cpu)
         lines = getattr(workload, "memory_lines", None)  # both at once, without the other counts (a Workload)
         if lines is not None:
