@@ -5,7 +5,11 @@ frequency, IPC, cache and branch behaviour, kernel share) drawn from a phase (id
 memory-bound, mixed/bursty; with the "tma" mix also branchy and frontend-bound) plus per-segment jitter.
 Phases last 2-20 s and come from an RNG seeded by (seed, cpu); the jitter is a hash of (seed, cpu,
 segment). So the cumulative amount of every quantity at time t is a pure function of (seed, cpu, t),
-whenever and however often it is read. Within a segment counts grow linearly (floored to integers).
+whenever and however often it is read. Within a segment counts grow linearly (floored to integers). Each
+segment also writes back a share of its LLC misses to memory (pmutop.sim.dram's writes).
+
+Cost: each segment is counted once, as time passes (ten a second per CPU, whatever reads it); a window of the
+last few seconds of cumulative sums answers reads, and older reads sum their phase again from its start.
 
 Top-down truth: every segment also splits its issue slots (width x cycles) into the four level-1
 categories (retiring, bad speculation, frontend bound, backend bound; they sum to the slots exactly at
@@ -19,8 +23,8 @@ them left every other quantity of the "classic" mix unchanged.
 from __future__ import annotations
 
 import bisect
-import operator
 import random
+import struct
 import threading
 from dataclasses import dataclass
 
@@ -29,6 +33,11 @@ from pmutop.sim.counts import Amounts as Amounts
 from pmutop.sim.counts import Counts as Counts
 from pmutop.sim.counts import TmaShares as TmaShares
 from pmutop.sim.counts import TopdownSlots as TopdownSlots
+from pmutop.sim.hashing import _hash_units8 as _hash_units8
+from pmutop.sim.hashing import _mix64_after as _mix64_after
+from pmutop.sim.hashing import hash64 as hash64
+from pmutop.sim.hashing import hash_unit as hash_unit
+from pmutop.sim.hashing import mix64 as mix64
 from pmutop.sim.regimes import (
     MIXED_WEIGHTS,
     MIXES,
@@ -58,39 +67,6 @@ _P_CORE_SLOTS_PER_CYCLE = 6  # default pipeline widths; the simulated machine pa
 _E_CORE_SLOTS_PER_CYCLE = 4
 
 
-def mix64(x: int) -> int:
-    """splitmix64 finaliser: a cheap, well-spread 64-bit hash."""
-    x = (x + 0x9E3779B97F4A7C15) & _M64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
-    return x ^ (x >> 31)
-
-
-def hash64(*keys: int) -> int:
-    """A deterministic 64-bit hash of integer keys."""
-    x = 0
-    for k in keys:
-        x = _mix64_after(x, k)
-    return x
-
-
-def _mix64_after(x: int, k: int) -> int:
-    """hash64(*keys, k) given x = hash64(*keys): the hash is a chain, so a fixed prefix of keys (seed, cpu) is
-    hashed once per workload and each segment's hash costs one mix."""
-    return mix64(x ^ (k & _M64))
-
-
-def hash_unit(*keys: int) -> float:
-    """A deterministic number in [0, 1) from integer keys."""
-    return (hash64(*keys) >> 11) / float(1 << 53)
-
-
-def _hash_units8(*keys: int) -> list[float]:
-    """Eight numbers in (0, 1) from one hash (1/256 resolution is plenty for jitter)."""
-    h = hash64(*keys)
-    return [(((h >> (8 * i)) & 0xFF) + 0.5) / 256.0 for i in range(8)]
-
-
 _MIXED = PhaseKind.MIXED  # a module global: cheaper than the enum class attribute in per-segment code
 _TMA_PHASE_JITTER = 0.15  # per phase (per burst in a mixed phase)
 _TMA_KEY = 0x746D61  # hash keys of the top-down shares: "tma"
@@ -113,7 +89,15 @@ _N = _BASE + 10
 _WRITEBACKS = 2 * _N  # index of the write-backs in a vector
 _LLC_MISSES = 4  # index of llc_misses in each privilege mode's part
 _Vec = tuple[int, ...]
-_ZERO: _Vec = (0,) * (2 * _N + 1)
+# A vector is stored packed into one integer, 64 bits a lane (lane i = bits 64i..64i+63), so adding a segment to
+# the sums is one integer addition and a window entry one object. Every amount is >= 0 and a lane's sum stays
+# below 2^64 (slots, the fastest-growing, at 6 x 5 GHz take 19 years), so lanes never carry into each other.
+_PACK = struct.Struct(f"<{2 * _N + 1}Q")
+_LANE = (1 << 64) - 1
+
+
+def _unpacked(packed: int) -> _Vec:
+    return _PACK.unpack(packed.to_bytes(_PACK.size, "little"))
 
 
 @dataclass
@@ -122,7 +106,7 @@ class _Phase:
     start: int  # first segment
     length: int  # in segments
     base: tuple[float, ...]  # field values (for steady phases)
-    start_cum: _Vec | None  # cumulative amounts before the first segment (None until counted up to it)
+    start_cum: int | None  # cumulative amounts (packed) before the first segment (None until counted up to it)
 
 
 class Workload:
@@ -169,18 +153,18 @@ class Workload:
         self._first = 0  # phase number of _phases[0]: phase numbers count from the start of time
         # The window: _win[i] = cumulative before segment _win_first + i, for the last _WINDOW to 2 x _WINDOW
         # segments counted. One vector per segment, made and dropped in time order: a steady, bounded heap.
-        self._win: list[_Vec] = [_ZERO]
+        self._win: list[int] = [0]  # packed
         self._win_first = 0
         self._cursor = 0  # phase number of the segment after the window's last
         # Prefix sums from a phase's start, for a read before the window (phase number, sums).
-        self._back: tuple[int, list[_Vec]] | None = None
+        self._back: tuple[int, list[int]] | None = None
         self._last: tuple[int, Counts] | None = None  # the last cumulative(): readers ask for one t repeatedly
         # The last per-burst and per-phase hashes (each holds one entry: segments come in time order).
         self._burst_cache: dict[int, tuple[PhaseKind, tuple[float, ...]]] = {}  # burst -> (regime, base)
         self._tma_cache: dict[int, tuple[PhaseKind, list[float]]] = {}  # key -> (regime, varied profile)
         self._key_hash = hash64(seed, cpu)  # every per-segment hash starts with (seed, cpu)
         self._append_phase()
-        self._phases[0].start_cum = _ZERO
+        self._phases[0].start_cum = 0
 
     # -- public API -------------------------------------------------------------------------------
 
@@ -207,11 +191,10 @@ class Workload:
         if ends is None:  # before every phase kept: rebuilt from the seed, this workload left as it is
             return self._from_seed().cumulative_ticks(ticks)
         before, after = ends
+        vec: _Vec | list[int] = _unpacked(before)
         if off:  # linear within the segment, floored
             st = self.seg_ticks
-            vec: tuple[int, ...] | list[int] = [b + (a - b) * off // st for b, a in zip(before, after, strict=True)]
-        else:
-            vec = before
+            vec = [b + (a - b) * off // st for b, a in zip(vec, _unpacked(after), strict=True)]
         return Counts(ticks, self._amounts(vec[:_N]), self._amounts(vec[_N:_WRITEBACKS]))
 
     def memory_lines(self, t_ns: int) -> tuple[int, int]:
@@ -224,12 +207,14 @@ class Workload:
         if ends is None:
             return self._from_seed().memory_lines(t_ns)
         before, after = ends
-        lanes = (_LLC_MISSES, _N + _LLC_MISSES, _WRITEBACKS)
+        lanes = (64 * _LLC_MISSES, 64 * (_N + _LLC_MISSES), 64 * _WRITEBACKS)  # bit offsets
         if off:
             st = self.seg_ticks
-            user, kernel, written = (before[i] + (after[i] - before[i]) * off // st for i in lanes)
+            user, kernel, written = (
+                (before >> i & _LANE) + ((after >> i & _LANE) - (before >> i & _LANE)) * off // st for i in lanes
+            )
         else:
-            user, kernel, written = (before[i] for i in lanes)
+            user, kernel, written = (before >> i & _LANE for i in lanes)
         return user + kernel, written
 
     def cumulative_writebacks(self, t_ns: int) -> int:
@@ -308,8 +293,9 @@ class Workload:
             self._append_phase()
         return self._first + bisect.bisect_right(self._starts, seg) - 1
 
-    def _ends(self, seg: int, off: int) -> tuple[_Vec, _Vec] | None:
-        """The cumulative vectors before segment `seg` and (when `off`) after it; None before the phases kept."""
+    def _ends(self, seg: int, off: int) -> tuple[int, int] | None:
+        """The cumulative vectors (packed) before segment `seg` and (when `off`) after it; None before the phases
+        kept."""
         win = self._win
         i = seg - self._win_first
         if i >= 0:
@@ -335,14 +321,14 @@ class Workload:
                 phase = self._phases[self._cursor - self._first]
                 phase.start_cum = win[-1]
                 end = phase.start + phase.length
-            win.append(tuple(map(operator.add, win[-1], amounts(phase, seg))))  # same lengths: no strict zip
+            win.append(win[-1] + amounts(phase, seg))
             seg += 1
         if len(win) > 2 * _WINDOW:  # forget the oldest half (in one go: amortised)
             drop = len(win) - _WINDOW
             del win[:drop]
             self._win_first += drop
 
-    def _ends_before_window(self, seg: int, off: int) -> tuple[_Vec, _Vec] | None:
+    def _ends_before_window(self, seg: int, off: int) -> tuple[int, int] | None:
         """_ends for a segment the window has passed: summed again from its phase's start (kept a while)."""
         pi = self._phase_index(seg)
         if pi is None:
@@ -355,7 +341,7 @@ class Workload:
         pf = back[1]
         k = seg - phase.start
         while len(pf) <= k + (off > 0):
-            pf.append(tuple(map(operator.add, pf[-1], self._segment(phase, phase.start + len(pf) - 1))))
+            pf.append(pf[-1] + self._segment(phase, phase.start + len(pf) - 1))
         return pf[k], pf[k + 1] if off else pf[k]
 
     # -- one segment ----------------------------------------------------------------------------------
@@ -417,8 +403,8 @@ class Workload:
             values[2] *= _E_CORE_IPC
         return regime, values, h
 
-    def _segment(self, phase: _Phase, seg: int) -> _Vec:
-        """Integer user and kernel amounts and write-backs over one whole segment: _values, _tma_values and
+    def _segment(self, phase: _Phase, seg: int) -> int:
+        """Integer user and kernel amounts and write-backs over one whole segment (packed): _values, _tma_values and
         _topdown_amounts inlined (the simulator's hottest code: every CPU, ten times a second), the same
         expressions in the same order, so the same numbers."""
         if phase.kind is _MIXED:
@@ -518,7 +504,7 @@ class Workload:
         x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & m
         wb_lo, wb_hi = WRITEBACK_SHARE[regime]
         writebacks = int(llc_misses * (wb_lo + (wb_hi - wb_lo) * (((x ^ (x >> 31)) >> 11) / _UNIT_SCALE)))
-        return (
+        amounts = _PACK.pack(
             u_cycles,
             instr - k_instr,
             ref - k_ref,
@@ -555,6 +541,7 @@ class Workload:
             k_rec,
             writebacks,
         )
+        return int.from_bytes(amounts, "little")
 
     def _tma(self, phase: _Phase, seg: int, rates: Rates) -> TmaShares:
         """Top-down shares of one segment: the regime's profile, varied per phase (per burst in a mixed
