@@ -118,7 +118,7 @@ class SimCpu:
         # The TSC of the latest rdpmc reads (counters and TSC of one instant): the simulated per-process counters
         # find the instants a sampler's intervals start and end at among them (pmutop.sim.process_counters).
         self.counter_reads: deque[int] = deque(maxlen=64)
-        self._enabled: list[_Counter] | None = None  # cache, dropped by every register write
+        self._enabled: list[_Counter] | None = None  # cache, dropped by a write to what decides it (_enabling)
         fixed = range(cfg.fixed_counters)
         self.metrics_fields = core.metrics
         self.global_ctrl_valid = registers.global_ctrl_mask(range(cfg.gp_counters), fixed)
@@ -136,6 +136,12 @@ class SimCpu:
         self.fixed_mask = (1 << cfg.fixed_width) - 1
         self.regs = registers.register_map(cfg.version)
         self._registers = _register_table(cfg)
+        # The registers that decide which counters count (_enabled_counters): a write elsewhere (a counter value,
+        # PERF_METRICS, a status bit: a sampler's every interval) keeps the counters built.
+        self._enabling = frozenset(
+            [a for a, (kind, _) in self._registers.items() if kind == _EVTSEL]
+            + [registers.IA32_FIXED_CTR_CTRL, registers.IA32_PERF_GLOBAL_CTRL]
+        )
         # The other registers a read answers, built once (not per read).
         self._readers: dict[int, Callable[[], int]] = {
             registers.IA32_TIME_STAMP_COUNTER: self.tsc,
@@ -380,7 +386,8 @@ class SimCpu:
             self._advance()  # count up to now under the old configuration
             if not self._write(address, value):
                 raise MsrAccessError(self.cpu, address, "write", errno.EIO)
-            self._enabled = None
+            if address in self._enabling:
+                self._enabled = None
 
     def _write(self, address: int, value: int) -> bool:
         """Apply a WRMSR; False means #GP (nothing changed)."""
