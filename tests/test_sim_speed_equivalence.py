@@ -337,7 +337,7 @@ def _ref_writebacks(ref: RefWorkload, t_ns: int, per_segment: dict[int, int]) ->
 
 
 @pytest.mark.parametrize("case", _CASES[:3])
-def test_workload_writebacks_match_reference(case: tuple[int, int, int, bool, int, str]) -> None:
+def test_workload_writebacks_and_totals_match_reference(case: tuple[int, int, int, bool, int, str]) -> None:
     seed, cpu, tsc_hz, e_core, width, mix = case
     w = Workload(seed, cpu, tsc_hz, e_core=e_core, width=width, mix=mix)
     ref = RefWorkload(seed, cpu, tsc_hz, e_core, width, mix)
@@ -349,6 +349,8 @@ def test_workload_writebacks_match_reference(case: tuple[int, int, int, bool, in
     for t in times + sorted(times):
         misses, written = w.memory_lines(t)
         assert misses == w.cumulative(t).total.llc_misses
+        # The process table's and thermal model's reads: the same totals, without the Counts.
+        assert w.totals_ticks(w.ticks(t), (0, 1, 2, 3, 4, 5, 6)) == list(w.cumulative(t).total[:7])
         assert written == w.cumulative_writebacks(t) == _ref_writebacks(ref, t, per_segment), t
 
 

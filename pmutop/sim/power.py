@@ -117,6 +117,9 @@ def _die_temperature(cpu: PowerCpu, t_ns: int) -> float:
     return 35.0 + 55.0 * util * min(1.0, ghz / 4.0)
 
 
+_REF_AND_CYCLES = (2, 0)  # positions of ref_cycles and cycles in Amounts
+
+
 def _window_point(cpu: PowerCpu, t_ns: int) -> tuple[int, int, int]:
     """(TSC ticks, total reference cycles, total cycles) of the CPU's workload at t, a multiple of the thermal
     step. Kept for the window's length: a window's start is usually an earlier window's end (a step read a
@@ -127,9 +130,15 @@ def _window_point(cpu: PowerCpu, t_ns: int) -> tuple[int, int, int]:
         points = {}
     point = points.get(t_ns)
     if point is None:
-        counts = workload.cumulative(t_ns)
-        total = counts.total
-        point = (counts.tsc, total.ref_cycles, total.cycles)
+        totals = getattr(workload, "totals_ticks", None)  # a Workload's (not a self-test script's): no Counts built
+        if totals is not None:
+            ticks = workload.ticks(t_ns)
+            ref_cycles, cycles = totals(ticks, _REF_AND_CYCLES)
+            point = (ticks, ref_cycles, cycles)
+        else:
+            counts = workload.cumulative(t_ns)
+            total = counts.total
+            point = (counts.tsc, total.ref_cycles, total.cycles)
         # Copy on write: the package read evaluates every CPU from one CPU's thread while each CPU's own
         # sampler may read its temperature, so a published dict is never changed.
         keep = t_ns - THERMAL_WINDOW_NS

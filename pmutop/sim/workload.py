@@ -79,6 +79,7 @@ _PHASE_FACTOR = tuple(1.0 + _TMA_PHASE_JITTER * (2.0 * ((b + 0.5) / 256.0) - 1.0
 _FLAT_RANGES = {kind: tuple(x for pair in ranges for x in pair) for kind, ranges in RANGES.items()}
 _WRITEBACK_KEY = 0x7762  # "wb": the hash key of the write-back share (pmutop.sim.dram)
 _UNIT_SCALE = float(1 << 53)  # hash_unit's divisor
+_RECOVERY = {kind: profile.recovery for kind, profile in TMA.items()}
 
 
 # Per segment we store _N user then _N kernel integers: the 7 base quantities, then the 10 top-down ones
@@ -197,25 +198,33 @@ class Workload:
             vec = [b + (a - b) * off // st for b, a in zip(vec, _unpacked(after), strict=True)]
         return Counts(ticks, self._amounts(vec[:_N]), self._amounts(vec[_N:_WRITEBACKS]))
 
-    def memory_lines(self, t_ns: int) -> tuple[int, int]:
-        """(LLC misses, lines written back) up to t, user and kernel: what pmutop.sim.dram reads (the misses are
-        cumulative(t_ns).total.llc_misses), without building the rest."""
-        ticks = self.ticks(t_ns)
+    def totals_ticks(self, ticks: int, fields: tuple[int, ...]) -> list[int]:
+        """cumulative_ticks(ticks).total's fields at the given Amounts positions (base quantities only:
+        cycles 0 ... branch_misses 6), without building the rest: the process table's and the thermal model's
+        reads. A position of -1 reads the write-backs (memory_lines)."""
         seg, off = divmod(ticks, self.seg_ticks)
         with self._lock:
             ends = self._ends(seg, off)
         if ends is None:
-            return self._from_seed().memory_lines(t_ns)
+            return self._from_seed().totals_ticks(ticks, fields)
         before, after = ends
-        lanes = (64 * _LLC_MISSES, 64 * (_N + _LLC_MISSES), 64 * _WRITEBACKS)  # bit offsets
-        if off:
-            st = self.seg_ticks
-            user, kernel, written = (
-                (before >> i & _LANE) + ((after >> i & _LANE) - (before >> i & _LANE)) * off // st for i in lanes
-            )
-        else:
-            user, kernel, written = (before >> i & _LANE for i in lanes)
-        return user + kernel, written
+        st = self.seg_ticks
+        out = []
+        for field in fields:
+            # User and kernel are interpolated (floored) each on its own, as cumulative() does.
+            shifts = (64 * _WRITEBACKS,) if field < 0 else (64 * field, 64 * (_N + field))
+            total = 0
+            for i in shifts:
+                b = before >> i & _LANE
+                total += b + ((after >> i & _LANE) - b) * off // st if off else b
+            out.append(total)
+        return out
+
+    def memory_lines(self, t_ns: int) -> tuple[int, int]:
+        """(LLC misses, lines written back) up to t, user and kernel: what pmutop.sim.dram reads (the misses are
+        cumulative(t_ns).total.llc_misses)."""
+        misses, written = self.totals_ticks(self.ticks(t_ns), (_LLC_MISSES, -1))
+        return misses, written
 
     def cumulative_writebacks(self, t_ns: int) -> int:
         """Lines written back to memory up to t (each segment writes back a share of its LLC misses)."""
@@ -477,7 +486,7 @@ class Workload:
         t_ret = t_ret if t_ret > 0.03 else 0.03
         t_ret = t_ret if t_ret < 0.92 else 0.92
         w1, w2, w3 = bad_w * f[u1], fe_w * f[u2], be_w * f[u3]
-        rest = (1.0 - t_ret) / sum((w1, w2, w3))
+        rest = (1.0 - t_ret) / (w1 + w2 + w3)  # = sum((w1, w2, w3)): 0 + w1 is w1 exactly
         t_bad, t_fe = w1 * rest, w2 * rest
         t_be = 1.0 - t_ret - t_bad - t_fe
         heavy, br, fetch, mem = heavy * f[u4], br * f[u5], fetch * f[u6], mem * f[u7]
@@ -485,7 +494,7 @@ class Workload:
         t_br = t_bad * (br if br < 1.0 else 1.0)
         t_fetch = t_fe * (fetch if fetch < 1.0 else 1.0)
         t_mem = t_be * (mem if mem < 1.0 else 1.0)
-        recovery_share = TMA[regime].recovery
+        recovery_share = _RECOVERY[regime]
 
         # Slots per category (_topdown_amounts), user then kernel.
         u_cycles = cycles - k_cycles
