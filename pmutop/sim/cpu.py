@@ -175,6 +175,12 @@ class SimCpu:
             ]
         )
 
+        # Registers whose value is the counters' state at the present: reading them counts up to now.
+        self._counting = frozenset(
+            [a for a, (kind, _) in self._registers.items() if kind != _EVTSEL]
+            + [registers.IA32_PERF_GLOBAL_STATUS, registers.MSR_PERF_METRICS]
+        )
+
     # -- counting -----------------------------------------------------------------------------------
 
     def _frozen(self) -> bool:
@@ -364,9 +370,19 @@ class SimCpu:
 
     def read(self, address: int) -> int:
         with self.lock:
-            if address not in self._static:
+            if address in self._counting:
                 self._advance()
-            value = self._read(address)
+                value = self._read(address)
+            elif address in self._static:
+                value = self._read(address)
+            else:
+                # The TSC and the power model's registers are functions of the present alone: read there without
+                # bringing the counters up to it (counting is additive: their next access counts the same).
+                now = max(self.machine.elapsed_ns(), self._t)
+                if address == registers.IA32_TIME_STAMP_COUNTER:
+                    value = self.workload.ticks(now)
+                else:
+                    value = power.read(self, address, now)
         if value is None:
             raise MsrAccessError(self.cpu, address, "read", errno.EIO)
         return value
@@ -379,7 +395,7 @@ class SimCpu:
                 return self.evtsel[i]
             return self.fixed[i] if kind == _FIXED else self.gp[i]
         reader = self._readers.get(address)
-        return power.read(self, address) if reader is None else reader()
+        return power.read(self, address, self._t) if reader is None else reader()
 
     def write(self, address: int, value: int) -> None:
         with self.lock:
