@@ -755,6 +755,7 @@ def test_a_long_run_keeps_a_bounded_workload_history_and_still_answers_any_time(
         w.cumulative(t)
     held = len(w._phases)
     assert held <= 64  # about 2 h of phases lasting 2-20 s would be several hundred
+    assert len(w._win) <= 65  # cumulative sums of the last few seconds only (issue 24: a flat heap)
     for t in (hour // 3, 7 * SEC, 2 * hour - 1, hour // 3 + SEC // 7):  # far back, then forward, then back
         assert w.cumulative(t) == Workload(1, 2, 2_400_000_000, mix="tma").cumulative(t)
         assert w.rates_at(t) == Workload(1, 2, 2_400_000_000, mix="tma").rates_at(t)
