@@ -760,3 +760,13 @@ def test_a_long_run_keeps_a_bounded_workload_history_and_still_answers_any_time(
         assert w.cumulative(t) == Workload(1, 2, 2_400_000_000, mix="tma").cumulative(t)
         assert w.rates_at(t) == Workload(1, 2, 2_400_000_000, mix="tma").rates_at(t)
     assert len(w._phases) <= 64
+
+
+def test_asking_about_the_far_future_first_keeps_every_count_exact() -> None:
+    """A phase asked about far ahead (rates_at) is made before the counting reaches it: the phases the counting
+    still needs are kept, so the counts on the way there are the same as a fresh workload's."""
+    w = Workload(1, 2, 2_400_000_000, mix="tma")
+    w.cumulative(5 * SEC)
+    w.rates_at(3000 * SEC)  # hundreds of phases ahead
+    for t in (6 * SEC, 100 * SEC, 2000 * SEC, 3000 * SEC + 5):
+        assert w.cumulative(t) == Workload(1, 2, 2_400_000_000, mix="tma").cumulative(t)

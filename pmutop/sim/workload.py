@@ -284,8 +284,10 @@ class Workload:
         start = self._phases[-1].start + self._phases[-1].length if self._phases else 0
         self._phases.append(_Phase(kind, start, length, base, None))
         self._starts.append(start)
-        if len(self._phases) > 2 * _KEPT_PHASES:  # forget the oldest half (in one go: amortised)
-            drop = len(self._phases) - _KEPT_PHASES
+        # Forget the oldest half (in one go: amortised), never the phase being counted (phases asked about far
+        # ahead of it, rates_at the future, are made before it is reached).
+        drop = min(len(self._phases) - _KEPT_PHASES, self._cursor - self._first)
+        if len(self._phases) > 2 * _KEPT_PHASES and drop > 0:
             del self._phases[:drop], self._starts[:drop]
             self._first += drop
             if self._back is not None and self._back[0] < self._first:
