@@ -54,12 +54,12 @@ SEGMENTS_PER_SECOND = 10
 _MIXED_BURST_SEGMENTS = 5  # a mixed phase changes regime every 0.5 s
 _MIN_PHASE_SEGMENTS = 2 * SEGMENTS_PER_SECOND
 _MAX_PHASE_SEGMENTS = 20 * SEGMENTS_PER_SECOND
-# Segments of prefix sums kept behind the newest counted (3.2 s; up to twice that between trims): pmutop reads
-# at most a second or two back. A read further back sums its phase again from the phase's start.
+# Segments of sums kept behind the newest counted (3.2 to 6.4 s): pmutop reads at most a second or two back. A
+# read further back sums its phase again from the phase's start.
 _WINDOW = 32
-# Phases kept for reads back in time (at least 2 s each: over a minute). An older read rebuilds the history
-# from the seed, so a run of any length holds a bounded model; pmutop itself reads at most a second back.
-_KEPT_PHASES = 32
+# Phases kept for reads back in time (4 to 8, of 2 s at least; up to 64 grew the heap for 10 minutes). An older
+# read rebuilds the history from the seed, so a run of any length holds a bounded model.
+_KEPT_PHASES = 4
 _JITTER = 0.08  # +-8% per segment, clamped to the regime's range
 _E_CORE_GHZ = 0.65
 _E_CORE_IPC = 0.6
@@ -101,7 +101,7 @@ def _unpacked(packed: int) -> _Vec:
     return _PACK.unpack(packed.to_bytes(_PACK.size, "little"))
 
 
-@dataclass
+@dataclass(slots=True)
 class _Phase:
     kind: PhaseKind
     start: int  # first segment
@@ -159,6 +159,7 @@ class Workload:
         self._cursor = 0  # phase number of the segment after the window's last
         # Prefix sums from a phase's start, for a read before the window (phase number, sums).
         self._back: tuple[int, list[int]] | None = None
+        self._history: Workload | None = None  # the same workload from the seed, for reads before the phases kept
         self._last: tuple[int, Counts] | None = None  # the last cumulative(): readers ask for one t repeatedly
         # The last per-burst and per-phase hashes (each holds one entry: segments come in time order).
         self._burst_cache: dict[int, tuple[PhaseKind, tuple[float, ...]]] = {}  # burst -> (regime, base)
@@ -190,7 +191,7 @@ class Workload:
         with self._lock:
             ends = self._ends(seg, off)
         if ends is None:  # before every phase kept: rebuilt from the seed, this workload left as it is
-            return self._from_seed().cumulative_ticks(ticks)
+            return self._from_seed(seg).cumulative_ticks(ticks)
         before, after = ends
         vec: _Vec | list[int] = _unpacked(before)
         if off:  # linear within the segment, floored
@@ -199,14 +200,13 @@ class Workload:
         return Counts(ticks, self._amounts(vec[:_N]), self._amounts(vec[_N:_WRITEBACKS]))
 
     def totals_ticks(self, ticks: int, fields: tuple[int, ...]) -> list[int]:
-        """cumulative_ticks(ticks).total's fields at the given Amounts positions (base quantities only:
-        cycles 0 ... branch_misses 6), without building the rest: the process table's and the thermal model's
-        reads. A position of -1 reads the write-backs (memory_lines)."""
+        """cumulative_ticks(ticks).total's fields at these Amounts positions (cycles 0 ... branch_misses 6; -1:
+        the write-backs) without building the rest: the process table's, thermal model's and memory's reads."""
         seg, off = divmod(ticks, self.seg_ticks)
         with self._lock:
             ends = self._ends(seg, off)
         if ends is None:
-            return self._from_seed().totals_ticks(ticks, fields)
+            return self._from_seed(seg).totals_ticks(ticks, fields)
         before, after = ends
         st = self.seg_ticks
         out = []
@@ -221,8 +221,7 @@ class Workload:
         return out
 
     def memory_lines(self, t_ns: int) -> tuple[int, int]:
-        """(LLC misses, lines written back) up to t, user and kernel: what pmutop.sim.dram reads (the misses are
-        cumulative(t_ns).total.llc_misses)."""
+        """(LLC misses, lines written back) up to t, user and kernel: what pmutop.sim.dram reads."""
         misses, written = self.totals_ticks(self.ticks(t_ns), (_LLC_MISSES, -1))
         return misses, written
 
@@ -237,7 +236,7 @@ class Workload:
             if pi is not None:
                 phase = self._phases[pi - self._first]
                 return phase.kind, phase.start, phase.length
-        return self._from_seed().phase_span(seg)
+        return self._from_seed(seg).phase_span(seg)
 
     def rates_at(self, t_ns: int) -> Rates:
         seg = self.ticks(max(t_ns, 0)) // self.seg_ticks
@@ -245,7 +244,7 @@ class Workload:
             pi = self._phase_index(seg)
             if pi is not None:
                 return self._rates(self._phases[pi - self._first], seg)
-        return self._from_seed().rates_at(t_ns)
+        return self._from_seed(seg).rates_at(t_ns)
 
     def tma_at(self, t_ns: int) -> TmaShares:
         """The top-down shares of the segment running at t (before flooring to whole slots)."""
@@ -255,7 +254,7 @@ class Workload:
             if pi is not None:
                 phase = self._phases[pi - self._first]
                 return self._tma(phase, seg, self._rates(phase, seg))
-        return self._from_seed().tma_at(t_ns)
+        return self._from_seed(seg).tma_at(t_ns)
 
     def topdown(self, t0_ns: int, t1_ns: int, part: str = "total") -> TopdownSlots:
         """Slots and slots per top-down category counted in [t0, t1] ("total", "user" or "kernel"): the
@@ -269,10 +268,16 @@ class Workload:
 
     # -- phases and prefix sums -----------------------------------------------------------------------
 
-    def _from_seed(self) -> Workload:
-        """The same workload from the start of time, for a read before the phases kept (rare: pmutop reads at
-        most a second or two back), so this one keeps its present."""
-        return Workload(self.seed, self.cpu, self.tsc_hz, self.e_core, width=self._width_given, mix=self.mix)
+    def _from_seed(self, seg: int) -> Workload:
+        """The same workload from the seed, for a read of `seg` before the phases kept (rare), so this one keeps
+        its present; kept for the next such read (they come in time order: each segment is counted once)."""
+        with self._lock:
+            history = self._history
+            if history is None or seg < history._starts[0]:
+                history = self._history = Workload(
+                    self.seed, self.cpu, self.tsc_hz, self.e_core, width=self._width_given, mix=self.mix
+                )
+            return history
 
     def _append_phase(self) -> None:
         rng = self._rng
@@ -469,9 +474,8 @@ class Workload:
         llc_misses = int(llc_refs * miss_ratio)
         branches = int(instr * br_per_instr)
         branch_misses = int(branches * br_miss_ratio)
-        # Flooring the kernel share of a <= b keeps a <= b in both the kernel and the user part.
         k_cycles, k_instr, k_ref = int(cycles * kernel_frac), int(instr * kernel_frac), int(ref * kernel_frac)
-        k_refs, k_misses = int(llc_refs * kernel_frac), int(llc_misses * kernel_frac)
+        k_refs, k_misses = int(llc_refs * kernel_frac), int(llc_misses * kernel_frac)  # floored: a <= b in both
         k_branches, k_br_misses = int(branches * kernel_frac), int(branch_misses * kernel_frac)
 
         # Top-down shares (_tma_values): the per-phase (per-burst) profile, times per-segment factors.
