@@ -108,8 +108,9 @@ def report(out: Path, top: int) -> list[str]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trace-from", type=float, default=60.0, help="start tracing after S seconds")
-    # Objects that live long but are replaced (the simulator keeps up to 4 workload phases of prefix sums,
-    # 80 s) look like growth until they have all been made since tracing started: the first snapshot waits.
+    # Objects that live long but are replaced (the rings of samples; the simulator's process table keeps a
+    # minute of runs) look like growth until they have all been made since tracing started: the first
+    # snapshot waits.
     p.add_argument("--early", type=float, default=180.0)
     p.add_argument("--late", type=float, default=360.0)
     p.add_argument("--cpus", type=int, default=64)

@@ -755,7 +755,32 @@ def test_a_long_run_keeps_a_bounded_workload_history_and_still_answers_any_time(
         w.cumulative(t)
     held = len(w._phases)
     assert held <= 64  # about 2 h of phases lasting 2-20 s would be several hundred
+    assert len(w._win) <= 65  # cumulative sums of the last few seconds only (issue 24: a flat heap)
     for t in (hour // 3, 7 * SEC, 2 * hour - 1, hour // 3 + SEC // 7):  # far back, then forward, then back
         assert w.cumulative(t) == Workload(1, 2, 2_400_000_000, mix="tma").cumulative(t)
         assert w.rates_at(t) == Workload(1, 2, 2_400_000_000, mix="tma").rates_at(t)
     assert len(w._phases) <= 64
+
+
+def test_asking_about_the_far_future_first_keeps_every_count_exact() -> None:
+    """A phase asked about far ahead (rates_at) is made before the counting reaches it: the phases the counting
+    still needs are kept, so the counts on the way there are the same as a fresh workload's."""
+    w = Workload(1, 2, 2_400_000_000, mix="tma")
+    w.cumulative(5 * SEC)
+    w.rates_at(3000 * SEC)  # hundreds of phases ahead
+    for t in (6 * SEC, 100 * SEC, 2000 * SEC, 3000 * SEC + 5):
+        assert w.cumulative(t) == Workload(1, 2, 2_400_000_000, mix="tma").cumulative(t)
+
+
+def test_reads_long_before_the_phases_kept_are_exact_and_rebuild_once() -> None:
+    """A lookup after a long pause walks the runs since in time order: each read before the phases kept is exact,
+    and they share one history rebuilt from the seed."""
+    w = Workload(4, 1, 2_400_000_000)
+    w.cumulative(900 * SEC)
+    fresh = Workload(4, 1, 2_400_000_000)
+    for t in range(100 * SEC, 200 * SEC, 7 * SEC // 3):
+        assert w.cumulative(t) == fresh.cumulative(t)
+    history = w._history
+    assert history is not None and w.cumulative(300 * SEC) == fresh.cumulative(300 * SEC)
+    assert w._history is history
+    assert len(w._phases) <= 8

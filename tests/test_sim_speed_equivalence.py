@@ -311,3 +311,73 @@ def _machine_digest(model: str, cpus: int, seed: int) -> str:
 )
 def test_simulated_machine_readings_are_unchanged(model: str, cpus: int, seed: int, digest: str) -> None:
     assert _machine_digest(model, cpus, seed) == digest
+
+
+# -- the simulated memory's write-backs (counted with the workload's segments since issue 24) -------------------
+
+
+def _ref_writebacks(ref: RefWorkload, t_ns: int, per_segment: dict[int, int]) -> int:
+    """What pmutop.sim.dram counted before: per segment int(its LLC misses x a share drawn per regime and segment
+    by a hash), linearly within the segment (floored)."""
+
+    def lines(s: int) -> int:
+        if s not in per_segment:
+            _, regime, _ = ref.rates(s)
+            lo, hi = regimes.WRITEBACK_SHARE[regime]
+            amounts = ref.segment(s)
+            misses = amounts[4] + amounts[17 + 4]
+            per_segment[s] = int(
+                misses * (lo + (hi - lo) * (_ref_hash64(ref.seed, ref.cpu, s, 0x7762) >> 11) / 2.0**53)
+            )
+        return per_segment[s]
+
+    seg, off = divmod(t_ns * ref.tsc_hz // SEC, ref.seg_ticks)
+    done = sum(lines(s) for s in range(seg))
+    return done + lines(seg) * off // ref.seg_ticks if off else done
+
+
+@pytest.mark.parametrize("case", _CASES[:3])
+def test_workload_writebacks_and_totals_match_reference(case: tuple[int, int, int, bool, int, str]) -> None:
+    seed, cpu, tsc_hz, e_core, width, mix = case
+    w = Workload(seed, cpu, tsc_hz, e_core=e_core, width=width, mix=mix)
+    ref = RefWorkload(seed, cpu, tsc_hz, e_core, width, mix)
+    rng = random.Random(seed)
+    times = [rng.randrange(60 * SEC) for _ in range(60)] + [
+        k * 100_000_000 + d for k in range(0, 600, 37) for d in (0, 1)
+    ]
+    per_segment: dict[int, int] = {}
+    for t in times + sorted(times):
+        misses, written = w.memory_lines(t)
+        assert misses == w.cumulative(t).total.llc_misses
+        # The process table's and thermal model's reads: the same totals, without the Counts.
+        assert w.totals_ticks(w.ticks(t), (0, 1, 2, 3, 4, 5, 6)) == list(w.cumulative(t).total[:7])
+        assert written == w.cumulative_writebacks(t) == _ref_writebacks(ref, t, per_segment), t
+
+
+def _dram_digest(model: str, cpus: int, seed: int, sockets: int) -> str:
+    """Every reading of the simulated memory channels over 20 s of 50 ms to 1 s intervals."""
+    from pmutop.sim.dram import SimDramCounters
+
+    clock = ManualClock()
+    m = SimMachine(SimConfig(cpus=cpus, model=model, seed=seed), clock)
+    dram = SimDramCounters(m, sockets=sockets)
+    dram.open()
+    out = hashlib.sha256()
+    rng = random.Random(seed)
+    while clock.now_ns() < 20 * SEC:
+        clock.advance(rng.choice([0.05, 0.1, 0.37, 1.0]))
+        for cpu in rng.sample(m.cpus, 2):  # some CPUs sampled in between, as the live view does
+            m.read_counters(cpu, 3, 4)
+        out.update(repr(dram.read()).encode())
+    return out.hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("model", "cpus", "seed", "sockets", "digest"),
+    [
+        ("spr", 8, 1, 1, "70014b5a2ed41f13ed0722af5478a5499c44dc83dbdf52f5b47875350b8296b8"),
+        ("adl", 6, 4, 2, "289ed26786b7d8b0e93fdcc10a2f0492285e2e22accc8200a49c3309d87ab806"),
+    ],
+)
+def test_simulated_memory_readings_are_unchanged(model: str, cpus: int, seed: int, sockets: int, digest: str) -> None:
+    assert _dram_digest(model, cpus, seed, sockets) == digest

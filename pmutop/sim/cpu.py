@@ -118,7 +118,7 @@ class SimCpu:
         # The TSC of the latest rdpmc reads (counters and TSC of one instant): the simulated per-process counters
         # find the instants a sampler's intervals start and end at among them (pmutop.sim.process_counters).
         self.counter_reads: deque[int] = deque(maxlen=64)
-        self._enabled: list[_Counter] | None = None  # cache, dropped by every register write
+        self._enabled: list[_Counter] | None = None  # cache, dropped by a write to what decides it (_enabling)
         fixed = range(cfg.fixed_counters)
         self.metrics_fields = core.metrics
         self.global_ctrl_valid = registers.global_ctrl_mask(range(cfg.gp_counters), fixed)
@@ -136,6 +136,12 @@ class SimCpu:
         self.fixed_mask = (1 << cfg.fixed_width) - 1
         self.regs = registers.register_map(cfg.version)
         self._registers = _register_table(cfg)
+        # The registers that decide which counters count (_enabled_counters): a write elsewhere (a counter value,
+        # PERF_METRICS, a status bit: a sampler's every interval) keeps the counters built.
+        self._enabling = frozenset(
+            [a for a, (kind, _) in self._registers.items() if kind == _EVTSEL]
+            + [registers.IA32_FIXED_CTR_CTRL, registers.IA32_PERF_GLOBAL_CTRL]
+        )
         # The other registers a read answers, built once (not per read).
         self._readers: dict[int, Callable[[], int]] = {
             registers.IA32_TIME_STAMP_COUNTER: self.tsc,
@@ -167,6 +173,12 @@ class SimCpu:
                     registers.MSR_PERF_METRICS,
                 )
             ]
+        )
+
+        # Registers whose value is the counters' state at the present: reading them counts up to now.
+        self._counting = frozenset(
+            [a for a, (kind, _) in self._registers.items() if kind != _EVTSEL]
+            + [registers.IA32_PERF_GLOBAL_STATUS, registers.MSR_PERF_METRICS]
         )
 
     # -- counting -----------------------------------------------------------------------------------
@@ -358,9 +370,19 @@ class SimCpu:
 
     def read(self, address: int) -> int:
         with self.lock:
-            if address not in self._static:
+            if address in self._counting:
                 self._advance()
-            value = self._read(address)
+                value = self._read(address)
+            elif address in self._static:
+                value = self._read(address)
+            else:
+                # The TSC and the power model's registers are functions of the present alone: read there without
+                # bringing the counters up to it (counting is additive: their next access counts the same).
+                now = max(self.machine.elapsed_ns(), self._t)
+                if address == registers.IA32_TIME_STAMP_COUNTER:
+                    value = self.workload.ticks(now)
+                else:
+                    value = power.read(self, address, now)
         if value is None:
             raise MsrAccessError(self.cpu, address, "read", errno.EIO)
         return value
@@ -373,14 +395,15 @@ class SimCpu:
                 return self.evtsel[i]
             return self.fixed[i] if kind == _FIXED else self.gp[i]
         reader = self._readers.get(address)
-        return power.read(self, address) if reader is None else reader()
+        return power.read(self, address, self._t) if reader is None else reader()
 
     def write(self, address: int, value: int) -> None:
         with self.lock:
             self._advance()  # count up to now under the old configuration
             if not self._write(address, value):
                 raise MsrAccessError(self.cpu, address, "write", errno.EIO)
-            self._enabled = None
+            if address in self._enabling:
+                self._enabled = None
 
     def _write(self, address: int, value: int) -> bool:
         """Apply a WRMSR; False means #GP (nothing changed)."""

@@ -6,8 +6,9 @@ its core counters, so a memory-bound phase also loads the memory bus (all SIMULA
   without a demand miss are not modelled, so nothing is read that the core counters do not show.
 * Writes: a share of the lines a core misses on are dirty when they leave the LLC again (write-backs); the
   share depends on what the core is doing (a streaming, memory-bound phase writes most of what it reads; code
-  misses of a frontend-bound phase write nearly nothing) and varies per 100 ms segment by a hash. Write bytes =
-  write-backs x 64. A pure function of (seed, cpu, time), like every other simulated count.
+  misses of a frontend-bound phase write nearly nothing: pmutop.sim.regimes.WRITEBACK_SHARE) and varies per 100 ms
+  segment by a hash. Write bytes = write-backs x 64. A pure function of (seed, cpu, time), like every other
+  simulated count: the workload counts them with its segments (pmutop.sim.workload).
 * Channels: each package has the model's channels (MEMORY); addresses interleave across them near-evenly, with
   a small fixed skew per channel (a hash of seed, package and channel). Integer lines are split so the
   channels add up to the package exactly.
@@ -20,20 +21,17 @@ The per-core counts are untouched: write-backs are derived here, not added to th
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pmutop.core.dram_reading import BYTES_PER_LINE, SOURCE_SIMULATED, DramReading, PackageDram, package_totals
 from pmutop.probes.memory_speed import MemorySpeed, package_peak
 from pmutop.sim.config import SimConfig
-from pmutop.sim.regimes import PhaseKind
-from pmutop.sim.workload import Workload, hash_unit
+from pmutop.sim.workload import hash_unit
 
 MIB = 1 << 20
 _SKEW = 0.03  # each channel carries 1 +- 3% of an even share
 _SKEW_KEY = 0x696D63  # "imc"
-_WRITEBACK_KEY = 0x7762  # "wb"
 _WEIGHT_SCALE = 1_000_000
 
 
@@ -61,16 +59,6 @@ MEMORY: dict[str, SimMemory] = {
     "adl": SimMemory(2, 4800, "DDR5", 30 * MIB),
 }
 
-# The share of missed lines written back, per regime (low, high): drawn per segment.
-WRITEBACK_SHARE: dict[PhaseKind, tuple[float, float]] = {
-    PhaseKind.IDLE: (0.15, 0.3),
-    PhaseKind.BUSY: (0.2, 0.4),
-    PhaseKind.MEMORY: (0.6, 0.95),  # a streamer writes back most of what it reads
-    PhaseKind.BRANCHY: (0.1, 0.25),
-    PhaseKind.FRONTEND: (0.03, 0.1),  # instruction misses are clean
-    PhaseKind.MIXED: (0.2, 0.4),  # never a regime (a mixed phase runs the others); here for completeness
-}
-
 
 class _Machine(Protocol):
     """What the memory reads from pmutop.sim.model.SimMachine."""
@@ -83,49 +71,6 @@ class _Machine(Protocol):
     def elapsed_ns(self) -> int: ...
 
     def workload(self, cpu: int) -> Any: ...  # a Workload, or a self-test ScriptedWorkload
-
-
-class _Writebacks:
-    """Cumulative write-back lines of one CPU's Workload at a TSC value: each 100 ms segment writes back
-    int(its LLC misses x its share), linearly within the segment (floored), like every workload count.
-    Walks forward from the last segment asked; a read further back starts again from zero."""
-
-    def __init__(self, workload: Workload) -> None:
-        self.workload = workload
-        self._seg_ticks = workload.seg_ticks
-        self._reset()
-
-    def _reset(self) -> None:
-        self._seg = 0  # the segment whose start _done and _misses describe
-        self._done = 0  # write-backs before segment _seg
-        self._misses = self._misses_at(0)
-        self._this: tuple[int, int, int] | None = None  # (segment, its write-backs, the misses at its end)
-
-    def _misses_at(self, ticks: int) -> int:
-        return int(self.workload.cumulative_ticks(ticks).total.llc_misses)
-
-    def _segment(self, seg: int) -> tuple[int, int, int]:
-        """(seg, its write-backs, the misses at its end) of segment `seg`, which must be _seg (the misses at its
-        start are known)."""
-        if self._this is not None and self._this[0] == seg:
-            return self._this
-        end_misses = self._misses_at((seg + 1) * self._seg_ticks)
-        workload = self.workload
-        t_ns = -(-seg * self._seg_ticks * 1_000_000_000 // workload.tsc_hz)  # the segment's first ns
-        lo, hi = WRITEBACK_SHARE[workload.rates_at(t_ns).regime]
-        share = lo + (hi - lo) * hash_unit(workload.seed, workload.cpu, seg, _WRITEBACK_KEY)
-        self._this = (seg, int((end_misses - self._misses) * share), end_misses)
-        return self._this
-
-    def at(self, ticks: int) -> int:
-        seg, off = divmod(ticks, self._seg_ticks)
-        if seg < self._seg:
-            self._reset()
-        while self._seg < seg:
-            _, lines, self._misses = self._segment(self._seg)
-            self._done += lines
-            self._seg += 1
-        return self._done + self._segment(seg)[1] * off // self._seg_ticks if off else self._done
 
 
 def package_of(cpu: int, cpus: int, sockets: int) -> int:
@@ -171,9 +116,8 @@ class SimDramCounters:
         speed = MemorySpeed(self.memory.mts, 0, f"SIMULATED {self.memory.name}")
         self.peak = package_peak(self.memory.channels, sockets, speed, mem_peak_gbs)
         self._mem_peak_given = mem_peak_gbs is not None
-        self._trackers: dict[int, _Writebacks] = {}
         # Per CPU at the previous read: (its workload then, LLC misses, write-backs).
-        self._prev: dict[int, tuple[object, int, int]] = {}
+        self._prev: dict[int, tuple[Any, int, int]] = {}
         self._at_ns = 0
         self._opened = False
 
@@ -191,19 +135,15 @@ class SimDramCounters:
         self._prev = {cpu: self._lines(cpu, self._at_ns) for cpu in self.machine.cpus}
         self._opened = True
 
-    def _writebacks_fn(self, cpu: int, workload: Any) -> Callable[[int], int]:
-        own = getattr(workload, "cumulative_writebacks", None)  # a scripted self-test workload knows its own
-        if own is not None:
-            return own
-        tracker = self._trackers.get(cpu)
-        if tracker is None or tracker.workload is not workload:
-            tracker = self._trackers[cpu] = _Writebacks(workload)
-        return lambda t_ns: tracker.at(workload.ticks(t_ns))
-
-    def _lines(self, cpu: int, t_ns: int) -> tuple[object, int, int]:
+    def _lines(self, cpu: int, t_ns: int) -> tuple[Any, int, int]:
         workload = self.machine.workload(cpu)
-        misses = int(workload.cumulative(t_ns).total.llc_misses)
-        return workload, misses, self._writebacks_fn(cpu, workload)(t_ns)
+        lines = getattr(workload, "memory_lines", None)  # both at once, without the other counts (a Workload)
+        if lines is not None:
+            misses, written = lines(t_ns)
+        else:
+            misses = int(workload.cumulative(t_ns).total.llc_misses)
+            written = workload.cumulative_writebacks(t_ns)
+        return workload, misses, written
 
     def read(self) -> list[PackageDram]:
         if not self._opened:
@@ -217,7 +157,7 @@ class SimDramCounters:
             workload, misses, written = self._lines(cpu, now)
             before, prev_misses, prev_written = self._prev[cpu]
             if workload is not before:  # replaced (the self-test): its write-backs count from t0
-                prev_written = self._writebacks_fn(cpu, workload)(t0)
+                prev_written = workload.cumulative_writebacks(t0)
             self._prev[cpu] = (workload, misses, written)
             pkg = self.packages[cpu]
             reads[pkg] += misses - prev_misses

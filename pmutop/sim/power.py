@@ -82,15 +82,10 @@ class PowerCpu(Protocol):
     def machine(self) -> PowerMachine: ...
 
     @property
-    def time_ns(self) -> int: ...
-
-    @property
     def advanced(self) -> bool: ...
 
     @property
     def cum(self) -> Counts: ...
-
-    def tsc(self) -> int: ...
 
 
 THERMAL_WINDOW_NS = 1_000_000_000  # the die follows the load of about the last second
@@ -127,9 +122,8 @@ def _window_point(cpu: PowerCpu, t_ns: int) -> tuple[int, int, int]:
         points = {}
     point = points.get(t_ns)
     if point is None:
-        counts = workload.cumulative(t_ns)
-        total = counts.total
-        point = (counts.tsc, total.ref_cycles, total.cycles)
+        ticks, cycles, ref_cycles = _unhalted(workload, t_ns)
+        point = (ticks, ref_cycles, cycles)
         # Copy on write: the package read evaluates every CPU from one CPU's thread while each CPU's own
         # sampler may read its temperature, so a published dict is never changed.
         keep = t_ns - THERMAL_WINDOW_NS
@@ -180,21 +174,33 @@ def _energy(cpu: PowerCpu, domain: str) -> int:
     return (ENERGY_START + int(cached[1][domain] / ENERGY_UNIT_J)) & 0xFFFFFFFF
 
 
-def read(cpu: PowerCpu, address: int) -> int | None:
-    """The value of a power/thermal/idle MSR on this simulated CPU, or None (the register does not exist)."""
+def _unhalted(workload: Workload, t_ns: int) -> tuple[int, int, int]:
+    """(TSC ticks, cycles, reference cycles) of the workload at t."""
+    ticks = workload.ticks(t_ns)
+    totals = getattr(workload, "totals_ticks", None)  # a Workload's (not a self-test script's): no Counts built
+    if totals is not None:
+        cycles, ref_cycles = totals(ticks, (0, 2))
+        return ticks, cycles, ref_cycles
+    total = workload.cumulative(t_ns).total
+    return ticks, total.cycles, total.ref_cycles
+
+
+def read(cpu: PowerCpu, address: int, now_ns: int) -> int | None:
+    """The value of a power/thermal/idle MSR on this simulated CPU at `now_ns` (ns since the machine started), or
+    None (the register does not exist)."""
     if address in (regs.IA32_APERF, regs.IA32_MPERF, regs.MSR_CORE_C6_RESIDENCY):
-        counts = cpu.workload.cumulative(cpu.time_ns).total
+        ticks, cycles, ref_cycles = _unhalted(cpu.workload, now_ns)
         if address == regs.IA32_APERF:
-            return counts.cycles
+            return cycles
         if address == regs.IA32_MPERF:
-            return counts.ref_cycles
-        return int(max(0, cpu.tsc() - counts.ref_cycles) * C6_SHARE)
+            return ref_cycles
+        return int(max(0, ticks - ref_cycles) * C6_SHARE)
     if address == regs.MSR_TEMPERATURE_TARGET:
         return TJMAX << 16
     if address == regs.IA32_THERM_STATUS:
-        return _therm_status(_temperature(cpu, cpu.time_ns))
+        return _therm_status(_temperature(cpu, now_ns))
     if address == regs.IA32_PACKAGE_THERM_STATUS:
-        return _therm_status(max(_temperature(state, cpu.time_ns) for state in cpu.machine.states()))
+        return _therm_status(max(_temperature(state, now_ns) for state in cpu.machine.states()))
     if address == regs.MSR_RAPL_POWER_UNIT:
         return POWER_UNIT
     domain = {regs.MSR_PKG_ENERGY_STATUS: "package", regs.MSR_PP0_ENERGY_STATUS: "core"}.get(address)

@@ -114,7 +114,14 @@ class Run:
 
 
 Amounts5 = tuple[int, int, int, int, int]  # cycles, instructions, llc_misses, branch_misses, ref_cycles (totals)
-Slice = tuple[Run, Amounts5, Amounts5]  # a run's part of an interval: the amounts at its two ends
+Slice = tuple[Run, Amounts5, Amounts5]
+_AMOUNTS5 = (
+    0,
+    1,
+    4,
+    6,
+    2,
+)  # Amounts positions of Amounts5's fields  # a run's part of an interval: the amounts at its two ends
 
 
 class _Workload(Protocol):
@@ -293,7 +300,13 @@ class ProcessTable:
         cache = self._amounts[cpu]
         found = cache.get(tick)
         if found is None:
-            found = amounts5(self._machine.workload(cpu).cumulative_ticks(tick))
+            workload = self._machine.workload(cpu)
+            totals = getattr(workload, "totals_ticks", None)  # a Workload's: without building its Counts
+            if totals is not None:
+                cycles, instructions, llc_misses, branch_misses, ref_cycles = totals(tick, _AMOUNTS5)
+                found = (cycles, instructions, llc_misses, branch_misses, ref_cycles)
+            else:
+                found = amounts5(workload.cumulative_ticks(tick))
             if len(cache) >= 8:
                 del cache[min(cache)]
             cache[tick] = found

@@ -134,3 +134,14 @@ TMA: dict[PhaseKind, TmaProfile] = {
     PhaseKind.BRANCHY: TmaProfile(1.05, 0.6, 0.2, 0.2, 0.08, 0.95, 0.55, 0.3, 0.45),
     PhaseKind.FRONTEND: TmaProfile(1.25, 0.08, 0.72, 0.2, 0.35, 0.7, 0.8, 0.35, 0.5),
 }
+
+
+# The share of missed lines written back to memory, per regime (low, high): drawn per segment (pmutop.sim.dram).
+WRITEBACK_SHARE: dict[PhaseKind, tuple[float, float]] = {
+    PhaseKind.IDLE: (0.15, 0.3),
+    PhaseKind.BUSY: (0.2, 0.4),
+    PhaseKind.MEMORY: (0.6, 0.95),  # a streamer writes back most of what it reads
+    PhaseKind.BRANCHY: (0.1, 0.25),
+    PhaseKind.FRONTEND: (0.03, 0.1),  # instruction misses are clean
+    PhaseKind.MIXED: (0.2, 0.4),  # never a regime (a mixed phase runs the others); here for completeness
+}

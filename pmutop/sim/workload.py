@@ -5,7 +5,11 @@ frequency, IPC, cache and branch behaviour, kernel share) drawn from a phase (id
 memory-bound, mixed/bursty; with the "tma" mix also branchy and frontend-bound) plus per-segment jitter.
 Phases last 2-20 s and come from an RNG seeded by (seed, cpu); the jitter is a hash of (seed, cpu,
 segment). So the cumulative amount of every quantity at time t is a pure function of (seed, cpu, t),
-whenever and however often it is read. Within a segment counts grow linearly (floored to integers).
+whenever and however often it is read. Within a segment counts grow linearly (floored to integers). Each
+segment also writes back a share of its LLC misses to memory (pmutop.sim.dram's writes).
+
+Cost: each segment is counted once, as time passes (ten a second per CPU, whatever reads it); a window of the
+last few seconds of cumulative sums answers reads, and older reads sum their phase again from its start.
 
 Top-down truth: every segment also splits its issue slots (width x cycles) into the four level-1
 categories (retiring, bad speculation, frontend bound, backend bound; they sum to the slots exactly at
@@ -19,73 +23,48 @@ them left every other quantity of the "classic" mix unchanged.
 from __future__ import annotations
 
 import bisect
-import operator
 import random
+import struct
 import threading
 from dataclasses import dataclass
-from functools import cached_property
-from typing import NamedTuple
 
-from pmutop.sim.regimes import MIXED_WEIGHTS, MIXES, PHASE_WEIGHTS, RANGES, TMA, PhaseKind, Rates
+from pmutop.sim.counts import TOPDOWN_FIELDS as TOPDOWN_FIELDS
+from pmutop.sim.counts import Amounts as Amounts
+from pmutop.sim.counts import Counts as Counts
+from pmutop.sim.counts import TmaShares as TmaShares
+from pmutop.sim.counts import TopdownSlots as TopdownSlots
+from pmutop.sim.hashing import _hash_units8 as _hash_units8
+from pmutop.sim.hashing import _mix64_after as _mix64_after
+from pmutop.sim.hashing import hash64 as hash64
+from pmutop.sim.hashing import hash_unit as hash_unit
+from pmutop.sim.hashing import mix64 as mix64
+from pmutop.sim.regimes import (
+    MIXED_WEIGHTS,
+    MIXES,
+    PHASE_WEIGHTS,
+    RANGES,
+    TMA,
+    WRITEBACK_SHARE,
+    PhaseKind,
+    Rates,
+)
 
 _M64 = (1 << 64) - 1
 SEGMENTS_PER_SECOND = 10
 _MIXED_BURST_SEGMENTS = 5  # a mixed phase changes regime every 0.5 s
 _MIN_PHASE_SEGMENTS = 2 * SEGMENTS_PER_SECOND
 _MAX_PHASE_SEGMENTS = 20 * SEGMENTS_PER_SECOND
-_PREFIX_PHASES = 4  # phases whose prefix sums are kept
-# Phases kept for reads back in time (at least 2 s each: over a minute). An older read rebuilds the history
-# from the seed, so a run of any length holds a bounded model; pmutop itself reads at most a second back.
-_KEPT_PHASES = 32
+# Segments of sums kept behind the newest counted (3.2 to 6.4 s): pmutop reads at most a second or two back. A
+# read further back sums its phase again from the phase's start.
+_WINDOW = 32
+# Phases kept for reads back in time (4 to 8, of 2 s at least; up to 64 grew the heap for 10 minutes). An older
+# read rebuilds the history from the seed, so a run of any length holds a bounded model.
+_KEPT_PHASES = 4
 _JITTER = 0.08  # +-8% per segment, clamped to the regime's range
 _E_CORE_GHZ = 0.65
 _E_CORE_IPC = 0.6
 _P_CORE_SLOTS_PER_CYCLE = 6  # default pipeline widths; the simulated machine passes its model's
 _E_CORE_SLOTS_PER_CYCLE = 4
-# Level-1 then level-2 top-down categories, in PERF_METRICS byte order (reference pmu.md section 2.9).
-TOPDOWN_FIELDS = (
-    "retiring",
-    "bad_spec",
-    "fe_bound",
-    "be_bound",
-    "heavy_ops",
-    "br_mispredict",
-    "fetch_lat",
-    "mem_bound",
-)
-
-
-def mix64(x: int) -> int:
-    """splitmix64 finaliser: a cheap, well-spread 64-bit hash."""
-    x = (x + 0x9E3779B97F4A7C15) & _M64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
-    return x ^ (x >> 31)
-
-
-def hash64(*keys: int) -> int:
-    """A deterministic 64-bit hash of integer keys."""
-    x = 0
-    for k in keys:
-        x = _mix64_after(x, k)
-    return x
-
-
-def _mix64_after(x: int, k: int) -> int:
-    """hash64(*keys, k) given x = hash64(*keys): the hash is a chain, so a fixed prefix of keys (seed, cpu) is
-    hashed once per workload and each segment's hash costs one mix."""
-    return mix64(x ^ (k & _M64))
-
-
-def hash_unit(*keys: int) -> float:
-    """A deterministic number in [0, 1) from integer keys."""
-    return (hash64(*keys) >> 11) / float(1 << 53)
-
-
-def _hash_units8(*keys: int) -> list[float]:
-    """Eight numbers in (0, 1) from one hash (1/256 resolution is plenty for jitter)."""
-    h = hash64(*keys)
-    return [(((h >> (8 * i)) & 0xFF) + 0.5) / 256.0 for i in range(8)]
 
 
 _MIXED = PhaseKind.MIXED  # a module global: cheaper than the enum class attribute in per-segment code
@@ -96,101 +75,46 @@ _TMA_SEG_KEY = 0x746D6173
 # looked up (the same expression, evaluated once per byte value: bit-identical floats).
 _SEG_FACTOR = tuple(1.0 + _JITTER * (2.0 * ((b + 0.5) / 256.0) - 1.0) for b in range(256))
 _PHASE_FACTOR = tuple(1.0 + _TMA_PHASE_JITTER * (2.0 * ((b + 0.5) / 256.0) - 1.0) for b in range(256))
-
-
-class TmaShares(NamedTuple):
-    """Fractions of the slots in each top-down category (level 2 children are parts of their parent)."""
-
-    retiring: float
-    bad_spec: float
-    fe_bound: float
-    be_bound: float
-    heavy_ops: float
-    br_mispredict: float
-    fetch_lat: float
-    mem_bound: float
-
-
-@dataclass(frozen=True)
-class TopdownSlots:
-    """Slots and slots per top-down category over a span of time (exact integers from the workload)."""
-
-    slots: int
-    retiring: int
-    bad_spec: int
-    fe_bound: int
-    be_bound: int
-    heavy_ops: int
-    br_mispredict: int
-    fetch_lat: int
-    mem_bound: int
-
-    def fractions(self) -> dict[str, float]:
-        """Each category's share of the slots (what PERF_METRICS approximates in 8-bit fields)."""
-        return {f: getattr(self, f) / self.slots if self.slots else 0.0 for f in TOPDOWN_FIELDS}
-
-
-class Amounts(NamedTuple):
-    """Cumulative event counts in one privilege mode."""
-
-    cycles: int  # unhalted core cycles
-    instructions: int
-    ref_cycles: int  # TSC-rate ticks while unhalted
-    llc_references: int
-    llc_misses: int
-    branches: int
-    branch_misses: int
-    slots: int  # topdown slots = pipeline width x cycles
-    # Slots per top-down category (level 1 sums to `slots` at segment boundaries; level 2 within its parent).
-    td_retiring: int = 0
-    td_bad_spec: int = 0
-    td_fe_bound: int = 0
-    td_be_bound: int = 0
-    td_heavy_ops: int = 0
-    td_br_mispredict: int = 0
-    td_fetch_lat: int = 0
-    td_mem_bound: int = 0
-    # For the four-event formula: issued - retired + width x recovery = bad speculation slots.
-    uops_issued: int = 0
-    recovery_cycles: int = 0
-
-
-@dataclass(frozen=True)
-class Counts:
-    tsc: int  # TSC ticks elapsed since t=0
-    user: Amounts
-    kernel: Amounts
-
-    # Computed on first use and kept (readers such as the thermal model ask several times). cached_property
-    # stores into the instance __dict__ directly, so it works on this frozen (not slotted) dataclass; two
-    # threads racing on the first access compute the same value.
-    @cached_property
-    def total(self) -> Amounts:
-        return Amounts._make(map(operator.add, self.user, self.kernel))
+# Per regime, its fields' (low, high) bounds flattened, for the per-segment code's one unpacking.
+_FLAT_RANGES = {kind: tuple(x for pair in ranges for x in pair) for kind, ranges in RANGES.items()}
+_WRITEBACK_KEY = 0x7762  # "wb": the hash key of the write-back share (pmutop.sim.dram)
+_UNIT_SCALE = float(1 << 53)  # hash_unit's divisor
+_RECOVERY = {kind: profile.recovery for kind, profile in TMA.items()}
 
 
 # Per segment we store _N user then _N kernel integers: the 7 base quantities, then the 10 top-down ones
-# (slots are derived from cycles).
+# (slots are derived from cycles); then the lines written back to memory (pmutop.sim.dram), user and kernel
+# together.
 _BASE = 7
 _N = _BASE + 10
+_WRITEBACKS = 2 * _N  # index of the write-backs in a vector
+_LLC_MISSES = 4  # index of llc_misses in each privilege mode's part
 _Vec = tuple[int, ...]
-_ZERO: _Vec = (0,) * (2 * _N)
+# A vector is stored packed into one integer, 64 bits a lane (lane i = bits 64i..64i+63), so adding a segment to
+# the sums is one integer addition and a window entry one object. Every amount is >= 0 and a lane's sum stays
+# below 2^64 (slots, the fastest-growing, at 6 x 5 GHz take 19 years), so lanes never carry into each other.
+_PACK = struct.Struct(f"<{2 * _N + 1}Q")
+_LANE = (1 << 64) - 1
 
 
-@dataclass
+def _unpacked(packed: int) -> _Vec:
+    return _PACK.unpack(packed.to_bytes(_PACK.size, "little"))
+
+
+@dataclass(slots=True)
 class _Phase:
     kind: PhaseKind
     start: int  # first segment
     length: int  # in segments
     base: tuple[float, ...]  # field values (for steady phases)
-    start_cum: _Vec  # cumulative amounts before the first segment
+    start_cum: int | None  # cumulative amounts (packed) before the first segment (None until counted up to it)
 
 
 class Workload:
     """Cumulative counts for one CPU as a pure function of (seed, cpu, t).
 
-    Cheap for monotonically increasing t (prefix sums of the current phase are kept), correct for any
-    t. Thread-safe.
+    Cheap for monotonically increasing t (a window of recent prefix sums is kept), correct for any t.
+    Thread-safe.
     """
 
     def __init__(
@@ -222,21 +146,27 @@ class Workload:
         if width is None:
             width = _E_CORE_SLOTS_PER_CYCLE if e_core else _P_CORE_SLOTS_PER_CYCLE
         self.slots_per_cycle = width
+        self._width_given = width
         self._lock = threading.Lock()
-        self._rng_seed = mix64(mix64(seed & _M64) ^ cpu)
-        self._rng = random.Random(self._rng_seed)
+        self._rng = random.Random(mix64(mix64(seed & _M64) ^ cpu))
         self._phases: list[_Phase] = []  # the last phases (up to 2 x _KEPT_PHASES), oldest first
         self._starts: list[int] = []
         self._first = 0  # phase number of _phases[0]: phase numbers count from the start of time
-        # Prefix sums of the last few phases: _pf[pi][k] = cumulative before segment (phase.start + k). More
-        # than one, because the thermal model also reads a second back, often in the phase before.
-        self._pf: dict[int, list[_Vec]] = {}
+        # The window: _win[i] = cumulative before segment _win_first + i, for the last _WINDOW to 2 x _WINDOW
+        # segments counted. One vector per segment, made and dropped in time order: a steady, bounded heap.
+        self._win: list[int] = [0]  # packed
+        self._win_first = 0
+        self._cursor = 0  # phase number of the segment after the window's last
+        # Prefix sums from a phase's start, for a read before the window (phase number, sums).
+        self._back: tuple[int, list[int]] | None = None
+        self._history: Workload | None = None  # the same workload from the seed, for reads before the phases kept
         self._last: tuple[int, Counts] | None = None  # the last cumulative(): readers ask for one t repeatedly
         # The last per-burst and per-phase hashes (each holds one entry: segments come in time order).
         self._burst_cache: dict[int, tuple[PhaseKind, tuple[float, ...]]] = {}  # burst -> (regime, base)
         self._tma_cache: dict[int, tuple[PhaseKind, list[float]]] = {}  # key -> (regime, varied profile)
         self._key_hash = hash64(seed, cpu)  # every per-segment hash starts with (seed, cpu)
-        self._append_phase(_ZERO)
+        self._append_phase()
+        self._phases[0].start_cum = 0
 
     # -- public API -------------------------------------------------------------------------------
 
@@ -259,37 +189,72 @@ class Workload:
         process table (pmutop.sim.processes) cuts each core's time at TSC values."""
         seg, off = divmod(ticks, self.seg_ticks)
         with self._lock:
-            pi = self._phase_index(seg)
-            phase = self._phases[pi - self._first]
-            k = seg - phase.start
-            before = self._prefix(pi, k)
-            # The prefix sums hold each segment's amounts, so nothing is computed twice.
-            after = self._prefix(pi, k + 1) if off else before
+            ends = self._ends(seg, off)
+        if ends is None:  # before every phase kept: rebuilt from the seed, this workload left as it is
+            return self._from_seed(seg).cumulative_ticks(ticks)
+        before, after = ends
+        vec: _Vec | list[int] = _unpacked(before)
         if off:  # linear within the segment, floored
             st = self.seg_ticks
-            vec: tuple[int, ...] | list[int] = [b + (a - b) * off // st for b, a in zip(before, after, strict=True)]
-        else:
-            vec = before
-        return Counts(ticks, self._amounts(vec[:_N]), self._amounts(vec[_N:]))
+            vec = [b + (a - b) * off // st for b, a in zip(vec, _unpacked(after), strict=True)]
+        return Counts(ticks, self._amounts(vec[:_N]), self._amounts(vec[_N:_WRITEBACKS]))
+
+    def totals_ticks(self, ticks: int, fields: tuple[int, ...]) -> list[int]:
+        """cumulative_ticks(ticks).total's fields at these Amounts positions (cycles 0 ... branch_misses 6; -1:
+        the write-backs) without building the rest: the process table's, thermal model's and memory's reads."""
+        seg, off = divmod(ticks, self.seg_ticks)
+        with self._lock:
+            ends = self._ends(seg, off)
+        if ends is None:
+            return self._from_seed(seg).totals_ticks(ticks, fields)
+        before, after = ends
+        st = self.seg_ticks
+        out = []
+        for field in fields:
+            # User and kernel are interpolated (floored) each on its own, as cumulative() does.
+            shifts = (64 * _WRITEBACKS,) if field < 0 else (64 * field, 64 * (_N + field))
+            total = 0
+            for i in shifts:
+                b = before >> i & _LANE
+                total += b + ((after >> i & _LANE) - b) * off // st if off else b
+            out.append(total)
+        return out
+
+    def memory_lines(self, t_ns: int) -> tuple[int, int]:
+        """(LLC misses, lines written back) up to t, user and kernel: what pmutop.sim.dram reads."""
+        misses, written = self.totals_ticks(self.ticks(t_ns), (_LLC_MISSES, -1))
+        return misses, written
+
+    def cumulative_writebacks(self, t_ns: int) -> int:
+        """Lines written back to memory up to t (each segment writes back a share of its LLC misses)."""
+        return self.memory_lines(t_ns)[1]
 
     def phase_span(self, seg: int) -> tuple[PhaseKind, int, int]:
         """(kind, first segment, length in segments) of the phase holding segment `seg`."""
         with self._lock:
-            phase = self._phases[self._phase_index(seg) - self._first]
-            return phase.kind, phase.start, phase.length
+            pi = self._phase_index(seg)
+            if pi is not None:
+                phase = self._phases[pi - self._first]
+                return phase.kind, phase.start, phase.length
+        return self._from_seed(seg).phase_span(seg)
 
     def rates_at(self, t_ns: int) -> Rates:
         seg = self.ticks(max(t_ns, 0)) // self.seg_ticks
         with self._lock:
-            phase = self._phases[self._phase_index(seg) - self._first]
-            return self._rates(phase, seg)
+            pi = self._phase_index(seg)
+            if pi is not None:
+                return self._rates(self._phases[pi - self._first], seg)
+        return self._from_seed(seg).rates_at(t_ns)
 
     def tma_at(self, t_ns: int) -> TmaShares:
         """The top-down shares of the segment running at t (before flooring to whole slots)."""
         seg = self.ticks(max(t_ns, 0)) // self.seg_ticks
         with self._lock:
-            phase = self._phases[self._phase_index(seg) - self._first]
-            return self._tma(phase, seg, self._rates(phase, seg))
+            pi = self._phase_index(seg)
+            if pi is not None:
+                phase = self._phases[pi - self._first]
+                return self._tma(phase, seg, self._rates(phase, seg))
+        return self._from_seed(seg).tma_at(t_ns)
 
     def topdown(self, t0_ns: int, t1_ns: int, part: str = "total") -> TopdownSlots:
         """Slots and slots per top-down category counted in [t0, t1] ("total", "user" or "kernel"): the
@@ -301,9 +266,20 @@ class Workload:
             *(getattr(after, f"td_{f}") - getattr(before, f"td_{f}") for f in TOPDOWN_FIELDS),
         )
 
-    # -- phases -------------------------------------------------------------------------------------
+    # -- phases and prefix sums -----------------------------------------------------------------------
 
-    def _append_phase(self, start_cum: _Vec) -> None:
+    def _from_seed(self, seg: int) -> Workload:
+        """The same workload from the seed, for a read of `seg` before the phases kept (rare), so this one keeps
+        its present; kept for the next such read (they come in time order: each segment is counted once)."""
+        with self._lock:
+            history = self._history
+            if history is None or seg < history._starts[0]:
+                history = self._history = Workload(
+                    self.seed, self.cpu, self.tsc_hz, self.e_core, width=self._width_given, mix=self.mix
+                )
+            return history
+
+    def _append_phase(self) -> None:
         rng = self._rng
         prev = self._phases[-1].kind if self._phases else None
         kinds = [k for k in self._weights if k != prev]  # always change behaviour at a boundary
@@ -311,42 +287,78 @@ class Workload:
         length = rng.randint(_MIN_PHASE_SEGMENTS, _MAX_PHASE_SEGMENTS)
         base = () if kind is PhaseKind.MIXED else tuple(rng.uniform(lo, hi) for lo, hi in RANGES[kind])
         start = self._phases[-1].start + self._phases[-1].length if self._phases else 0
-        self._phases.append(_Phase(kind, start, length, base, start_cum))
+        self._phases.append(_Phase(kind, start, length, base, None))
         self._starts.append(start)
-        if len(self._phases) > 2 * _KEPT_PHASES:  # forget the oldest half (in one go: amortised)
-            drop = len(self._phases) - _KEPT_PHASES
+        # Forget the oldest half (in one go: amortised), never the phase being counted (phases asked about far
+        # ahead of it, rates_at the future, are made before it is reached).
+        drop = min(len(self._phases) - _KEPT_PHASES, self._cursor - self._first)
+        if len(self._phases) > 2 * _KEPT_PHASES and drop > 0:
             del self._phases[:drop], self._starts[:drop]
             self._first += drop
+            if self._back is not None and self._back[0] < self._first:
+                self._back = None
 
-    def _restart(self) -> None:
-        """Back to the start of time (a read before the phases kept): the same seed gives the same phases."""
-        self._rng = random.Random(self._rng_seed)
-        self._phases, self._starts, self._first, self._pf = [], [], 0, {}
-        self._append_phase(_ZERO)
-
-    def _phase_index(self, seg: int) -> int:
-        """The number of the phase holding segment `seg`, making (or remaking) it if needed."""
+    def _phase_index(self, seg: int) -> int | None:
+        """The number of the phase holding segment `seg` (making it if needed); None before the phases kept."""
         if seg < self._starts[0]:
-            self._restart()
+            return None
         while True:
             last = self._phases[-1]
             if seg < last.start + last.length:
                 break
-            self._append_phase(self._prefix(self._first + len(self._phases) - 1, last.length))
+            self._append_phase()
         return self._first + bisect.bisect_right(self._starts, seg) - 1
 
-    def _prefix(self, pi: int, k: int) -> _Vec:
-        """Cumulative amounts before segment k of phase number pi, extending the cached prefix sums."""
+    def _ends(self, seg: int, off: int) -> tuple[int, int] | None:
+        """The cumulative vectors (packed) before segment `seg` and (when `off`) after it; None before the phases
+        kept."""
+        win = self._win
+        i = seg - self._win_first
+        if i >= 0:
+            if i + (off > 0) >= len(win):
+                self._extend(seg + (off > 0))
+                win = self._win
+                i = seg - self._win_first
+            return win[i], win[i + 1] if off else win[i]
+        return self._ends_before_window(seg, off)
+
+    def _extend(self, upto: int) -> None:
+        """Count segments until the window holds the cumulative before segment `upto`."""
+        win = self._win
+        seg = self._win_first + len(win) - 1  # the first segment not counted yet
+        phase = self._phases[self._cursor - self._first]
+        end = phase.start + phase.length
+        amounts = self._segment
+        while seg < upto:
+            if seg >= end:  # into the next phase
+                self._cursor += 1
+                if self._cursor - self._first >= len(self._phases):
+                    self._append_phase()
+                phase = self._phases[self._cursor - self._first]
+                phase.start_cum = win[-1]
+                end = phase.start + phase.length
+            win.append(win[-1] + amounts(phase, seg))
+            seg += 1
+        if len(win) > 2 * _WINDOW:  # forget the oldest half (in one go: amortised)
+            drop = len(win) - _WINDOW
+            del win[:drop]
+            self._win_first += drop
+
+    def _ends_before_window(self, seg: int, off: int) -> tuple[int, int] | None:
+        """_ends for a segment the window has passed: summed again from its phase's start (kept a while)."""
+        pi = self._phase_index(seg)
+        if pi is None:
+            return None
         phase = self._phases[pi - self._first]
-        pf = self._pf.get(pi)
-        if pf is None:
-            if len(self._pf) >= _PREFIX_PHASES:
-                del self._pf[min(self._pf)]
-            pf = self._pf[pi] = [phase.start_cum]
-        while len(pf) <= k:
-            seg = self._segment(phase, phase.start + len(pf) - 1)
-            pf.append(tuple(map(operator.add, pf[-1], seg)))  # same lengths (2 x _N): no strict zip needed
-        return pf[k]
+        back = self._back
+        if back is None or back[0] != pi:
+            assert phase.start_cum is not None  # the window has passed the phase's start
+            back = self._back = (pi, [phase.start_cum])
+        pf = back[1]
+        k = seg - phase.start
+        while len(pf) <= k + (off > 0):
+            pf.append(pf[-1] + self._segment(phase, phase.start + len(pf) - 1))
+        return pf[k], pf[k + 1] if off else pf[k]
 
     # -- one segment ----------------------------------------------------------------------------------
 
@@ -359,25 +371,38 @@ class Workload:
         regime, values, _ = self._values(phase, seg)
         return Rates(phase.kind, regime, *values)
 
+    def _burst(self, seg: int) -> tuple[PhaseKind, tuple[float, ...]]:
+        """The regime and base of the burst of a mixed phase holding `seg` (per burst, not per segment: the same
+        for every segment of the burst)."""
+        burst = seg // _MIXED_BURST_SEGMENTS
+        cached = self._burst_cache.get(burst)
+        if cached is None:
+            u = hash_unit(self.seed, self.cpu, burst, 0x6D69786564)
+            units = _hash_units8(self.seed, self.cpu, burst, 0x62617365)
+            regime = PhaseKind.IDLE
+            for kind, weight in self._mixed:
+                if u < weight:
+                    regime = kind
+                    break
+                u -= weight
+            base = tuple(lo + (hi - lo) * x for (lo, hi), x in zip(RANGES[regime], units, strict=True))
+            cached = (regime, base)
+            self._burst_cache = {burst: cached}
+        return cached
+
+    def _tma_profile(self, key: int, regime: PhaseKind) -> tuple[PhaseKind, list[float]]:
+        """The regime's top-down profile times the per-phase (per-burst) factors, i.e. the first product of
+        vary() (tests/test_sim_speed_equivalence.py); kept for the phase (burst) `key`."""
+        per_phase = hash64(self.seed, self.cpu, key, _TMA_KEY).to_bytes(8, "little")
+        varied = [x * _PHASE_FACTOR[u] for x, u in zip(TMA[regime][:8], per_phase, strict=True)]
+        cached = (regime, varied)
+        self._tma_cache = {key: cached}
+        return cached
+
     def _values(self, phase: _Phase, seg: int) -> tuple[PhaseKind, list[float], int]:
         """The regime, the Rates field values and the segment's hash (it seeds the top-down jitter too)."""
         if phase.kind is _MIXED:
-            burst = seg // _MIXED_BURST_SEGMENTS
-            cached = self._burst_cache.get(burst)
-            if cached is None:
-                # Per burst, not per segment: the same regime and base for every segment of the burst.
-                u = hash_unit(self.seed, self.cpu, burst, 0x6D69786564)
-                units = _hash_units8(self.seed, self.cpu, burst, 0x62617365)
-                regime = PhaseKind.IDLE
-                for kind, weight in self._mixed:
-                    if u < weight:
-                        regime = kind
-                        break
-                    u -= weight
-                base = tuple(lo + (hi - lo) * x for (lo, hi), x in zip(RANGES[regime], units, strict=True))
-                cached = (regime, base)
-                self._burst_cache = {burst: cached}
-            regime, base = cached
+            regime, base = self._burst(seg)
         else:
             regime = phase.kind
             base = phase.base
@@ -394,11 +419,54 @@ class Workload:
             values[2] *= _E_CORE_IPC
         return regime, values, h
 
-    def _segment(self, phase: _Phase, seg: int) -> _Vec:
-        """Integer user and kernel amounts over one whole segment."""
-        regime, (util, ghz, ipc, mpki, miss_ratio, br_per_instr, br_miss_ratio, kernel_frac), h = self._values(
-            phase, seg
-        )
+    def _segment(self, phase: _Phase, seg: int) -> int:
+        """Integer user and kernel amounts and write-backs over one whole segment (packed): _values, _tma_values and
+        _topdown_amounts inlined (the simulator's hottest code: every CPU, ten times a second), the same
+        expressions in the same order, so the same numbers."""
+        if phase.kind is _MIXED:
+            regime, base = self._burst(seg)
+            tma_key = seg // _MIXED_BURST_SEGMENTS
+        else:
+            regime, base = phase.kind, phase.base
+            tma_key = phase.start
+        m = _M64
+        # h = hash64(seed, cpu, seg): splitmix64 of (seed, cpu)'s hash ^ seg, inlined (mix64).
+        x = ((self._key_hash ^ seg) + 0x9E3779B97F4A7C15) & m
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & m
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & m
+        h = x ^ (x >> 31)
+        u0, u1, u2, u3, u4, u5, u6, u7 = h.to_bytes(8, "little")
+        f = _SEG_FACTOR
+        lo0, hi0, lo1, hi1, lo2, hi2, lo3, hi3, lo4, hi4, lo5, hi5, lo6, hi6, lo7, hi7 = _FLAT_RANGES[regime]
+        b0, b1, b2, b3, b4, b5, b6, b7 = base
+        # min(hi, max(lo, base x jitter)) per field, spelt as comparisons.
+        util = b0 * f[u0]
+        util = util if util > lo0 else lo0
+        util = util if util < hi0 else hi0
+        ghz = b1 * f[u1]
+        ghz = ghz if ghz > lo1 else lo1
+        ghz = ghz if ghz < hi1 else hi1
+        ipc = b2 * f[u2]
+        ipc = ipc if ipc > lo2 else lo2
+        ipc = ipc if ipc < hi2 else hi2
+        mpki = b3 * f[u3]
+        mpki = mpki if mpki > lo3 else lo3
+        mpki = mpki if mpki < hi3 else hi3
+        miss_ratio = b4 * f[u4]
+        miss_ratio = miss_ratio if miss_ratio > lo4 else lo4
+        miss_ratio = miss_ratio if miss_ratio < hi4 else hi4
+        br_per_instr = b5 * f[u5]
+        br_per_instr = br_per_instr if br_per_instr > lo5 else lo5
+        br_per_instr = br_per_instr if br_per_instr < hi5 else hi5
+        br_miss_ratio = b6 * f[u6]
+        br_miss_ratio = br_miss_ratio if br_miss_ratio > lo6 else lo6
+        br_miss_ratio = br_miss_ratio if br_miss_ratio < hi6 else hi6
+        kernel_frac = b7 * f[u7]
+        kernel_frac = kernel_frac if kernel_frac > lo7 else lo7
+        kernel_frac = kernel_frac if kernel_frac < hi7 else hi7
+        if self.e_core:
+            ghz *= _E_CORE_GHZ
+            ipc *= _E_CORE_IPC
         ref = int(self.seg_ticks * util)  # util <= 1, so ref <= TSC ticks of the segment
         cycles = int(ref * ghz * 1e9 / self.tsc_hz)
         instr = int(cycles * ipc)
@@ -406,21 +474,69 @@ class Workload:
         llc_misses = int(llc_refs * miss_ratio)
         branches = int(instr * br_per_instr)
         branch_misses = int(branches * br_miss_ratio)
-        # Flooring the kernel share of a <= b keeps a <= b in both the kernel and the user part.
         k_cycles, k_instr, k_ref = int(cycles * kernel_frac), int(instr * kernel_frac), int(ref * kernel_frac)
-        k_refs, k_misses = int(llc_refs * kernel_frac), int(llc_misses * kernel_frac)
+        k_refs, k_misses = int(llc_refs * kernel_frac), int(llc_misses * kernel_frac)  # floored: a <= b in both
         k_branches, k_br_misses = int(branches * kernel_frac), int(branch_misses * kernel_frac)
-        tma = self._tma_values(phase, seg, regime, ipc, h)
-        recovery = TMA[regime].recovery
-        return (
-            cycles - k_cycles,
+
+        # Top-down shares (_tma_values): the per-phase (per-burst) profile, times per-segment factors.
+        cached = self._tma_cache.get(tma_key)
+        if cached is None or cached[0] is not regime:
+            cached = self._tma_profile(tma_key, regime)
+        uops, bad_w, fe_w, be_w, heavy, br, fetch, mem = cached[1]
+        x = ((h ^ _TMA_SEG_KEY) + 0x9E3779B97F4A7C15) & m  # mix64(h ^ key), inlined
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & m
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & m
+        u0, u1, u2, u3, u4, u5, u6, u7 = (x ^ (x >> 31)).to_bytes(8, "little")
+        width = self.slots_per_cycle
+        t_ret = ipc * (uops * f[u0]) / width
+        t_ret = t_ret if t_ret > 0.03 else 0.03
+        t_ret = t_ret if t_ret < 0.92 else 0.92
+        w1, w2, w3 = bad_w * f[u1], fe_w * f[u2], be_w * f[u3]
+        rest = (1.0 - t_ret) / (w1 + w2 + w3)  # = sum((w1, w2, w3)): 0 + w1 is w1 exactly
+        t_bad, t_fe = w1 * rest, w2 * rest
+        t_be = 1.0 - t_ret - t_bad - t_fe
+        heavy, br, fetch, mem = heavy * f[u4], br * f[u5], fetch * f[u6], mem * f[u7]
+        t_heavy = t_ret * (heavy if heavy < 1.0 else 1.0)
+        t_br = t_bad * (br if br < 1.0 else 1.0)
+        t_fetch = t_fe * (fetch if fetch < 1.0 else 1.0)
+        t_mem = t_be * (mem if mem < 1.0 else 1.0)
+        recovery_share = _RECOVERY[regime]
+
+        # Slots per category (_topdown_amounts), user then kernel.
+        u_cycles = cycles - k_cycles
+        slots = u_cycles * width
+        u_ret, u_bad, u_fe = int(slots * t_ret), int(slots * t_bad), int(slots * t_fe)
+        u_be = slots - u_ret - u_bad - u_fe
+        u_rec = int(u_bad * recovery_share / width)
+        slots = k_cycles * width
+        k_ret, k_bad, k_fe = int(slots * t_ret), int(slots * t_bad), int(slots * t_fe)
+        k_be = slots - k_ret - k_bad - k_fe
+        k_rec = int(k_bad * recovery_share / width)
+
+        # Write-backs (pmutop.sim.dram): a share of the segment's misses, drawn per regime and segment.
+        x = ((h ^ _WRITEBACK_KEY) + 0x9E3779B97F4A7C15) & m  # hash_unit(seed, cpu, seg, key), inlined
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & m
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & m
+        wb_lo, wb_hi = WRITEBACK_SHARE[regime]
+        writebacks = int(llc_misses * (wb_lo + (wb_hi - wb_lo) * (((x ^ (x >> 31)) >> 11) / _UNIT_SCALE)))
+        amounts = _PACK.pack(
+            u_cycles,
             instr - k_instr,
             ref - k_ref,
             llc_refs - k_refs,
             llc_misses - k_misses,
             branches - k_branches,
             branch_misses - k_br_misses,
-            *self._topdown_amounts(cycles - k_cycles, tma, recovery),
+            u_ret,
+            u_bad,
+            u_fe,
+            u_be,
+            int(u_ret * t_heavy / t_ret) if t_ret else 0,
+            int(u_bad * t_br / t_bad) if t_bad else 0,
+            int(u_fe * t_fetch / t_fe) if t_fe else 0,
+            int(u_be * t_mem / t_be) if t_be > 0 else 0,
+            u_ret + u_bad - width * u_rec,
+            u_rec,
             k_cycles,
             k_instr,
             k_ref,
@@ -428,8 +544,19 @@ class Workload:
             k_misses,
             k_branches,
             k_br_misses,
-            *self._topdown_amounts(k_cycles, tma, recovery),
+            k_ret,
+            k_bad,
+            k_fe,
+            k_be,
+            int(k_ret * t_heavy / t_ret) if t_ret else 0,
+            int(k_bad * t_br / t_bad) if t_bad else 0,
+            int(k_fe * t_fetch / t_fe) if t_fe else 0,
+            int(k_be * t_mem / t_be) if t_be > 0 else 0,
+            k_ret + k_bad - width * k_rec,
+            k_rec,
+            writebacks,
         )
+        return int.from_bytes(amounts, "little")
 
     def _tma(self, phase: _Phase, seg: int, rates: Rates) -> TmaShares:
         """Top-down shares of one segment: the regime's profile, varied per phase (per burst in a mixed
@@ -442,11 +569,7 @@ class Workload:
         key = seg // _MIXED_BURST_SEGMENTS if phase.kind is _MIXED else phase.start
         cached = self._tma_cache.get(key)
         if cached is None or cached[0] is not regime:  # once per phase (per burst in a mixed phase)
-            # The profile times the per-phase factor, i.e. the first product of vary() below.
-            per_phase = hash64(self.seed, self.cpu, key, _TMA_KEY).to_bytes(8, "little")
-            varied = [x * _PHASE_FACTOR[u] for x, u in zip(TMA[regime][:8], per_phase, strict=True)]
-            cached = (regime, varied)
-            self._tma_cache = {key: cached}
+            cached = self._tma_profile(key, regime)
         uops, bad_w, fe_w, be_w, heavy, br, fetch, mem = cached[1]
         # vary(x, i) = x * phase_factor[i] * seg_factor[i], evaluated left to right as before.
         f0, f1, f2, f3, f4, f5, f6, f7 = map(
@@ -471,23 +594,6 @@ class Workload:
             fe * (fetch if fetch < 1.0 else 1.0),
             be * (mem if mem < 1.0 else 1.0),
         ]
-
-    def _topdown_amounts(self, cycles: int, tma: list[float], recovery_share: float) -> _Vec:
-        """Integer slots per category for one privilege mode's cycles of a segment; level 1 sums to the
-        slots exactly, each child is floored from its parent."""
-        t_ret, t_bad, t_fe, t_be, t_heavy, t_br, t_fetch, t_mem = tma
-        width = self.slots_per_cycle
-        slots = cycles * width
-        retiring, bad, fe = int(slots * t_ret), int(slots * t_bad), int(slots * t_fe)
-        be = slots - retiring - bad - fe
-        heavy = int(retiring * t_heavy / t_ret) if t_ret else 0
-        br = int(bad * t_br / t_bad) if t_bad else 0
-        fetch = int(fe * t_fetch / t_fe) if t_fe else 0
-        mem = int(be * t_mem / t_be) if t_be > 0 else 0
-        # Bad speculation = (issued - retired) + width x recovery cycles: split it between the two.
-        recovery = int(bad * recovery_share / width)
-        issued = retiring + bad - width * recovery
-        return (retiring, bad, fe, be, heavy, br, fetch, mem, issued, recovery)
 
     def _amounts(self, vec: _Vec | list[int]) -> Amounts:
         # _make: a plain tuple build, cheaper than the generated keyword-capable __new__.
