@@ -17,12 +17,13 @@ import threading
 import time
 from collections.abc import Callable
 
-from pmutop.backends.base import Backend, CpuCounters
+from pmutop.backends.base import Backend, CpuCounters, Reading
 from pmutop.core.clock import Clock
 from pmutop.core.errors import HardwareError, PmutopError
 from pmutop.core.ring import SampleRing
 from pmutop.core.sample import Sample
 from pmutop.core.undo import RestoreResult, UndoLog
+from pmutop.engine.native_samplers import NativeDrive
 from pmutop.engine.sanity import impossible
 from pmutop.hw.platform import Platform
 from pmutop.probes.power.monitor import PowerMonitor
@@ -55,7 +56,11 @@ class Sampler:
         return self._t0_ns
 
     def start_counting(self) -> None:
-        self._t0_ns = self._prev_ns = self._last_read_ns = self.counters.start()
+        self.started_at(self.counters.start())
+
+    def started_at(self, at_ns: int) -> None:
+        """Counting started at clock time at_ns (the baseline read)."""
+        self._t0_ns = self._prev_ns = self._last_read_ns = at_ns
         if self.engine.power is not None:
             self.engine.power.start(self.cpu)
         self.started = True
@@ -65,7 +70,10 @@ class Sampler:
         self._last_read_ns = self.counters.accumulate()
 
     def take(self) -> Sample:
-        reading = self.counters.read()
+        return self.publish(self.counters.read())
+
+    def publish(self, reading: Reading) -> Sample:
+        """Turn one reading into this CPU's next Sample and push it into the ring."""
         self._last_read_ns = reading.at_ns
         interval = (reading.at_ns - self._prev_ns) / NS
         self._prev_ns = reading.at_ns
@@ -192,7 +200,10 @@ class Engine:
         threaded: bool = True,
         undo: UndoLog | None = None,
         power: PowerMonitor | None = None,
+        native: bool = True,
     ) -> None:
+        """`native`: where the backend and the shim allow it, a threaded engine reads with native threads and
+        one Python thread drains them (pmutop.engine.native_samplers); False keeps a Python thread per CPU."""
         if interval <= 0:
             raise ValueError("interval must be > 0")
         self.backend = backend
@@ -200,6 +211,8 @@ class Engine:
         self.clock = clock
         self.cpus = cpus
         self.threaded = threaded
+        self.native = native
+        self._native: NativeDrive | None = None  # the native threads and their drain, when used
         self.undo = undo if undo is not None else UndoLog()
         self.power = power  # frequency, idle, temperature, energy beside the counters (optional)
         self.rings = {cpu: SampleRing(ring_capacity) for cpu in cpus}
@@ -242,6 +255,12 @@ class Engine:
             self.epoch_ns = self.start_ns = self._counting_since()
             self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
             return
+        self._native = NativeDrive.for_engine(self) if self.native else None
+        if self._native is not None:
+            self._native.start(stop, START_TIMEOUT_S)
+            if self._native.thread is not None:
+                self._threads.append(self._native.thread)
+            return
         for cpu, sampler in self.samplers.items():
             thread = threading.Thread(target=sampler.run, name=f"pmutop-cpu{cpu}", daemon=True)
             try:
@@ -260,6 +279,10 @@ class Engine:
         failed = [sampler.error for sampler in self.samplers.values() if sampler.error]
         if failed:
             raise HardwareError(failed[0])
+        self.begin_schedule()
+
+    def begin_schedule(self) -> None:
+        """Every CPU counts: the schedule starts at the earliest counter start, and the samplers go."""
         with self._cond:
             self.epoch_ns = self.start_ns = self._counting_since()
             self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
@@ -282,6 +305,8 @@ class Engine:
         self._wake_samplers()
         self.wake_waiters()
         deadline = time.monotonic() + JOIN_TIMEOUT_S
+        if self._native is not None:
+            self._native.stop(JOIN_TIMEOUT_S)
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
@@ -313,12 +338,19 @@ class Engine:
         completes. Costs one list check per sample while nobody waits."""
         if not self._waiters:
             return
+        self.published_many([(cpu, seq)])
+
+    def published_many(self, published: list[tuple[int, int | None]]) -> None:
+        """published() for several CPUs at once (the native drain: one lock per interval, not per CPU)."""
+        if not self._waiters:
+            return
         with self._waiters_lock:
             for w in self._waiters:
-                if cpu in w.missing and (seq is None or seq > w.need[cpu]):
-                    w.missing.discard(cpu)
-                    if not w.missing:
-                        w.event.set()
+                for cpu, seq in published:
+                    if cpu in w.missing and (seq is None or seq > w.need[cpu]):
+                        w.missing.discard(cpu)
+                        if not w.missing:
+                            w.event.set()
 
     def wake_waiters(self) -> None:
         """End every wait_for_samples now (they then check their stop event): call when stopping."""
@@ -344,6 +376,8 @@ class Engine:
             self._gen += 1
             self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
             self._cond.notify_all()
+        if self._native is not None:
+            self._native.reschedule(self.epoch_ns, self._interval_ns)
         self._wake_samplers()
         self._wake_tick()
 

@@ -58,14 +58,14 @@ class MsrCounterReader:
         metrics: bool = False,
     ) -> None:
         self._dev = dev
-        self._addresses = (
+        self.addresses = (
             [IA32_TIME_STAMP_COUNTER] + [regs.fixed_ctr(i) for i in range(n_fixed)] + [regs.pmc(i) for i in range(n_gp)]
         )
         if metrics:  # read right after the counters, fixed counter 3 (slots) among them
-            self._addresses.append(MSR_PERF_METRICS)
+            self.addresses.append(MSR_PERF_METRICS)
 
     def read(self) -> tuple[int, list[int]]:
-        values = [self._dev.read(a) for a in self._addresses]
+        values = [self._dev.read(a) for a in self.addresses]
         return values[0], values[1:]
 
 
