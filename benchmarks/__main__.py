@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if "sampler" in args.only:
         results.update(sampler.read_path(cpus=args.sampler_cpus, ticks=3 if quick else 10, repeat=max(repeat, 3)))
         results.update(sampler.threaded(cpus=args.threaded_cpus, seconds=3 if quick else 10, repeat=repeat))
+        results.update(sampler.threaded_sysroot(seconds=5 if quick else 20, repeat=max(repeat, 2)))
     if "live" in args.only:
         results.update(programs.live_view(args.cores, args.seconds or (10 if quick else 60), repeat))
     if "floors" in args.only:
@@ -78,6 +79,7 @@ def table(results: dict[str, Any]) -> str:
             for key in ("msr_reads_per_sample", "status_reads_per_sample", "shim_calls_per_sample"):
                 if key in r:
                     notes.append(f"{key.removesuffix('_per_sample').replace('_', ' ')}/sample {r[key]:.2f}")
+            notes += [f"{k.replace('_', ' ')} {v:.2f}x" for k, v in r.items() if k.startswith("ratio_to_") and v]
             lines.append(f"{name:<30} {r['min']:>10.3g} {r['median']:>10.3g} {r['max']:>10.3g}  {', '.join(notes)}")
     return "\n".join(lines)
 

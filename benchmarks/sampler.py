@@ -8,14 +8,21 @@ Three set-ups, measured side by side:
   rdpmc shim does), GLOBAL_STATUS still through the MSR file.
 Plus the threaded engine on the simulated PMU (one pinned thread per core, real clock): process CPU time
 per core-sample, against the same CPUs driven by one thread (tick).
+
+And the real read path as it grows (threaded_sysroot): the threaded engine on an msr sysroot of 4, 64 and
+256 CPUs at 1 s, a stand-in PMU in another process moving the counters, one reader draining every interval
+as the live view does; CPU seconds per minute of this process, with the Python samplers (one thread per
+CPU) and the native ones (pmutop.engine.native_samplers) alternated in one run.
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +33,7 @@ from pmutop.backends.sim import SimBackend
 from pmutop.core.clock import ManualClock, MonotonicClock
 from pmutop.core.sysroot import Sysroot
 from pmutop.engine.engine import Engine
+from pmutop.hw import native_sampler
 from pmutop.hw.platform import HostPlatform
 from pmutop.pmu import registers
 from pmutop.sim.model import SimConfig
@@ -191,4 +199,87 @@ def threaded(cpus: int = 256, seconds: float = 5.0, repeat: int = 3, interval: f
             engine.stop()
     out["sampler sim threaded"] = summary(per_threaded, "us/core-sample", cpus=cpus, interval=interval)
     out["sampler sim one thread"] = summary(per_single, "us/core-sample", cpus=cpus, interval=interval)
+    return out
+
+
+# The stand-in PMU: another process that moves every CPU's TSC, fixed and general counters in the sysroot's
+# msr files ten times a second (its CPU time is not pmutop's, so it is not counted).
+_STAND_IN_PMU = """
+import os, struct, sys, time
+root, cpus = sys.argv[1], int(sys.argv[2])
+fds = [os.open(f"{root}/dev/cpu/{c}/msr", os.O_RDWR) for c in range(cpus)]
+steps = {0x10: 300_000_000, 0x309: 200_000_000, 0x30A: 250_000_000, 0x30B: 220_000_000,
+         0xC1: 3_000_000, 0xC2: 400_000, 0xC3: 40_000_000, 0xC4: 500_000}
+values = {a: 0 for a in steps}
+while True:
+    for a, step in steps.items():
+        values[a] = (values[a] + step) & ((1 << 48) - 1)
+    for fd in fds:
+        for a, v in values.items():
+            if a == 0x10 or a == 0x309 or a == 0xC1 or os.pread(fd, 8, 0x38F * 8) != bytes(8):
+                os.pwrite(fd, struct.pack("<Q", v), a * 8)
+    time.sleep(0.1)
+"""
+
+
+def _read_path_cost(root: Path, cpus: int, seconds: float, native: bool) -> float:
+    """CPU s per minute of this process: the threaded engine on the sysroot and one reader draining it."""
+    clock = MonotonicClock()
+    platform = HostPlatform(Sysroot(root))
+    engine = Engine(MsrBackend(platform, clock), platform, clock, list(range(cpus)), 1.0, native=native)
+    stop = threading.Event()
+
+    def drain() -> None:  # what the live view does each interval: wait for every CPU, take the new samples
+        seen = dict.fromkeys(engine.cpus, 0)
+        while not stop.is_set():
+            if engine.wait_for_samples(dict(seen), timeout=5, stop=stop):
+                for cpu in engine.cpus:
+                    seen[cpu] += len(engine.rings[cpu].since(seen[cpu]))
+
+    reader = threading.Thread(target=drain, name="bench-reader", daemon=True)
+    try:
+        engine.start()
+        if native and engine._native is None:
+            raise RuntimeError("the native samplers did not start")
+        reader.start()
+        time.sleep(1.5)  # past the first interval
+        t0, w0 = _cpu_s(), time.monotonic()
+        time.sleep(seconds)
+        return (_cpu_s() - t0) / (time.monotonic() - w0) * 60
+    finally:
+        stop.set()
+        engine.wake_waiters()
+        engine.stop()
+        reader.join(timeout=5)
+
+
+def threaded_sysroot(cpus: tuple[int, ...] = (4, 64, 256), seconds: float = 20.0, repeat: int = 2) -> dict[str, Any]:
+    """CPU s/min of the read path on an msr sysroot at 1 s, Python samplers against native ones, runs
+    alternated; each figure also as a ratio to the same variant at the fewest CPUs."""
+    variants = {"python samplers": False, "native samplers": True}
+    if not native_sampler.available():
+        variants.pop("native samplers")
+    runs: dict[tuple[str, int], list[float]] = {}
+    b = _sysroot_builder()
+    with tempfile.TemporaryDirectory(prefix="pmutop-bench-") as tmp:
+        for n in cpus:
+            root = Path(tmp) / f"cpus{n}"
+            b.build_sysroot(root, list(range(n)), b.SKYLAKE_X_LEAVES, msrs=b.idle_pmu_registers())
+            pmu = subprocess.Popen([sys.executable, "-c", _STAND_IN_PMU, str(root), str(n)])
+            try:
+                for _ in range(repeat):
+                    for name, native in variants.items():
+                        runs.setdefault((name, n), []).append(_read_path_cost(root, n, seconds, native))
+            finally:
+                pmu.kill()
+                pmu.wait()
+    out: dict[str, Any] = {}
+    for name in variants:
+        base = summary(runs[(name, cpus[0])], "cpu-s/min")["median"]
+        for n in cpus:
+            r = summary(runs[(name, n)], "cpu-s/min", cpus=n, seconds=seconds, interval=1.0)
+            r[f"ratio_to_{cpus[0]}"] = r["median"] / base if base else None
+            out[f"read path msr {n} cpus, {name}"] = r
+    if not native_sampler.available():
+        out["read path msr, native samplers"] = {"skipped": "the shim is built without the native samplers"}
     return out

@@ -18,15 +18,21 @@
 #include <unistd.h>
 
 #define MAX_ADDRESSES 64
+#define MAX_CHECKS 64
 
 struct pmutop_core {
     struct pmutop_group *group;
     int cpu, pin, fd, rdpmc, metrics;
     uint32_t stride, n_fixed, n_gp, n_addr, status_address;
     uint32_t addr[MAX_ADDRESSES];
+    /* the foreign-use check: control registers that must still hold (value & mask) == expected */
+    uint32_t n_check, check_addr[MAX_CHECKS];
+    uint64_t check_mask[MAX_CHECKS], check_expected[MAX_CHECKS];
+    int64_t check_ns, checked_at;
+    uint64_t foreign;  /* bit j: check j differed at the last check */
     /* published reading, under the seqlock `lock_seq` (odd while being written) */
     _Atomic uint64_t lock_seq;
-    uint64_t seq, at_ns, status, err, err_address;
+    uint64_t seq, at_ns, status, err, err_address, checked, foreign_seen;
     uint64_t values[MAX_ADDRESSES + 1];
     /* sleeping: the core's own mutex and condition, so waking at a deadline contends with nobody */
     pthread_mutex_t mu;
@@ -131,6 +137,23 @@ int pmutop_group_core(pmutop_group *g, uint32_t i, int cpu, int pin, int fd, uin
     return 0;
 }
 
+/* Control registers this core's thread compares with what Python programmed: at its first reading after
+ * check_ns have passed since the last check, and at every reading while a difference is seen. */
+int pmutop_group_checks(pmutop_group *g, uint32_t i, const uint32_t *addresses, const uint64_t *masks,
+                        const uint64_t *expected, uint32_t n, int64_t check_ns)
+{
+    struct pmutop_core *c;
+    if (i >= g->n_cores || n > MAX_CHECKS)
+        return -EINVAL;
+    c = &g->cores[i];
+    c->n_check = n;
+    memcpy(c->check_addr, addresses, n * sizeof(uint32_t));
+    memcpy(c->check_mask, masks, n * sizeof(uint64_t));
+    memcpy(c->check_expected, expected, n * sizeof(uint64_t));
+    c->check_ns = check_ns;
+    return 0;
+}
+
 static int read_msr(struct pmutop_core *c, uint32_t address, uint64_t *out)
 {
     ssize_t n = pread(c->fd, out, 8, (off_t)address * c->stride);
@@ -159,7 +182,29 @@ static int take(struct pmutop_core *c, uint64_t *values, uint64_t *status, uint6
     return read_msr(c, c->status_address, status);
 }
 
-static void publish(struct pmutop_core *c, const uint64_t *values, uint64_t status, uint64_t at, int err)
+/* The foreign-use check, when due: 0 or errno; *checked 1 when it ran. */
+static int check(struct pmutop_core *c, uint64_t at, uint64_t *checked)
+{
+    uint32_t j;
+    uint64_t value, foreign = 0;
+    int err;
+    *checked = 0;
+    if (!c->n_check || ((int64_t)at - c->checked_at < c->check_ns && !c->foreign))
+        return 0;
+    for (j = 0; j < c->n_check; j++) {
+        if ((err = read_msr(c, c->check_addr[j], &value)) != 0)
+            return err;
+        if ((value & c->check_mask[j]) != c->check_expected[j])
+            foreign |= 1ull << j;
+    }
+    c->foreign = foreign;
+    c->checked_at = (int64_t)at;
+    *checked = 1;
+    return 0;
+}
+
+static void publish(struct pmutop_core *c, const uint64_t *values, uint64_t status, uint64_t at, int err,
+                    uint64_t checked)
 {
     pmutop_group *g = c->group;
     atomic_fetch_add_explicit(&c->lock_seq, 1, memory_order_acq_rel);
@@ -168,6 +213,8 @@ static void publish(struct pmutop_core *c, const uint64_t *values, uint64_t stat
     c->at_ns = at;
     c->status = status;
     c->err = (uint64_t)err;
+    c->checked = checked;
+    c->foreign_seen = c->foreign;
     memcpy(c->values, values, g->n_values * sizeof(uint64_t));
     atomic_thread_fence(memory_order_release);
     atomic_fetch_add_explicit(&c->lock_seq, 1, memory_order_acq_rel);
@@ -205,7 +252,7 @@ static void *core_main(void *arg)
 {
     struct pmutop_core *c = arg;
     pmutop_group *g = c->group;
-    uint64_t values[MAX_ADDRESSES + 1] = {0}, status = 0, at = 0, gen, my_gen = 0;
+    uint64_t values[MAX_ADDRESSES + 1] = {0}, status = 0, at = 0, gen, my_gen = 0, checked = 0;
     int64_t epoch, interval, deadline, k = 1;
     int err = 0;
     if (c->pin) {
@@ -216,8 +263,9 @@ static void *core_main(void *arg)
             err = errno;
     }
     if (!err)
-        err = take(c, values, &status, &at);  /* the baseline: seq 0 */
-    publish(c, values, status, at, err);
+        err = take(c, values, &status, &at);  /* the baseline */
+    c->checked_at = (int64_t)at;  /* Python just programmed these registers: the first check is due later */
+    publish(c, values, status, at, err, 0);
     if (err)
         goto out;
     pthread_mutex_lock(&c->mu);
@@ -241,7 +289,9 @@ static void *core_main(void *arg)
         }
         pthread_mutex_unlock(&c->mu);
         err = take(c, values, &status, &at);
-        publish(c, values, status, at, err);
+        if (!err)
+            err = check(c, at, &checked);
+        publish(c, values, status, at, err, checked);
         pthread_mutex_lock(&c->mu);
         if (err)
             break;
@@ -346,10 +396,11 @@ uint64_t pmutop_group_total(pmutop_group *g) { return atomic_load(&g->total); }
 
 /* Every core's latest reading, consistent per core: out[i * (5 + n_values) ...] = readings published (0:
  * none yet, 1: the baseline, 1 + k: sample k),
- * clock ns, GLOBAL_STATUS, errno (0: fine), the address that failed, then the n_values values. */
+ * clock ns, GLOBAL_STATUS, errno (0: fine), the address that failed, 1 if the foreign-use check ran at
+ * this reading, the checks that differed (bit j: check j), then the n_values values. */
 void pmutop_group_read(pmutop_group *g, uint64_t *out)
 {
-    uint32_t i, stride = 5 + g->n_values;
+    uint32_t i, stride = 7 + g->n_values;
     for (i = 0; i < g->n_cores; i++) {
         struct pmutop_core *c = &g->cores[i];
         uint64_t *o = out + (uint64_t)i * stride, s;
@@ -360,7 +411,9 @@ void pmutop_group_read(pmutop_group *g, uint64_t *out)
             o[2] = c->status;
             o[3] = c->err;
             o[4] = c->err_address;
-            memcpy(o + 5, c->values, g->n_values * sizeof(uint64_t));
+            o[5] = c->checked;
+            o[6] = c->foreign_seen;
+            memcpy(o + 7, c->values, g->n_values * sizeof(uint64_t));
             atomic_thread_fence(memory_order_acquire);
         } while ((s & 1) || s != atomic_load_explicit(&c->lock_seq, memory_order_acquire));
     }

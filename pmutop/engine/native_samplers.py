@@ -12,19 +12,46 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Mapping
+from typing import Protocol
 
 from pmutop.backends.base import CpuCounters, Reading
-from pmutop.core.clock import MonotonicClock
+from pmutop.backends.msr.counters import FOREIGN_CHECK_NS
+from pmutop.core.clock import Clock, MonotonicClock
 from pmutop.core.errors import HardwareError
+from pmutop.core.sample import Sample
 from pmutop.hw import native_sampler
 from pmutop.hw.msr import MsrAccessError
 from pmutop.hw.native_sampler import NativeCore, NativeReading, NativeSamplerGroup
-
-if TYPE_CHECKING:
-    from pmutop.engine.engine import Engine, Sampler
+from pmutop.hw.platform import Platform
 
 NS = 1_000_000_000
+
+
+class Sampler(Protocol):
+    """What the drive uses of pmutop.engine.engine.Sampler (a protocol: the engine imports this module)."""
+
+    cpu: int
+    counters: CpuCounters
+    error: str | None
+
+    def fail(self, e: BaseException) -> None: ...
+    def started_at(self, at_ns: int) -> None: ...
+    def publish(self, reading: Reading) -> Sample: ...
+
+
+class Engine(Protocol):
+    """What the drive uses of pmutop.engine.engine.Engine."""
+
+    clock: Clock
+    platform: Platform
+    stopping: bool
+
+    @property
+    def samplers(self) -> Mapping[int, Sampler]: ...
+    def schedule(self) -> tuple[int, int, int]: ...
+    def begin_schedule(self) -> None: ...
+    def published_many(self, published: list[tuple[int, int | None]]) -> None: ...
 
 
 class NativeCounters(Protocol):
@@ -33,7 +60,8 @@ class NativeCounters(Protocol):
     def program(self) -> None: ...
     def native_core(self, pin: bool) -> NativeCore | None: ...
     def start_native(self, at: int, tsc: int, values: list[int]) -> None: ...
-    def read_from(self, at: int, tsc: int, values: list[int], status: int) -> Reading: ...
+    def native_checks(self) -> list[tuple[int, int, int]]: ...
+    def read_from(self, at: int, tsc: int, values: list[int], status: int, foreign: int | None) -> Reading: ...
 
 
 def _native(counters: CpuCounters) -> NativeCounters | None:
@@ -81,6 +109,8 @@ class NativeDrive:
                 sampler.fail(e)
         self._raise_failure()
         try:
+            for i, counters in enumerate(self.counters):
+                self.group.set_checks(i, counters.native_checks(), FOREIGN_CHECK_NS)
             self.group.start()
         except OSError as e:
             raise HardwareError(f"cannot start the sampler threads: {e.strerror or e} (check `ulimit -u`)") from None
@@ -152,7 +182,10 @@ class NativeDrive:
             sampler = self.samplers[i]
             try:
                 self._check(sampler, reading)
-                counted = self.counters[i].read_from(reading.at_ns, reading.tsc, reading.values, reading.status)
+                foreign = reading.foreign if reading.checked else None
+                counted = self.counters[i].read_from(
+                    reading.at_ns, reading.tsc, reading.values, reading.status, foreign
+                )
                 sample = sampler.publish(counted)
                 published.append((sampler.cpu, sample.seq))
             except Exception as e:

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pmutop.hw import shim
 
-# Per core in pmutop_group_read's output: readings published, clock ns, GLOBAL_STATUS, errno, failed address.
-HEADER = 5
+# Per core in pmutop_group_read's output: readings published, clock ns, GLOBAL_STATUS, errno, failed address,
+# whether the foreign-use check ran, the checks that differed.
+HEADER = 7
 
 
 def available() -> bool:
@@ -46,15 +48,17 @@ class NativeCore:
         return 1 + self.n_fixed + self.n_gp + int(self.metrics) if self.rdpmc else len(self.addresses)
 
 
-@dataclass(frozen=True)
-class NativeReading:
-    """One core's latest reading: published = 0 nothing yet, 1 the baseline, 1 + k sample k."""
+class NativeReading(NamedTuple):
+    """One core's latest reading: published = 0 nothing yet, 1 the baseline, 1 + k sample k; `checked` when
+    the foreign-use check ran with it, `foreign` its checks that differed (bit j: check j)."""
 
     published: int
     at_ns: int
     status: int
     errno: int
     failed_address: int
+    checked: bool
+    foreign: int
     tsc: int
     values: list[int]
 
@@ -98,6 +102,17 @@ class NativeSamplerGroup:
         self._started = False
         self._stopped = False
 
+    def set_checks(self, index: int, checks: list[tuple[int, int, int]], every_ns: int) -> None:
+        """The foreign-use check of core `index`: (address, mask, expected) each, at most every every_ns
+        (and at every reading while one differs). Before start()."""
+        ffi = shim.ffi
+        addresses = ffi.new("uint32_t[]", [a for a, _, _ in checks] or [0])
+        masks = ffi.new("uint64_t[]", [m for _, m, _ in checks] or [0])
+        expected = ffi.new("uint64_t[]", [e for _, _, e in checks] or [0])
+        rc = self._lib.pmutop_group_checks(self._group, index, addresses, masks, expected, len(checks), every_ns)
+        if rc != 0:
+            raise OSError(-rc, f"cannot set up the foreign-use check of cpu {self.cores[index].cpu}")
+
     def start(self) -> None:
         """Start the threads: each pins itself, takes its baseline reading, then waits for a schedule."""
         rc = self._lib.pmutop_group_start(self._group)
@@ -132,7 +147,7 @@ class NativeSamplerGroup:
             base = i * self._stride
             row = flat[base : base + self._stride]
             values = row[HEADER + 1 : HEADER + core.n_values]
-            out.append(NativeReading(row[0], row[1], row[2], row[3], row[4], row[HEADER], values))
+            out.append(NativeReading(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6], row[HEADER], values))
         return out
 
     def stop_core(self, index: int) -> None:

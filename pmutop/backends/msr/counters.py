@@ -440,11 +440,21 @@ class MsrCpuCounters(CpuCounters):
     def read(self) -> Reading:
         return self._reading(*self._collect())
 
-    def read_from(self, at: int, tsc: int, values: list[int], status: int) -> Reading:
-        """read() on a reading a native sampler thread took (pmutop.hw.native_sampler): the same arithmetic,
-        overflow check and foreign-use check; GLOBAL_STATUS bits it saw are cleared here, through the
-        write gate. Bits set after that read are not among them, so clearing later loses no overflow."""
-        return self._reading(*self._fold(at, tsc, values, status))
+    def read_from(self, at: int, tsc: int, values: list[int], status: int, foreign: int | None) -> Reading:
+        """read() on a reading a native sampler thread took (pmutop.hw.native_sampler): the same arithmetic
+        and overflow check; GLOBAL_STATUS bits it saw are cleared here, through the write gate (bits set after
+        that read are not among them, so clearing later loses no overflow). `foreign`: None when the thread
+        did not run the foreign-use check (native_checks) with this reading, else the checks that differed."""
+        at, tsc = self._fold(at, tsc, values, status)
+        if foreign is None:
+            return self._reading(at, tsc, [])
+        # Named from fresh reads, as _foreign_check does (only when the thread saw a difference).
+        return self._reading(at, tsc, self.foreign_changes() if foreign else [])
+
+    def native_checks(self) -> list[tuple[int, int, int]]:
+        """The foreign-use check for a native thread: (control register, our bits, what we wrote there)."""
+        masks = {a: self._shared_masks.get(a, -1) & U64 for a in self.programmed}
+        return [(a, masks[a], v & masks[a]) for a, v in self.programmed.items()]
 
     def native_core(self, pin: bool) -> NativeCore | None:
         """What a native sampler thread reads for this CPU, or None where only the Python sampler can do the
@@ -475,7 +485,8 @@ class MsrCpuCounters(CpuCounters):
         self._prev_tsc = tsc
         self._prev = [values[i] for i in self._positions]
 
-    def _reading(self, at: int, tsc: int) -> Reading:
+    def _reading(self, at: int, tsc: int, changes: list[str] | None = None) -> Reading:
+        """The Reading after a fold; `changes`: the foreign-use check's findings (None: run it if due)."""
         counts = dict(zip(self._keys, self._acc, strict=True))
         if self._td_fields:
             counts[SLOTS_KEY] = self._td_slots
@@ -486,7 +497,8 @@ class MsrCpuCounters(CpuCounters):
         overflows, suspect = self._acc_ovf, self._acc_suspect
         self._acc = [0] * len(self._placements)
         self._acc_ovf, self._acc_suspect = {}, None
-        changes = self._foreign_check(at)
+        if changes is None:
+            changes = self._foreign_check(at)
         if changes:
             suspect = f"PMU reprogrammed by another agent: {', '.join(changes)}"
         tsc_delta = (tsc - self._prev_tsc) & U64

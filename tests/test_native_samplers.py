@@ -1,0 +1,119 @@
+"""The native sampler threads (shim/pmutop_sampler.c, pmutop.engine.native_samplers) on msr sysroots of plain
+files: what they publish, a failing CPU dropped alone, another agent's writes seen, the schedule followed,
+the PMU put back, and the Python samplers where the shim has no native samplers."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from helpers.sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers, read_msr, write_msrs
+
+from pmutop.backends.msr.backend import MsrBackend
+from pmutop.core.clock import MonotonicClock
+from pmutop.core.sysroot import Sysroot
+from pmutop.engine.engine import Engine
+from pmutop.hw import native_sampler
+from pmutop.hw.platform import HostPlatform
+
+pytestmark = pytest.mark.skipif(not native_sampler.available(), reason="the shim has no native samplers")
+
+INSTRUCTIONS = 0x309  # fixed counter 0
+LLC_REFERENCES = 0xC1  # GP counter 0
+EVTSEL0 = 0x186
+STATUS = 0x38E
+
+
+def make(root: Path, cpus: int = 3, interval: float = 0.1, **kw) -> Engine:  # type: ignore[no-untyped-def]
+    build_sysroot(root, list(range(cpus)), SKYLAKE_X_LEAVES, msrs=idle_pmu_registers())
+    clock = MonotonicClock()
+    platform = HostPlatform(Sysroot(root))
+    return Engine(MsrBackend(platform, clock), platform, clock, list(range(cpus)), interval, **kw)
+
+
+def wait_until(condition, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_native_threads_publish_every_cpus_counts_each_interval(tmp_path: Path) -> None:
+    engine = make(tmp_path)
+    try:
+        engine.start()
+        assert engine._native is not None  # one native thread per CPU, one Python drain
+        assert engine.wait_for_samples(dict.fromkeys(engine.cpus, 1), timeout=10)
+        for cpu in engine.cpus:  # the counters move (GP counter 0 was zeroed through its full-width alias)
+            llc = read_msr(tmp_path, cpu, LLC_REFERENCES) + 77
+            write_msrs(tmp_path / f"dev/cpu/{cpu}/msr", {INSTRUCTIONS: 1000 * (cpu + 1), LLC_REFERENCES: llc})
+        seen = {cpu: engine.rings[cpu].count for cpu in engine.cpus}
+        assert engine.wait_for_samples(seen, timeout=10)
+        for cpu in engine.cpus:
+            samples = list(engine.rings[cpu])
+            assert [s.seq for s in samples] == list(range(1, len(samples) + 1))
+            assert sum(s.counts["instructions"] for s in samples) == 1000 * (cpu + 1)  # counted from 0
+            assert sum(s.counts["llc_references"] for s in samples) == 77
+            assert all(s.error is None and s.suspect is None and 0.05 < s.interval < 1.0 for s in samples[1:])
+    finally:
+        engine.stop()
+    assert read_msr(tmp_path, 0, EVTSEL0) == 0  # put back
+
+
+def test_a_cpu_whose_read_fails_is_dropped_and_the_others_go_on(tmp_path: Path) -> None:
+    engine = make(tmp_path)
+    try:
+        engine.start()
+        assert engine.wait_for_samples(dict.fromkeys(engine.cpus, 1), timeout=10)
+        os.truncate(tmp_path / "dev/cpu/1/msr", STATUS * 8)  # cpu 1's GLOBAL_STATUS is gone
+        wait_until(lambda: 1 in engine.failures())
+        assert engine.failures() == {1: "cpu 1: read of IA32_PERF_GLOBAL_STATUS (0x38e) failed: Input/output error"}
+        assert engine.rings[1].latest().error == engine.failures()[1]  # type: ignore[union-attr]
+        counts = {cpu: engine.rings[cpu].count for cpu in (0, 2)}
+        assert engine.wait_for_samples({cpu: n + 2 for cpu, n in counts.items()}, timeout=10)
+    finally:
+        engine.stop()
+
+
+def test_another_agents_write_makes_the_samples_suspect(tmp_path: Path) -> None:
+    engine = make(tmp_path, cpus=2)
+    try:
+        engine.start()
+        assert engine.wait_for_samples(dict.fromkeys(engine.cpus, 1), timeout=10)
+        write_msrs(tmp_path / "dev/cpu/1/msr", {EVTSEL0: 0x4300C0})
+        wait_until(lambda: (s := engine.rings[1].latest()) is not None and s.suspect is not None, timeout=8)
+        suspect = engine.rings[1].latest().suspect  # type: ignore[union-attr]
+        assert suspect.startswith("PMU reprogrammed by another agent: IA32_PERFEVTSEL0")  # type: ignore[union-attr]
+        assert all(s.suspect is None for s in engine.rings[0])
+    finally:
+        engine.stop()
+    assert read_msr(tmp_path, 1, EVTSEL0) == 0x4300C0  # another agent's register is left as it set it
+
+
+def test_a_new_interval_moves_the_native_schedule(tmp_path: Path) -> None:
+    engine = make(tmp_path, cpus=2, interval=3600)
+    try:
+        engine.start()
+        time.sleep(0.3)
+        assert all(engine.rings[cpu].count == 0 for cpu in engine.cpus)  # the first deadline is an hour away
+        engine.set_interval(0.05)
+        assert engine.wait_for_samples(dict.fromkeys(engine.cpus, 2), timeout=10)
+    finally:
+        engine.stop()
+    assert all(not t.is_alive() for t in engine._threads)
+
+
+def test_without_the_native_samplers_the_python_samplers_do_the_same_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(native_sampler, "available", lambda: False)  # a shim built before them, or none
+    engine = make(tmp_path, cpus=2)
+    try:
+        engine.start()
+        assert engine._native is None and len(engine._threads) == 2
+        assert engine.wait_for_samples(dict.fromkeys(engine.cpus, 1), timeout=10)
+    finally:
+        engine.stop()
+    assert read_msr(tmp_path, 0, EVTSEL0) == 0
