@@ -279,7 +279,7 @@ def threaded_sysroot(cpus: tuple[int, ...] = (4, 64, 256), seconds: float = 20.0
         for n in cpus:
             r = summary(runs[(name, n)], "cpu-s/min", cpus=n, seconds=seconds, interval=1.0)
             r[f"ratio_to_{cpus[0]}"] = r["median"] / base if base else None
-            out[f"read path msr {n} cpus, {name}"] = r
+            out[f"read path {n} cpus {name.split()[0]}"] = r
     if not native_sampler.available():
-        out["read path msr, native samplers"] = {"skipped": "the shim is built without the native samplers"}
+        out["read path, native samplers"] = {"skipped": "the shim is built without the native samplers"}
     return out

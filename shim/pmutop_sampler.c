@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -311,14 +312,19 @@ out:
 int pmutop_group_start(pmutop_group *g)
 {
     uint32_t i;
-    int err;
-    for (i = 0; i < g->n_cores; i++) {
+    int err = 0;
+    sigset_t all, old;
+    /* The threads start with every signal blocked (they inherit the mask): a terminating signal always
+     * goes to pmutop's guardian thread (pmutop.safety.exit_guard), never to a sampler. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    for (i = 0; i < g->n_cores && !err; i++) {
         err = pthread_create(&g->cores[i].thread, NULL, core_main, &g->cores[i]);
-        if (err)
-            return -err;
-        g->cores[i].started = 1;
+        if (!err)
+            g->cores[i].started = 1;
     }
-    return 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return -err;
 }
 
 static void wake_core(struct pmutop_core *c)

@@ -5,6 +5,11 @@ the same wall-clock interval and lateness never accumulates into drift. Counters
 interval are also read in between (CpuCounters.accumulate), off the schedule, so they never wrap twice
 unseen; the sample at each deadline still reports the whole interval.
 
+Where every CPU can be read natively (the msr backend on MSR files, the shim built), the reads are done by
+native threads, one pinned per CPU, and one Python thread turns them into Samples once per interval
+(pmutop.engine.native_samplers): a Python thread per CPU costs a wake-up and GIL hand-offs per CPU and
+interval, several times the reads themselves. Otherwise, as below, one Python Sampler thread per CPU.
+
 Each sampler sleeps on its own Event until its own deadline: no lock is shared between samplers while they
 sleep or wake, so 256 threads reaching a deadline do not queue on one lock. A schedule change or stop sets
 every sampler's Event. Readers (wait_for_samples) register what they wait for and are woken once, by the

@@ -122,6 +122,8 @@ class NativeSamplerGroup:
 
     def schedule(self, epoch_ns: int, interval_ns: int) -> None:
         """Deadlines epoch + k * interval from now on (k from 1); wakes every thread and the drain."""
+        if self._stopped:  # a late set_interval: the group may be freed
+            return
         self._lib.pmutop_group_schedule(self._group, epoch_ns, interval_ns)
 
     def total(self) -> int:
@@ -136,6 +138,8 @@ class NativeSamplerGroup:
 
     def kick(self) -> None:
         """End a wait() now."""
+        if self._stopped:
+            return
         self._lib.pmutop_group_kick(self._group)
 
     def read(self) -> list[NativeReading]:
