@@ -20,6 +20,7 @@
 
 #define MAX_ADDRESSES 64
 #define MAX_CHECKS 64
+#define PMUTOP_SHORT_READ 0x10000  /* not an errno: the read returned less than 8 bytes (see native_sampler.py) */
 
 struct pmutop_core {
     struct pmutop_group *group;
@@ -161,7 +162,7 @@ static int read_msr(struct pmutop_core *c, uint32_t address, uint64_t *out)
     if (n == 8)
         return 0;
     c->err_address = address;
-    return n < 0 ? errno : EIO;  /* a short read: no such register in a snapshot */
+    return n < 0 ? errno : PMUTOP_SHORT_READ;  /* no such register in a snapshot */
 }
 
 /* One reading: the clock, the counters, then GLOBAL_STATUS (the order of MsrCpuCounters._collect). */

@@ -10,6 +10,7 @@ restore stay in Python (MsrCpuCounters). A CPU whose read or arithmetic fails is
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 from collections.abc import Mapping
@@ -143,6 +144,8 @@ class NativeDrive:
 
     @staticmethod
     def _check(sampler: Sampler, reading: NativeReading) -> None:
+        if reading.errno == native_sampler.SHORT_READ:  # as MsrFile says it
+            raise MsrAccessError(sampler.cpu, reading.failed_address, "read", errno.EIO, "no such register")
         if reading.errno:
             raise MsrAccessError(sampler.cpu, reading.failed_address, "read", reading.errno)
 

@@ -19,6 +19,8 @@ from pmutop.hw import shim
 # Per core in pmutop_group_read's output: readings published, clock ns, GLOBAL_STATUS, errno, failed address,
 # whether the foreign-use check ran, the checks that differed.
 HEADER = 7
+# The errno a reading reports when the msr file returned less than 8 bytes (pmutop_sampler.c): no such register.
+SHORT_READ = 0x10000
 
 
 def available() -> bool:
