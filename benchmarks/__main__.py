@@ -1,10 +1,14 @@
 """`python -m benchmarks [--quick] [--only NAME ...] [--out FILE]`: measure, print a table, write JSON.
 
-Benchmarks (all by default): sampler (read path per core-sample, threaded vs one thread), live (live view
-CPU time vs htop), floors (what a Textual app and one Python thread per core cost doing nothing else: the
-floor under the live view's figures), keys (key to screen at 256 cores), batch (batch mode vs perf stat),
-memory (RSS growth), startup (first frame, batch exit), tasks (the process view's added cost, real mode).
-Numbers only, no pass/fail; the machine's load shows in them, so compare figures of the same run.
+Benchmarks (all by default): sampler (read path per core-sample, threaded vs one thread), live (the live
+view at 1 s on 2 CPUs, demo and real mode, side by side with htop, btop, s-tui, bpytop and glances),
+readpath (the live view on an emulated msr read path at 4, 64 and 256 CPUs, and the demo at 256), floors
+(what a Textual app and one Python thread per core cost doing nothing else: the floor under the live view's
+figures), keys (key to screen at 256 CPUs, demo and read path), batch (batch mode vs perf stat), memory (RSS
+growth), startup (first frame, batch exit), tasks (the process view's added cost, real mode), draw
+(in-process: a table redraw with every row changed, headless). Where issue 24
+sets a target the figure says it and whether it is met; the machine's load shows in the numbers, so compare
+figures of the same run.
 """
 
 from __future__ import annotations
@@ -17,9 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import floors, procs, programs, sampler, tasks
+from benchmarks import draw, floors, peers, procs, programs, readpath, sampler, tasks
 
-NAMES = ("sampler", "live", "floors", "keys", "batch", "memory", "startup", "tasks")
+NAMES = ("sampler", "live", "readpath", "floors", "keys", "batch", "memory", "startup", "tasks", "draw")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -30,7 +34,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, help="duration of the live view runs (default 60, 10 with --quick)")
     p.add_argument("--batch-seconds", type=float, help="duration of the batch runs (default 30, 10 with --quick)")
     p.add_argument("--memory-minutes", type=float, help="memory: RSS after this long vs after 1 min (default 10)")
-    p.add_argument("--cores", type=int, nargs="+", default=[2, 64, 256], help="simulated cores for the live view")
+    p.add_argument("--cores", type=int, nargs="+", default=[2, 64, 256], help="thread counts of the floors")
+    p.add_argument(
+        "--readpath-cpus", type=int, nargs="+", default=[4, 64, 256], help="CPUs of the emulated msr read path"
+    )
+    p.add_argument("--presses", type=int, help="key presses per key-latency figure (default 40, 10 with --quick)")
+    p.add_argument(
+        "--install-peers",
+        action="store_true",
+        help=f"install the missing peers first (apt-get: htop btop; pip into {peers.VENV}: s-tui bpytop glances)",
+    )
     p.add_argument("--sampler-cpus", type=int, default=64, help="CPUs of the read-path benchmark (default 64)")
     p.add_argument("--threaded-cpus", type=int, default=256, help="CPUs of the threaded sampler run (default 256)")
     p.add_argument("--out", type=Path, default=Path(__file__).with_name("results.json"), help="JSON output")
@@ -45,13 +58,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         results.update(sampler.read_path(cpus=args.sampler_cpus, ticks=3 if quick else 10, repeat=max(repeat, 3)))
         results.update(sampler.threaded(cpus=args.threaded_cpus, seconds=3 if quick else 10, repeat=repeat))
         results.update(sampler.threaded_sysroot(seconds=5 if quick else 20, repeat=max(repeat, 2)))
+    seconds = args.seconds or (10 if quick else 60)
     if "live" in args.only:
-        results.update(programs.live_view(args.cores, args.seconds or (10 if quick else 60), repeat))
+        results.update(peers.side_by_side(seconds, repeat))
+    if "readpath" in args.only:
+        results.update(readpath.cost(args.readpath_cpus, max(args.readpath_cpus), seconds, repeat))
     if "floors" in args.only:
         # Floors are steady programs: half a minute each is enough (the full run is long already).
         results.update(floors.floors(args.cores, min(args.seconds or 30, 30) if not quick else 10, repeat))
     if "keys" in args.only:
-        results.update(programs.key_latency(cores=max(args.cores), presses=5 if quick else 20))
+        presses = args.presses or (10 if quick else 40)
+        results.update(readpath.key_latency(cpus=max(args.readpath_cpus), presses=presses))
     if "batch" in args.only:
         results.update(programs.batch(args.batch_seconds or (10 if quick else 30), repeat))
     if "memory" in args.only:
@@ -60,19 +77,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if "startup" in args.only:
         results.update(programs.startup(repeat))
     if "tasks" in args.only:
-        results.update(tasks.process_view(args.seconds or (10 if quick else 60), repeat))
+        results.update(tasks.process_view(seconds, repeat))
+    if "draw" in args.only:
+        results.update(draw.redraw(frames=10 if quick else 40, repeat=repeat))
     return results
 
 
+def _target_notes(r: dict[str, Any]) -> list[str]:
+    """Issue 24's comparisons: x htop, p95, the ratio, the target and whether it is met."""
+    notes = []
+    if "x_htop" in r:
+        notes.append(f"{r['x_htop']:.1f}x htop")
+    if "p95" in r:
+        notes.append(f"p95 {r['p95']:.3g}")
+    if r.get("ratio") is not None:
+        notes.append(f"ratio {r['ratio']:.2f}")
+    if "target" in r:
+        met = {True: "MET", False: "NOT MET"}.get(r["met"], "") if "met" in r else ""
+        notes.append(f"target {r['target']} {met}".rstrip())
+    return notes
+
+
 def table(results: dict[str, Any]) -> str:
-    lines = [f"{'figure':<30} {'min':>10} {'median':>10} {'max':>10}  unit / notes"]
+    width = max([36, *(len(name) + 1 for name in results)])
+    lines = [f"{'figure':<{width}} {'min':>9} {'median':>9} {'max':>9}  unit / notes"]
     for name, r in results.items():
         if "skipped" in r:
-            lines.append(f"{name:<30} {'skipped':>10}  {r['skipped']}")
+            lines.append(f"{name:<{width}} {'skipped':>9}  {r['skipped']}")
         elif name == "memory":
             lines.append(
-                f"{name:<30} {r['rss_early']:>10.1f} {'':>10} {r['rss_late']:>10.1f}  MiB after "
-                f"{r['early_s']:.0f} s and {r['late_s']:.0f} s (ratio {r['ratio']:.2f}, {r['cpus']} cores)"
+                f"{name:<{width}} {r['rss_early']:>9.1f} {'':>9} {r['rss_late']:>9.1f}  MiB after "
+                f"{r['early_s']:.0f} s and {r['late_s']:.0f} s ({r['cpus']} cores), " + ", ".join(_target_notes(r))
             )
         else:
             notes = [r["unit"], f"{r['runs']} runs"]
@@ -80,12 +115,16 @@ def table(results: dict[str, Any]) -> str:
                 if key in r:
                     notes.append(f"{key.removesuffix('_per_sample').replace('_', ' ')}/sample {r[key]:.2f}")
             notes += [f"{k.replace('_', ' ')} {v:.2f}x" for k, v in r.items() if k.startswith("ratio_to_") and v]
-            lines.append(f"{name:<30} {r['min']:>10.3g} {r['median']:>10.3g} {r['max']:>10.3g}  {', '.join(notes)}")
+            notes += _target_notes(r)
+            lines.append(f"{name:<{width}} {r['min']:>9.3g} {r['median']:>9.3g} {r['max']:>9.3g}  {', '.join(notes)}")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.install_peers:
+        for problem in peers.install():
+            print(f"peers: {problem}", file=sys.stderr)
     uninstall = procs.install_cleanup()
     started = time.time()
     try:

@@ -1,6 +1,5 @@
-"""Whole-program figures: the live view's and batch mode's CPU time against htop and perf stat, memory
-growth, and start-up time. Each runs the real program (in a real terminal: tmux) and measures it from
-outside (psutil)."""
+"""Whole-program figures: batch mode's CPU time against perf stat, memory growth, and start-up time. Each
+runs the real program (in a real terminal: tmux) and measures it from outside (psutil)."""
 
 from __future__ import annotations
 
@@ -11,33 +10,6 @@ from typing import Any
 
 from benchmarks import procs
 from benchmarks.stats import skipped, summary
-
-
-def live_view(cores: list[int], seconds: float, repeat: int) -> dict[str, Any]:
-    """CPU seconds per minute of `pmutop --demo` at 1 s with N simulated cores, and of `htop -d 10`, in the
-    same 120x40 terminal, counted after the first complete frame."""
-    out: dict[str, Any] = {}
-    for n in cores:
-        runs = []
-        for k in range(repeat):
-            cmd = [*procs.pmutop_cmd(), "--demo", "--sim-cpus", str(n), "--interval", "1"]
-            with procs.tmux_session(f"live{n}-{k}", cmd) as pid:
-                if procs.wait_for_screen(f"live{n}-{k}", procs.has_all_row, timeout=120) is None:
-                    out[f"live view {n} cores"] = skipped("no complete frame within 120 s")
-                    break
-                runs.append(procs.cpu_per_minute(pid, seconds))
-        if runs:
-            out[f"live view {n} cores"] = summary(runs, "cpu-s/min", seconds=seconds)
-    if not procs.have("htop"):
-        out["htop -d 10"] = skipped("htop is not installed (apt-get install -y htop)")
-        return out
-    runs = []
-    for k in range(repeat):
-        with procs.tmux_session(f"htop-{k}", ["htop", "-d", "10"]) as pid:
-            time.sleep(1.0)
-            runs.append(procs.cpu_per_minute(pid, seconds))
-    out["htop -d 10"] = summary(runs, "cpu-s/min", seconds=seconds)
-    return out
 
 
 def batch(seconds: float, repeat: int) -> dict[str, Any]:
@@ -75,6 +47,12 @@ def batch(seconds: float, repeat: int) -> dict[str, Any]:
                 procs.stop(p)
         if runs:
             out[name] = summary(runs, "cpu-s/min", seconds=seconds)
+    mine, perf = (out.get(name, {}).get("median") for name in commands)
+    if mine is not None and perf:
+        r = out["batch pmutop --backend perf"]
+        r["ratio"] = mine / perf
+        r["target"] = "<= 1.0x perf stat -I 500"
+        r["met"] = r["ratio"] <= 1.0
     return out
 
 
@@ -95,6 +73,8 @@ def memory(first_s: float, later_s: float, cores: int = 64) -> dict[str, Any]:
             "early_s": first_s,
             "late_s": later_s,
             "ratio": late / early if early else None,
+            "target": "<= 1.05 (flat within 5%)",
+            "met": bool(early) and late / early <= 1.05,
             "cpus": cores,
         }
     }
@@ -125,37 +105,3 @@ def startup(repeat: int, cores: int = 64) -> dict[str, Any]:
     out["start-up to first frame"] = summary(frames, "s", cpus=cores) if frames else skipped("no frame in 120 s")
     out["start-up batch --count 1"] = summary(batches, "s", cpus=cores, interval=1.0)
     return out
-
-
-def _sort_arrow(screen: str) -> str | None:
-    """The sort direction shown in the status line ("sort CPU ▲")."""
-    for line in screen.splitlines():
-        if "sort " in line:
-            tail = line[line.index("sort ") :]
-            for arrow in ("▲", "▼"):
-                if arrow in tail:
-                    return arrow
-    return None
-
-
-def key_latency(cores: int = 256, presses: int = 10) -> dict[str, Any]:
-    """Milliseconds from a key (`r`, reverse the sort) reaching the terminal to the live view showing its
-    effect, at N simulated cores and a 1 s interval: presses spread over the interval, so some land while
-    an update is being drawn. Measured from outside by polling the tmux screen (adds up to a few ms)."""
-    cmd = [*procs.pmutop_cmd(), "--demo", "--sim-cpus", str(cores), "--interval", "1"]
-    name = f"keys{cores}"
-    waits: list[float] = []
-    with procs.tmux_session(name, cmd):
-        if procs.wait_for_screen(name, procs.has_all_row, timeout=120) is None:
-            return {f"key latency {cores} cores": skipped("no complete frame within 120 s")}
-        time.sleep(2.0)  # past start-up (Textual drops keys typed while it starts)
-        for k in range(presses):
-            before = _sort_arrow(procs.capture(name))
-            t0 = time.monotonic()
-            procs.send_keys(name, "r")
-            took = procs.wait_for_screen(name, lambda s, b=before: _sort_arrow(s) not in (None, b), 5.0, 0.005)
-            if took is None:
-                return {f"key latency {cores} cores": skipped("the key had no visible effect within 5 s")}
-            waits.append((time.monotonic() - t0) * 1000)
-            time.sleep(0.37 + 0.11 * k % 0.6)  # land at different points of the interval
-    return {f"key latency {cores} cores": summary(waits, "ms", cores=cores)}

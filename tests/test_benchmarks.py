@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import __main__ as bench  # noqa: E402
 from benchmarks import floors, sampler  # noqa: E402
+from benchmarks.stats import summary  # noqa: E402
 
 pytestmark = pytest.mark.integration  # starts processes, terminals or servers
 
@@ -61,3 +65,137 @@ def test_floor_benchmarks_measure_a_textual_app_and_idle_threads_and_leave_nothi
     # A redrawing app costs something; both programs ran (a program that failed to start measures nothing).
     assert results["floor: textual redraw"]["median"] > 0
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+
+
+# -- issue 24: peers side by side, the emulated read path, key latency, targets (shape only, no timing)
+
+
+def test_the_stand_in_pmu_keeps_the_counters_counting_and_leaves_the_control_registers_alone(tmp_path: Path) -> None:
+    from helpers.sysroot_builder import read_msr
+
+    from benchmarks import pmu_emulator
+
+    root = pmu_emulator.build(tmp_path / "sysroot", 2)
+    before = {cpu: {a: read_msr(root, cpu, a) for a in (0x10, 0x309, 0x30A, 0xC1, 0x186, 0x38F)} for cpu in (0, 1)}
+    try:
+        with pmu_emulator.running(root, 2, hz=20):
+            time.sleep(1.0)
+            after = {cpu: {a: read_msr(root, cpu, a) for a in before[cpu]} for cpu in (0, 1)}
+    finally:
+        bench.procs.cleanup()
+    for cpu in (0, 1):
+        for counter in (0x10, 0x309, 0x30A, 0xC1):  # TSC, instructions, cycles, PMC0
+            assert after[cpu][counter] > before[cpu][counter], f"cpu {cpu} {counter:#x}"
+        assert after[cpu][0x10] - before[cpu][0x10] >= after[cpu][0x30A] - before[cpu][0x30A]  # load <= 100%
+        for control in (0x186, 0x38F):  # pmutop's check for another agent stays quiet
+            assert after[cpu][control] == before[cpu][control]
+    assert read_msr(root, 0, 0xC1) == read_msr(root, 0, 0x4C1)  # a counter and its full-width alias agree
+
+
+@needs_tmux
+def test_peers_side_by_side_measure_each_peer_or_say_why_not_and_set_the_target() -> None:
+    from benchmarks import peers
+
+    try:
+        results = peers.side_by_side(seconds=0.5, repeat=1, warmup=0.5)
+    finally:
+        peers.procs.cleanup()
+    names = [p.name for p in [*peers.peers(), *peers.pmutop_programs()]]
+    assert list(results) == names
+    for name in names:
+        r = results[name]
+        assert (r.get("skipped")) or (r["unit"] == "cpu-s/min" and r["min"] >= 0), (name, r)
+    for name in ("pmutop --demo --sim-cpus 2", "pmutop real mode (--backend perf)"):
+        r = results[name]
+        if "median" in r and ("median" in results["s-tui -r 1"] or "median" in results["bpytop (1 s)"]):
+            assert r["target"].startswith("<= ") and "s-tui and bpytop" in r["target"]
+            assert r["met"] == (r["ratio"] <= 1.0)
+    missing = [n for n in names[:5] if "skipped" in results[n]]
+    for name in missing:
+        assert "not installed" in results[name]["skipped"] and "--install-peers" in results[name]["skipped"]
+    if missing:
+        pytest.skip(f"not installed here: {', '.join(missing)} (the figures of the others were checked)")
+
+
+@needs_tmux
+def test_read_path_benchmark_gives_ratios_against_the_smallest_machine_and_the_demo() -> None:
+    from benchmarks import readpath
+
+    try:
+        results = readpath.cost([2, 4], demo_cpus=4, seconds=0.5, repeat=1, warmup=0.2)
+    finally:
+        readpath.procs.cleanup()
+    assert set(results) == {"read path 2 CPUs", "read path 4 CPUs", "demo 4 CPUs (same run)"}
+    for r in results.values():
+        assert r["unit"] == "cpu-s/min" and r["runs"] == 1 and r["median"] > 0  # pmutop ran and drew
+    assert "ratio" not in results["read path 2 CPUs"]
+    assert (
+        results["read path 4 CPUs"]["ratio"]
+        == results["read path 4 CPUs"]["median"] / results["read path 2 CPUs"]["median"]
+    )
+    demo = results["demo 4 CPUs (same run)"]
+    assert demo["target"] == "<= 2x the read path at 4 CPUs" and demo["met"] == (demo["ratio"] <= 2.0)
+
+
+@needs_tmux
+def test_key_latency_gives_the_95th_percentile_on_the_demo_and_the_read_path() -> None:
+    from benchmarks import readpath
+
+    try:
+        results = readpath.key_latency(cpus=4, presses=3)
+    finally:
+        readpath.procs.cleanup()
+    assert set(results) == {"key latency demo 4 CPUs", "key latency read path 4 CPUs"}
+    for r in results.values():
+        assert r["unit"] == "ms" and r["runs"] == 3 and r["p95"] == max(r["values"])  # of 3: the slowest
+        assert r["target"] == "p95 <= 50 ms" and r["met"] == (r["p95"] <= 50)
+    assert readpath.p95([float(v) for v in range(1, 41)]) == 38.0  # nearest rank of 40 presses
+
+
+def test_the_table_says_whether_each_target_is_met() -> None:
+    results = {
+        "pmutop --demo --sim-cpus 2": {
+            **summary([0.8], "cpu-s/min"),
+            "x_htop": 5.2,
+            "ratio": 1.78,
+            "target": "<= 0.448 (the cheaper of s-tui and bpytop)",
+            "met": False,
+        },
+        "key latency demo 256 CPUs": {
+            **summary([30.0, 40.0], "ms"),
+            "p95": 40.0,
+            "target": "p95 <= 50 ms",
+            "met": True,
+        },
+        "s-tui -r 1": {"skipped": "s-tui is not installed (python -m benchmarks --only live --install-peers)"},
+    }
+    lines = bench.table(results).splitlines()
+    assert "5.2x htop, ratio 1.78, target <= 0.448 (the cheaper of s-tui and bpytop) NOT MET" in lines[1]
+    assert lines[2].endswith("p95 40, target p95 <= 50 ms MET")
+    assert "skipped" in lines[3] and "--install-peers" in lines[3]
+
+
+def test_memory_growth_finder_names_the_allocation_sites_that_grew() -> None:
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "memgrowth.py"),
+            "--trace-from",
+            "1",
+            "--early",
+            "2",
+            "--late",
+            "4",
+            "--cpus",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("RSS ") and "traced Python heap" in lines[0]
+    assert lines[1].startswith("net growth (KiB)")
+    assert all(re.search(r"\S+:\d+", line) for line in lines[2:])  # file:line of each site

@@ -51,19 +51,31 @@ def _interpreter_start_up_s() -> float:
 @pytest.mark.parametrize("delay", [0.0, 0.04, 0.1, 0.18, 0.33])
 def test_ctrl_c_during_start_up_is_one_line_and_130(tmp_path: Path, delay: float) -> None:
     delay += _interpreter_start_up_s()  # measured under the machine's current load, so the signal lands in pmutop
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pmutop", "--demo", "--batch", "--count", "1", "--interval", "0.5"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-    )
-    time.sleep(delay)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    for _ in range(5):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pmutop", "--demo", "--batch", "--count", "1", "--interval", "0.5"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+        )
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        # A load spike can still put the signal inside the interpreter's own start-up (site, runpy), before any
+        # pmutop code: not what this test is about; send it later.
+        if proc.returncode != 130 and not _in_pmutop(err):
+            delay += 0.05
+            continue
+        break
     if proc.returncode == 0:
         pytest.skip(f"the run ended before the signal at {delay} s")
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     lines = [line for line in err.splitlines() if not line.startswith("pmutop: SIMULATED")]
     assert len(lines) == 1 and lines[0].startswith("pmutop: "), err
+
+
+def _in_pmutop(err: str) -> bool:
+    """Whether a traceback reached pmutop's own code (else the signal came during Python's start-up)."""
+    return "Traceback" not in err or "pmutop/" in err

@@ -405,7 +405,8 @@ def test_serve_demo_exports_the_simulated_dram_bandwidth() -> None:
     proc = subprocess.Popen([sys.executable, "-m", "pmutop", *args], stderr=subprocess.PIPE, text=True)
     try:
         deadline, text = time.monotonic() + 30, ""
-        while time.monotonic() < deadline and "pmutop_dram_bytes_total" not in text:
+        # Until every channel has moved bytes both ways (the first 0.1 s interval of a quiet phase may write none).
+        while time.monotonic() < deadline and not _every_channel_moved(text):
             time.sleep(0.2)
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
@@ -423,6 +424,11 @@ def test_serve_demo_exports_the_simulated_dram_bandwidth() -> None:
     assert 'pmutop_dram_bytes_total{channel="7",direction="write",package="0"}' in "\n".join(moved)
     assert 'pmutop_dram_peak_bytes_per_second{package="0"} 3.072e+11' in dram
     assert 'pid="' not in text and "comm=" not in text  # no per-process series
+
+
+def _every_channel_moved(text: str) -> bool:
+    moved = [line for line in text.splitlines() if line.startswith("pmutop_dram_bytes_total{")]
+    return len(moved) == 8 * 2 and all(float(line.split()[-1]) > 0 for line in moved)
 
 
 class ListenedSampler:

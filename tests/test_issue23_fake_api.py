@@ -354,3 +354,19 @@ def test_https_is_verified_against_the_given_ca(tmp_path: Path) -> None:
             PrometheusFeed(parse_server(fake.url), 1.0, DEFAULT_MATCH)
         r = pmutop("--prometheus", fake.url, "--prometheus-ca", str(cert), "--batch", "--count", "1", "--format=json")
         assert r.returncode == 0 and '"host":"host-0000:9464"' in r.stdout, r.stderr
+
+
+def test_the_rounds_timeout_is_the_lowered_one_not_the_clients_first() -> None:
+    """After discovery the feed bounds each round by max(step, 2 s), not by the 10 s it connected with: a slow
+    server holds a round back 2 s at most (the lowered value used to change only the message)."""
+    with FakePrometheus() as fake:
+        feed = feed_of(fake)  # no timeout given: 10 s for discovery
+        try:
+            fake.mode, fake.delay = "slow", 4.0
+            began = time.monotonic()
+            feed.poll()
+            took = time.monotonic() - began
+            assert feed.lost() == [f"prometheus {fake.url}: no answer within 2 s; retrying"]
+            assert took < 3.5, took
+        finally:
+            feed.stop()

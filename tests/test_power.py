@@ -178,6 +178,17 @@ def test_idle_residency_agrees_with_the_kernels_cpuidle_counters_on_this_host() 
     cpus = [c for c in range(os.cpu_count() or 1) if idle.states(c)]
     if not cpus:
         pytest.skip("no cpuidle on this host")
+    # The kernel adds an idle period to a state's `time` when the CPU leaves it: a CPU idle across the read
+    # shows it later. Three windows: in one of them no CPU sits in a long idle period at a read.
+    mismatches = []
+    for _ in range(3):
+        mismatches = _idle_mismatches(sr, idle, cpus)
+        if not mismatches:
+            break
+    assert not mismatches
+
+
+def _idle_mismatches(sr: Sysroot, idle: CpuIdle, cpus: list[int]) -> list[tuple[int, str, float, float]]:
     mon = PowerMonitor(cpus, sysroot=sr, open_msr=None)
     before = {c: idle.read(idle.states(c)) for c in cpus}
     t0 = time.monotonic()
@@ -187,13 +198,16 @@ def test_idle_residency_agrees_with_the_kernels_cpuidle_counters_on_this_host() 
     results = {c: mon.sample(c, time.monotonic() - t0, None) for c in cpus}
     after = {c: idle.read(idle.states(c)) for c in cpus}
     elapsed = time.monotonic() - t0
+    out = []
     for c in cpus:
         got = results[c]["cstates"]
         assert results[c]["power_src"]["cstates"] == "cpuidle"
         assert set(got) == set(before[c])
         for name, pct in got.items():
             kernel = (after[c][name] - before[c][name]) / (elapsed * 1e4)
-            assert pct == pytest.approx(kernel, abs=3.0), (c, name)  # the reads are microseconds apart
+            if abs(pct - kernel) > 3.0:  # the reads are microseconds apart
+                out.append((c, name, pct, kernel))
+    return out
 
 
 def test_live_view_model_keeps_power_history_and_the_columns_show_it() -> None:

@@ -179,8 +179,9 @@ def test_leftovers_another_agent_reprogrammed_are_left_to_it(tmp_path: Path) -> 
 def test_two_instances_started_at_once_on_the_same_cpus_one_refuses(tmp_path: Path) -> None:
     for attempt in range(8):
         root = machine(tmp_path / str(attempt))
-        a = start(root, "--count", "6")
-        b = start(root, "--count", "6")
+        # Long enough (1.5 s) that both overlap however unevenly a loaded machine starts them.
+        a = start(root, "--count", "30")
+        b = start(root, "--count", "30")
         (out_a, err_a), (out_b, err_b) = a.communicate(timeout=60), b.communicate(timeout=60)
         codes = sorted([a.returncode, b.returncode])
         assert codes == [0, 3], (err_a, err_b)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from pmutop.app.fleet_screenshots import FLEET_VIEWS, fleet_app
 from pmutop.app.screenshots import SCENES, scene
 
 
@@ -21,3 +22,14 @@ def test_view(snap_compare, view: str, size: tuple[int, int]) -> None:  # type: 
     finally:
         if engine is not None:
             engine.stop()
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)], ids=["80x24", "160x50"])
+@pytest.mark.parametrize("view", list(FLEET_VIEWS))
+def test_fleet_view(snap_compare, view: str, size: tuple[int, int]) -> None:  # type: ignore[no-untyped-def]
+    """The host table and the fleet heatmap (pmutop --prometheus) over a canned Prometheus API."""
+    app, feed = fleet_app()
+    try:
+        assert snap_compare(app, press=list(FLEET_VIEWS[view]), terminal_size=size)
+    finally:
+        feed.stop()

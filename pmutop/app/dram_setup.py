@@ -39,13 +39,14 @@ class DramSetup:
     sampler: PackageSampler | None = None
     _closed: bool = field(default=False, repr=False)
 
-    def start(self, engine: Engine) -> PackageSampler | None:
+    def start(self, engine: Engine, own_thread: bool = True) -> PackageSampler | None:
         """The sampler, reading once per interval after the CPU samples: in its own thread beside a threaded
-        engine; an unthreaded one (batch reading every CPU from one loop) calls sampler.sample_once() itself."""
+        engine (the live view, serve); else (`own_thread` False: batch, which prints each interval's readings
+        with it; or an unthreaded engine) whoever drives the run calls sampler.sample_once() itself."""
         if self.source is None or self._closed:
             return None
         self.sampler = PackageSampler(self.source, engine)
-        if engine.threaded:
+        if engine.threaded and own_thread:
             self.sampler.start()
         else:
             self.sampler.begin()

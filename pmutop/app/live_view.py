@@ -10,6 +10,7 @@ from pmutop.app.console import say
 from pmutop.app.dram_setup import DramSetup
 from pmutop.core.errors import PmutopError
 from pmutop.core.feed import SampleFeed
+from pmutop.core.own_cost import ProcessCost
 from pmutop.core.run_description import RunInfo
 from pmutop.core.task_reading import TaskFeed
 from pmutop.engine.engine import Engine
@@ -85,6 +86,7 @@ def run_live_view(
         start_view=start_view,
         package_feed=dram.sampler if dram is not None else None,
         dram_note=dram.why if dram is not None and dram.sampler is None else None,
+        own_cost=ProcessCost(),
     )
     guard.on_stop(app.exit_soon)  # a signal, or an error in another thread: close the UI, then restore
     app.run()

@@ -234,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for name in SCENES:
         print(asyncio.run(_save(out, name)))
+    from pmutop.app.fleet_screenshots import FLEET_VIEWS, save_fleet  # the fleet's, over a canned Prometheus
+
+    for name in FLEET_VIEWS:
+        print(asyncio.run(save_fleet(out, name, SIZE)))
     return 0
 
 

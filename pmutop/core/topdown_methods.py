@@ -11,5 +11,10 @@ SLOTS4_SMT = "slots4_smt"  # the same with the AnyThread events, SMT on
 GRACEMONT = "gracemont"  # E-cores: TOPDOWN_*.ALL over 5 / 6 / 8 slots per cycle
 CRESTMONT = "crestmont"
 SKYMONT = "skymont"
+TREMONT = "tremont"  # Snow Ridge, Elkhart/Jasper Lake, Lakefield's E-cores: TOPDOWN_*.ALL over 4 slots per cycle
+# Goldmont / Goldmont Plus: the issued / retired / not-delivered / recovery formula (Linux's topdown events there),
+# 3 resp. 4 slots per cycle
+GOLDMONT = "goldmont"
+GOLDMONT_PLUS = "goldmont_plus"
 ZEN4 = "zen4"  # AMD through perf: 6 resp. 8 dispatch slots per cycle
 ZEN5 = "zen5"

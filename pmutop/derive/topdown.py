@@ -9,10 +9,14 @@ Sources (cited below by tag):
   [K-CORE] Linux arch/x86/events/intel/core.c icl_get_metrics_event_value(): slots × byte / 0xFF.
   [TL]    pmu-tools *_ratios.py: skl_client_ratios.py (4-wide formula, SMT halving), spr_server_ratios.py
           (PERF_METRICS_SUM normalisation, max(0, parent − child) siblings), adl_grt_ratios.py (Gracemont,
-          5 wide), mtl_cmt_ratios.py / srf_ratios.py (Crestmont, 6 wide), lnl_skt_ratios.py (Skymont, 8 wide).
+          5 wide), mtl_cmt_ratios.py / srf_ratios.py (Crestmont, 6 wide), lnl_skt_ratios.py (Skymont, 8 wide),
+          ehl_ratios.py (Tremont, 4 wide).
   [PERF]  Linux tools/perf/pmu-events/arch/x86/*/…-metrics.json (tma_* metric expressions).
   [Z4]    Linux tools/perf/pmu-events/arch/x86/amdzen4/pipeline.json and amdzen5/pipeline.json (metrics),
           amdzen4/other.json (event names).
+  [K-GLM] Linux arch/x86/events/intel/core.c glm_events_attrs (Goldmont's topdown-* events, total slots scale 3;
+          4 for Goldmont Plus in intel_pmu_init) and tools/perf/util/stat-shadow.c td_fe_bound, td_bad_spec,
+          td_retiring, td_be_bound (the level-1 formula perf applies to those events).
 
 Normalisation (the same for every method, so CPUs of different kinds compare and combine):
   1. each level-1 category is taken as a fraction of the interval's slots;
@@ -79,13 +83,17 @@ DESCRIPTIONS: dict[str, str] = {
 }
 
 # Issue (dispatch) width per formula method; perf_metrics counts its slots itself (TOPDOWN.SLOTS).
-# Widths: Pipeline_Width in [TL] (4 skl, 5 adl_grt, 6 mtl_cmt/srf, 8 lnl_skt); 6 / 8 × ls_not_halted_cyc [Z4].
+# Widths: Pipeline_Width in [TL] (4 skl, 5 adl_grt, 6 mtl_cmt/srf, 8 lnl_skt, 4 ehl); 6 / 8 × ls_not_halted_cyc
+# [Z4]; Goldmont 3 and Goldmont Plus 4, the kernel's topdown-total-slots.scale [K-GLM].
 WIDTHS: dict[str, int] = {
     topdown_methods.SLOTS4: 4,
     topdown_methods.SLOTS4_SMT: 4,
     topdown_methods.GRACEMONT: 5,
     topdown_methods.CRESTMONT: 6,
     topdown_methods.SKYMONT: 8,
+    topdown_methods.TREMONT: 4,
+    topdown_methods.GOLDMONT: 3,
+    topdown_methods.GOLDMONT_PLUS: 4,
     topdown_methods.ZEN4: 6,
     topdown_methods.ZEN5: 8,
 }
@@ -119,6 +127,14 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     topdown_methods.GRACEMONT: ("cycles", "topdown_fe_bound_all", "topdown_be_bound_all", "topdown_retiring_all"),
     topdown_methods.CRESTMONT: ("cycles", *_ECORE),
     topdown_methods.SKYMONT: ("cycles", *_ECORE),
+    topdown_methods.TREMONT: ("cycles", *_ECORE),
+    topdown_methods.GOLDMONT: (
+        "cycles",
+        "uops_issued_any",
+        "uops_retired_any",
+        "uops_not_delivered_any",
+        "issue_slots_not_consumed_recovery",
+    ),
     # perf event names [Z4] with '.' -> '_': de_no_dispatch_per_slot.no_ops_from_frontend (0x1A0/0x01),
     # de_no_dispatch_per_slot.backend_stalls (0x1A0/0x1E), de_src_op_disp.all (0xAA/0x07), ex_ret_ops (0xC1),
     # ls_not_halted_cyc (0x76).
@@ -131,6 +147,7 @@ _REQUIRED: dict[str, tuple[str, ...]] = {
     ),
 }
 _REQUIRED[topdown_methods.ZEN5] = _REQUIRED[topdown_methods.ZEN4]
+_REQUIRED[topdown_methods.GOLDMONT_PLUS] = _REQUIRED[topdown_methods.GOLDMONT]
 
 # Level 2 that a method measures: (measured child, derived sibling, parent, count key). Only PERF_METRICS
 # bytes 4..7 (Sapphire Rapids and later) for now [K-TD]; each pair is used when its key was counted.
@@ -175,6 +192,17 @@ def _slots4_formula(clks: str, recovery: str) -> str:
     )
 
 
+def _goldmont_formula(width: int) -> str:
+    return (
+        f"SLOTS = {width} × CPU_CLK_UNHALTED.CORE\n"
+        "Retiring = UOPS_RETIRED.ANY / SLOTS\n"
+        "Bad speculation = (UOPS_ISSUED.ANY − UOPS_RETIRED.ANY + ISSUE_SLOTS_NOT_CONSUMED.RECOVERY) / SLOTS\n"
+        "Frontend bound = UOPS_NOT_DELIVERED.ANY / SLOTS\n"
+        "Backend bound = 1 − Retiring − Bad speculation − Frontend bound\n"
+        f"{_NORMALISE}"
+    )
+
+
 def _zen_formula(width: int) -> str:
     return (
         f"SLOTS = {width} × ls_not_halted_cyc\n"
@@ -199,6 +227,9 @@ FORMULAS: dict[str, str] = {
     topdown_methods.GRACEMONT: _ecore_formula(5, "1 − Retiring − Frontend bound − Backend bound"),
     topdown_methods.CRESTMONT: _ecore_formula(6, "TOPDOWN_BAD_SPECULATION.ALL / SLOTS"),
     topdown_methods.SKYMONT: _ecore_formula(8, "TOPDOWN_BAD_SPECULATION.ALL / SLOTS"),
+    topdown_methods.TREMONT: _ecore_formula(4, "TOPDOWN_BAD_SPECULATION.ALL / SLOTS"),
+    topdown_methods.GOLDMONT: _goldmont_formula(3),
+    topdown_methods.GOLDMONT_PLUS: _goldmont_formula(4),
     topdown_methods.ZEN4: _zen_formula(6),
     topdown_methods.ZEN5: _zen_formula(8),
 }
@@ -252,12 +283,25 @@ def _raw_level1(method: str, c: Counts, slots: float) -> tuple[float, float, flo
         bad = (issued - retired + 4 * recovery) / slots
         backend = 1 - frontend - (issued + 4 * recovery) / slots
         return retired / slots, bad, frontend, backend
-    if method in (topdown_methods.GRACEMONT, topdown_methods.CRESTMONT, topdown_methods.SKYMONT):
+    if method in (topdown_methods.GOLDMONT, topdown_methods.GOLDMONT_PLUS):
+        # perf's td_* functions over the kernel's topdown events [K-GLM]: recovery bubbles are issue slots already
+        # (ISSUE_SLOTS_NOT_CONSUMED.RECOVERY, no scale), and backend bound is the remainder.
+        issued = c["uops_issued_any"]
+        retired = c["uops_retired_any"]
+        frontend = c["uops_not_delivered_any"] / slots
+        bad = (issued - retired + c["issue_slots_not_consumed_recovery"]) / slots
+        return retired / slots, bad, frontend, 1 - frontend - bad - retired / slots
+    if method in (
+        topdown_methods.GRACEMONT,
+        topdown_methods.CRESTMONT,
+        topdown_methods.SKYMONT,
+        topdown_methods.TREMONT,
+    ):
         retiring = c["topdown_retiring_all"] / slots
         frontend = c["topdown_fe_bound_all"] / slots
         backend = c["topdown_be_bound_all"] / slots
-        # Gracemont: the remainder (adl_grt_ratios.py Bad_Speculation) [TL]; Crestmont and Skymont count it
-        # (mtl_cmt_ratios.py, lnl_skt_ratios.py) [TL].
+        # Gracemont: the remainder (adl_grt_ratios.py Bad_Speculation) [TL]; Crestmont, Skymont and Tremont count
+        # it (mtl_cmt_ratios.py, lnl_skt_ratios.py, ehl_ratios.py) [TL].
         bad = (
             1 - retiring - frontend - backend
             if method == topdown_methods.GRACEMONT

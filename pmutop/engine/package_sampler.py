@@ -43,6 +43,11 @@ class PackageSampler:
     # -- what readers see (core.dram_reading.PackageFeed)
 
     @property
+    def reading_thread(self) -> bool:
+        """Whether its own thread reads the source (else whoever drives the run calls sample_once)."""
+        return self._thread is not None
+
+    @property
     def source_name(self) -> str:
         return self.source.source
 

@@ -169,7 +169,8 @@ class Client:
 
     def _fetch(self, path: str, params: dict[str, str]) -> httpx.Response:
         try:
-            return self._http.get(path, params=params)
+            # Per request: the feed lowers `timeout` after discovery (httpx fixed the client's at construction).
+            return self._http.get(path, params=params, timeout=self.timeout)
         except httpx.TimeoutException:
             raise PromError(f"prometheus {self.server.shown}: no answer within {self.timeout:g} s") from None
         except httpx.HTTPError as e:

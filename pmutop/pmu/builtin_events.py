@@ -156,6 +156,36 @@ _SKYMONT = [
     _entry("TOPDOWN_RETIRING.ALL_P", 0xC2, 0x02, _SKT, description="its general-counter form"),
 ]
 
+# Tremont (Snow Ridge, Elkhart Lake / Jasper Lake; Lakefield's E-cores, which mapfile.csv gives no table): the
+# same events, TOPDOWN_BAD_SPECULATION.ALL being umask 0x06 (MISPREDICT 0x04 | MONUKE 0x02). Linux core.c
+# tnt_events_attrs: topdown-fe-bound "event=0x71,umask=0x0", topdown-retiring "event=0xc2,umask=0x0",
+# topdown-bad-spec "event=0x73,umask=0x6", topdown-be-bound "event=0x74,umask=0x0".
+_TNT = ("SNR/events/snowridgex_core.json", "EHL/events/elkhartlake_core.json")
+
+# --- Goldmont / Goldmont Plus: no TOPDOWN_* events ----------------------------------------------------------
+# Linux core.c glm_events_attrs (used for both): topdown-slots-issued "event=0x0e" (UOPS_ISSUED.ANY),
+# topdown-slots-retired "event=0xc2" (UOPS_RETIRED.ANY), topdown-fetch-bubbles "event=0x9c"
+# (UOPS_NOT_DELIVERED.ANY), topdown-recovery-bubbles "event=0xca,umask=0x02" (ISSUE_SLOTS_NOT_CONSUMED.RECOVERY),
+# topdown-total-slots "event=0x3c" (cycles) with scale 3, which intel_pmu_init sets to 4 for Goldmont Plus.
+_GLM = ("GLM/events/goldmont_core.json",)
+_GLP = ("GLP/events/goldmontplus_core.json",)
+
+
+def _goldmont(files: tuple[str, ...]) -> list[BuiltinEvent]:
+    return [
+        _entry("UOPS_ISSUED.ANY", 0x0E, 0x00, files, description="uops issued into the backend"),
+        _entry("UOPS_RETIRED.ANY", 0xC2, 0x00, files, description="uops that retired"),
+        _entry("UOPS_NOT_DELIVERED.ANY", 0x9C, 0x00, files, description="issue slots the frontend left empty"),
+        _entry(
+            "ISSUE_SLOTS_NOT_CONSUMED.RECOVERY",
+            0xCA,
+            0x02,
+            files,
+            description="issue slots lost while recovering from a mispredict or clear",
+        ),
+    ]
+
+
 # Core microarchitecture (pmutop.pmu.uarch) -> its events by name. Sandy Bridge .. Broadwell share
 # INT_MISC.RECOVERY_CYCLES 0x0D/0x03 cmask 1, and count IDQ_UOPS_NOT_DELIVERED.CORE on counters 0-3 only (their
 # tables: Counter and CounterHTOff "0,1,2,3", where other events may use 0-7 with Hyper-Threading off);
@@ -172,6 +202,9 @@ TOPDOWN_EVENTS: dict[str, dict[str, BuiltinEvent]] = {
         ("Gracemont", _ecore(_GRT, retiring=0xC2)),
         ("Crestmont", _ecore(_CMT, retiring=0x72) + _ecore(_CMT_P, retiring=0x72, suffix=".ALL_P")),
         ("Skymont", _SKYMONT),
+        ("Tremont", _ecore(_TNT, retiring=0xC2, bad_spec_umask=0x06)),
+        ("Goldmont", _goldmont(_GLM)),
+        ("Goldmont Plus", _goldmont(_GLP)),
     )
 }
 

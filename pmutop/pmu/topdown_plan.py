@@ -24,6 +24,12 @@ Methods and their sources (see also ../shared/reference/topdown.md):
   (Linux perf adl/mtl/lnl-metrics.json). Skymont's first three are fixed counters 4-6 (Intel's table) whose
   general-counter twins (the *.ALL_P events) are what perf opens; Linux (intel_skt_event_constraints) puts
   those encodings on fixed counters 4-6 itself.
+- tremont: Tremont (Snow Ridge, Elkhart / Jasper Lake, Lakefield's E-cores), the same four events over 4 slots per
+  cycle (Linux perf snowridgex/snr-metrics.json, pmu-tools ehl_ratios.py); Linux lists them as its topdown-*
+  events there (core.c tnt_events_attrs).
+- goldmont / goldmont_plus: no TOPDOWN_* events; UOPS_ISSUED.ANY, UOPS_RETIRED.ANY, UOPS_NOT_DELIVERED.ANY and
+  ISSUE_SLOTS_NOT_CONSUMED.RECOVERY over 3 / 4 slots per cycle, the events Linux names topdown-slots-issued,
+  -slots-retired, -fetch-bubbles and -recovery-bubbles there (core.c glm_events_attrs), with perf's formula.
 - zen4 / zen5: AMD through perf only, encodings transcribed from Linux tools/perf/pmu-events/arch/x86/
   amdzen4 (other.json, core.json) and amdzen5 (decode.json, execution.json, load-store.json); the formula is
   amdzen4|amdzen5/pipeline.json (6 resp. 8 dispatch slots per ls_not_halted_cyc).
@@ -40,7 +46,19 @@ from pmutop.core.cpulist import parse_cpu_list
 from pmutop.core.errors import PmutopError, UsageError
 
 # The method names (shared with pmutop.derive.topdown); callers also read them here, e.g. topdown_plan.PERF_METRICS.
-from pmutop.core.topdown_methods import CRESTMONT, GRACEMONT, PERF_METRICS, SKYMONT, SLOTS4, SLOTS4_SMT, ZEN4, ZEN5
+from pmutop.core.topdown_methods import (
+    CRESTMONT,
+    GOLDMONT,
+    GOLDMONT_PLUS,
+    GRACEMONT,
+    PERF_METRICS,
+    SKYMONT,
+    SLOTS4,
+    SLOTS4_SMT,
+    TREMONT,
+    ZEN4,
+    ZEN5,
+)
 from pmutop.pmu import builtin_events, uarch
 from pmutop.pmu.cpuid_decode import CORE_TYPE_CORE, CoreType, CpuIdentity, CpuidFn, PerfmonInfo
 from pmutop.pmu.events import ARCH_EVENTS, EventSpec
@@ -69,6 +87,12 @@ _ECORE_EVENTS = (
     "TOPDOWN_BAD_SPECULATION.ALL",
     "TOPDOWN_BE_BOUND.ALL",
     "TOPDOWN_RETIRING.ALL",
+)
+_GOLDMONT_EVENTS = (
+    "UOPS_ISSUED.ANY",
+    "UOPS_RETIRED.ANY",
+    "UOPS_NOT_DELIVERED.ANY",
+    "ISSUE_SLOTS_NOT_CONSUMED.RECOVERY",
 )
 
 
@@ -303,6 +327,8 @@ def plan_topdown(
     try:
         if core.topdown == uarch.TD_SLOTS4:
             plan = _plan_slots4(core, core_type, perfmon, events, bool(smt), backend, any_thread_format)
+        elif core.topdown in (uarch.TD_GOLDMONT, uarch.TD_GOLDMONT_PLUS):
+            plan = _plan_goldmont(core, core_type, perfmon, events)
         else:
             plan = _plan_ecore(core, core_type, perfmon, events)
     except _Missing as e:
@@ -450,9 +476,12 @@ def _plan_slots4(
 def _plan_ecore(
     core: uarch.CoreUarch, core_type: CoreType | None, perfmon: PerfmonInfo, events: Mapping[str, IntelEvent]
 ) -> TopdownPlan:
-    method = {uarch.TD_GRACEMONT: GRACEMONT, uarch.TD_CRESTMONT: CRESTMONT, uarch.TD_SKYMONT: SKYMONT}[
-        core.topdown or ""
-    ]
+    method = {
+        uarch.TD_GRACEMONT: GRACEMONT,
+        uarch.TD_CRESTMONT: CRESTMONT,
+        uarch.TD_SKYMONT: SKYMONT,
+        uarch.TD_TREMONT: TREMONT,
+    }[core.topdown or ""]
     # Arrow Lake-H's low-power Crestmont table names them only *.ALL_P: the same events on general counters.
     specs = [*(_spec(events, name, perfmon, twin=f"{name}_P") for name in _ECORE_EVENTS), ARCH_EVENTS["cycles"]]
     return TopdownPlan(
@@ -461,6 +490,22 @@ def _plan_ecore(
         keys=tuple(e.key for e in specs),
         gp_counters=_gp_needed(specs, perfmon, core_type),
         detail=f"E-core events ({core.name}, {core.width} wide)",
+        width=core.width,
+        core=core.name,
+    )
+
+
+def _plan_goldmont(
+    core: uarch.CoreUarch, core_type: CoreType | None, perfmon: PerfmonInfo, events: Mapping[str, IntelEvent]
+) -> TopdownPlan:
+    method = GOLDMONT_PLUS if core.topdown == uarch.TD_GOLDMONT_PLUS else GOLDMONT
+    specs = [*(_spec(events, name, perfmon) for name in _GOLDMONT_EVENTS), ARCH_EVENTS["cycles"]]
+    return TopdownPlan(
+        method,
+        events=tuple(specs),
+        keys=tuple(e.key for e in specs),
+        gp_counters=_gp_needed(specs, perfmon, core_type),
+        detail=f"issued / retired / not-delivered / recovery slots ({core.name}, {core.width} wide)",
         width=core.width,
         core=core.name,
     )

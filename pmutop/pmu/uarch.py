@@ -207,6 +207,9 @@ TD_PERF_METRICS_L2 = "perf_metrics_l2"  # Golden Cove and later: PERF_METRICS le
 TD_GRACEMONT = topdown_methods.GRACEMONT
 TD_CRESTMONT = topdown_methods.CRESTMONT
 TD_SKYMONT = topdown_methods.SKYMONT
+TD_TREMONT = topdown_methods.TREMONT
+TD_GOLDMONT = topdown_methods.GOLDMONT
+TD_GOLDMONT_PLUS = topdown_methods.GOLDMONT_PLUS
 TD_ZEN4 = topdown_methods.ZEN4
 TD_ZEN5 = topdown_methods.ZEN5
 
@@ -240,9 +243,14 @@ _TOPDOWN_BY_CORE: dict[str, tuple[str | None, int | None, str]] = {
     # Same events as Skymont (fixed counters 4-6 in Intel's tables), but no slot width in pmutop's sources.
     "Darkmont": (None, None, _NO_TMA + " yet (its slot width is not in pmutop's sources)"),
     "Arctic Wolf": (None, None, _NO_TMA + " yet (its slot width is not in pmutop's sources)"),
-    "Tremont": (None, None, _NO_TMA + " (Tremont, 4 wide, is not one of its methods)"),
-    "Goldmont": (None, None, "Goldmont has no top-down events"),
-    "Goldmont Plus": (None, None, "Goldmont Plus has no top-down events"),
+    # Linux perf snowridgex/snr-metrics.json SLOTS "4 * CPU_CLK_UNHALTED.CORE"; pmu-tools ehl_ratios.py
+    # Pipeline_Width 4.
+    "Tremont": (TD_TREMONT, 4, ""),
+    # Linux core.c glm_events_attrs: topdown-total-slots.scale "3"; intel_pmu_init, INTEL_ATOM_GOLDMONT_PLUS:
+    # "Goldmont Plus has 4-wide pipeline", scale "4". (Intel's GLP table still describes UOPS_NOT_DELIVERED.ANY
+    # with Goldmont's 3 uops per cycle, text carried over from the GLM table; pmutop follows the kernel, as perf.)
+    "Goldmont": (TD_GOLDMONT, 3, ""),
+    "Goldmont Plus": (TD_GOLDMONT_PLUS, 4, ""),
     "Zen 3": (None, None, "Zen 3 has no pipeline-utilisation events (Zen 4 and later have them)"),
     "Zen 6": (None, None, _NO_TMA + " yet"),
 }

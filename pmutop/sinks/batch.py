@@ -263,9 +263,10 @@ def run_batch(
     (--prometheus) cpu ids -> (host, cpu): its records carry `host` and the host's own CPU number.
 
     `packages`: the DRAM bandwidth sampler (None: no source here): a package record per socket per interval,
-    after the interval's other records ("package" or "all"). An unthreaded engine (`pace`) reads it here, right
-    after each interval's CPU samples (sample_once); beside a threaded one its own thread reads it just after the
-    samples, and the loop prints the readings stamped with its interval's time (sinks.batch_packages)."""
+    after the interval's other records ("package" or "all"). A sampler without its own thread (batch runs: see
+    app.dram_setup) is read here, right after each interval's CPU samples (sample_once), so the records and a
+    recording pair each reading with its interval exactly; one with a thread is paired by time
+    (sinks.batch_packages)."""
     out = out or sys.stdout
     keys = feed.keys(feed.cpus[0])
     tma = any(feed.topdown_method(cpu) for cpu in feed.cpus)
@@ -282,7 +283,7 @@ def run_batch(
         from pmutop.sinks.batch_packages import PACKAGE_PRINTERS, PackagePairing
 
         package_printer = PACKAGE_PRINTERS[fmt](buf, packages.source_name, mode, timestamps)
-        if pace is None:
+        if packages.reading_thread:
             pairing = PackagePairing(packages, wait=min(max(feed.interval, 0.1), 1.0))
     if isinstance(printer, TablePrinter):
         printer.begin([], power_fields)
@@ -326,10 +327,11 @@ def run_batch(
             at = wall0 if timestamps else None
             _print_tasks(task_printer, tasks, batch, done + 1, at, on_tasks)
         if packages is not None and batch:
-            for read in _package_readings(packages, pairing, pace is not None, batch, stopped, warn):
+            here = not packages.reading_thread  # read by this loop, right after the interval's CPU samples
+            for read in _package_readings(packages, pairing, here, batch, stopped, warn):
                 if package_printer is not None:
                     print_packages(package_printer, read, batch, done + 1, wall0 if timestamps else None)
-            if packages.failure is not None and pace is not None:
+            if packages.failure is not None and here:
                 packages = None  # said once (above): the CPU records go on
         _drain(buf, out)
         out.flush()

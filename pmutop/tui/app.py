@@ -26,6 +26,7 @@ from pmutop.core.dram_reading import PackageFeed
 from pmutop.core.errors import PmutopError
 from pmutop.core.feed import HostLabels, LostHosts, SampleFeed
 from pmutop.core.heap_freeze import freeze_startup_heap
+from pmutop.core.own_cost import OwnCostMeter
 from pmutop.core.run_description import RunInfo
 from pmutop.core.task_reading import TaskFeed
 from pmutop.derive.records import extra_events
@@ -115,12 +116,14 @@ class PmutopApp(DramView):
         start_view: str | None = None,
         package_feed: PackageFeed | None = None,
         dram_note: str | None = None,
+        own_cost: OwnCostMeter | None = None,
     ) -> None:
         """`settings_path` None: settings are not saved (tests, screenshots); `settings_problem`: the one
         line to show about an unusable config file. `task_feed`: the per-process and per-cgroup counters
         (views 4 and 5; None: they say why not, `task_note` when the caller knows); `start_view`: the view
         to open on (--tasks, --cgroups) instead of the saved one. `package_feed`: DRAM bandwidth per package
-        (the header's lines, the package rows, view 6; None: an estimate from LLC misses, `dram_note` why)."""
+        (the header's lines, the package rows, view 6; None: an estimate from LLC misses, `dram_note` why).
+        `own_cost`: pmutop's own CPU % and RSS for the status line (None: not shown, as in the screenshots)."""
         super().__init__(driver_class=quick_exit_driver())
         self.feed = feed
         self.info = info
@@ -130,6 +133,7 @@ class PmutopApp(DramView):
         self.start_view = start_view
         self.package_feed = package_feed
         self.dram_note = dram_note
+        self.own_cost = own_cost
         self.settings = settings or Settings()
         self.settings_path = settings_path
         self.settings_problem = settings_problem
@@ -383,7 +387,8 @@ class PmutopApp(DramView):
             self._draw_header()
 
     def _draw_header(self) -> None:
-        self._set_line("#status", self._status_line(status_text(self.info, self.feed, self.core_table)))
+        own = self.own_cost.text() if self.own_cost is not None else None
+        self._set_line("#status", self._status_line(status_text(self.info, self.feed, self.core_table, own)))
         banner = banner_text(self.info, self.model, self.paused, self.size.width)
         if self.lost_hosts is not None:
             add_lost_hosts(banner, self.lost_hosts.lost())

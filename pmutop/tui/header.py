@@ -22,8 +22,9 @@ def machine_text(info: RunInfo) -> Text:
     return t
 
 
-def status_text(info: RunInfo, feed: SampleFeed, table: CoreTable) -> Text:
-    """The backend, interval, run time, sort, filter and the columns that do not fit."""
+def status_text(info: RunInfo, feed: SampleFeed, table: CoreTable, own_cost: str | None = None) -> Text:
+    """The backend, interval, run time, sort, filter, the columns that do not fit, and pmutop's own cost
+    (`own_cost`, where measured)."""
     elapsed = feed.elapsed()
     arrow = "▼" if table.reverse else "▲"
     t = Text()
@@ -36,6 +37,8 @@ def status_text(info: RunInfo, feed: SampleFeed, table: CoreTable) -> Text:
         t.append(f"  ·  filter {table.row_filter.text}: {shown}/{cpus}, all = all {cpus}", style="bold yellow")
     if table.dropped:
         t.append(f"  ·  +{table.dropped} column{'s' if table.dropped > 1 else ''} (c)", style="dim")
+    if own_cost:  # last: on a narrow terminal it is what gets cut, never the filter the user typed
+        t.append(f"  ·  {own_cost}", style="dim")
     return t
 
 

@@ -3,7 +3,11 @@ for the --prometheus fault and scale tests. Every CPU runs at IPC 2.0, 50% busy,
 
 `mode` makes it misbehave: "ok", "slow" (answers after `delay` s), "500", "malformed" (not JSON), "nan" (every
 instructions rate NaN), "partial" (host 0's CPU 0 has no sampled_seconds). `gone` instances are not scraped
-any more (no current samples); `starts` can be changed to make one look restarted."""
+any more (no current samples); `starts` can be changed to make one look restarted.
+
+`spread=True` gives every host its own numbers (`per_cpu` says them; CPU 1 of each host runs at half its IPC:
+the worst core) for the fleet views. It answers the host table's per-instance queries (pmutop.feeds.fleet_queries)
+and honours an `instance="..."` matcher (a host's per-core table asks for that host's series only)."""
 
 from __future__ import annotations
 
@@ -28,8 +32,9 @@ EVENTS = ("instructions", "cycles", "ref_cycles", "llc_misses")
 
 
 class FakePrometheus:
-    def __init__(self, hosts: int = 2, cpus: int = 2, tls: tuple[str, str] | None = None) -> None:
+    def __init__(self, hosts: int = 2, cpus: int = 2, tls: tuple[str, str] | None = None, spread: bool = False) -> None:
         """`tls`: (certificate, key) files: serve https."""
+        self.spread = spread
         self.instances = [f"host-{i:04d}:9464" for i in range(hosts)]
         self.cpus = cpus
         self.mode = "ok"
@@ -101,32 +106,70 @@ class FakePrometheus:
             at = float(params.get("time", time.time()))
             values = [[at - 4 + k, "1"] for k in range(5)]  # scraped every 1 s
             return _body("matrix", [{"metric": {"instance": self.instances[0]}, "values": values}])
-        if "max by (instance) (pmutop_start_time_seconds)" in query:
-            return _body("vector", [_point({"instance": i}, self.starts[i]) for i in self.live()])
+        if "max by (instance) (pmutop_start_time_seconds" in query:
+            return _body("vector", [_point({"instance": i}, self.starts[i]) for i in self._selected(query)])
         key = (query, self.mode + ",".join(sorted(self.gone)))
         if key not in self._cache:
             self._cache[key] = _body("vector", [_point(m, v) for m, v in self.series(query)])
         return self._cache[key]
 
+    def _selected(self, query: str) -> list[str]:
+        only = re.search(r'instance="([^"]+)"', query)
+        return [i for i in self.live() if only is None or i == only.group(1)]
+
+    def per_cpu(self, name: str, host: int, cpu: int) -> float:
+        """The rate of counter `name` on CPU `cpu` of the `host`-th instance."""
+        if not self.spread:
+            return RATES[name]
+        util = 0.2 + 0.15 * (host % 5)
+        ipc = (0.5 + 0.25 * (host % 8)) * (0.5 if cpu == 1 else 1.0)
+        cycles = util * 2.0e9  # 2.0 GHz while busy, on a 2.4 GHz TSC
+        values = {"ref_cycles": util * 2.4e9, "cycles": cycles, "instructions": ipc * cycles}
+        values["llc_misses"] = 1.0e6 * (1 + host % 3)
+        return values.get(name, RATES[name])
+
     def series(self, query: str) -> list[tuple[dict[str, str], float | str]]:
-        live = self.live()
+        live = self._selected(query)
+        index = {inst: k for k, inst in enumerate(self.instances)}
+        if query.startswith("count by (instance) (pmutop_cpu_info)"):
+            return [({"instance": i}, self.cpus) for i in live]
+        if query.startswith("group by (instance, topdown_method)"):
+            return [({"instance": i}, 1) for i in live]
+        if query.startswith("bottomk by (instance)"):  # the worst core: the lowest IPC (every core is busy)
+            out: list[tuple[dict[str, str], float | str]] = []
+            for i in live:
+                ipcs = {c: self.per_cpu("instructions", index[i], c) / self.per_cpu("cycles", index[i], c)
+                        for c in range(self.cpus)}  # fmt: skip
+                cpu = min(ipcs, key=lambda c: ipcs[c])
+                out.append(({"instance": i, "cpu": str(cpu)}, ipcs[cpu]))
+            return out
+        if query.startswith("sum by (instance) ("):  # a host's CPUs summed
+            m = re.search(r"rate\(pmutop_([a-z_]+)_total(?:\{[^}]*\})?\[", query)
+            if m is None or m.group(1) not in RATES:
+                return []
+            name = m.group(1)
+            return [
+                ({"instance": i}, "NaN" if self.mode == "nan" and name == "instructions"
+                 else sum(self.per_cpu(name, index[i], c) for c in range(self.cpus)))
+                for i in live
+            ]  # fmt: skip
         if query.startswith("pmutop_info"):
             return [({"__name__": "pmutop_info", "instance": i, "hostname": i.split(":")[0]}, 1) for i in live]
         if "pmutop_cpu_info" in query:
             return [({"instance": i, "cpu": str(c), "package": "0"}, 1) for i in live for c in range(self.cpus)]
         if "group by (instance, event)" in query:
             return [({"instance": i, "event": e}, 1) for i in live for e in EVENTS]
-        m = re.search(r"rate\(pmutop_([a-z_]+)_total\[", query)
+        m = re.search(r"rate\(pmutop_([a-z_]+)_total(?:\{[^}]*\})?\[", query)
         if m is None or "event_counted" in query or m.group(1) not in RATES:
             return []
         name = m.group(1)
-        value: float | str = "NaN" if self.mode == "nan" and name == "instructions" else RATES[name]
         out = []
         for i in live:
             for c in range(self.cpus):
                 if self.mode == "partial" and name == "sampled_seconds" and i == self.instances[0] and c == 0:
                     continue
-                out.append(({"instance": i, "cpu": str(c)}, value))
+                nan = self.mode == "nan" and name == "instructions"
+                out.append(({"instance": i, "cpu": str(c)}, "NaN" if nan else self.per_cpu(name, index[i], c)))
         return out
 
     def _range(self, query: str, start: float, end: float, step: float) -> bytes:
@@ -148,6 +191,6 @@ def _body(kind: str, result: list[dict[str, Any]]) -> bytes:
 if __name__ == "__main__":  # a fake server in its own process (the scale test: it must not share our GIL)
     import sys
 
-    with FakePrometheus(hosts=int(sys.argv[1]), cpus=int(sys.argv[2])) as served:
+    with FakePrometheus(hosts=int(sys.argv[1]), cpus=int(sys.argv[2]), spread="spread" in sys.argv[3:]) as served:
         print(served.url, flush=True)
         sys.stdin.read()  # until the test closes our stdin

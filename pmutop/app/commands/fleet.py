@@ -7,6 +7,7 @@ import argparse
 import re
 import time
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from pmutop.app.console import NEEDS_TERMINAL, has_terminal, say, warn
 from pmutop.app.live_view import run_feed_view
@@ -15,6 +16,9 @@ from pmutop.safety.exit_guard import ExitGuard, signal_name
 from pmutop.sinks.recorder import Recorder, make_header
 from pmutop.tui.config import Settings, config_path
 from pmutop.tui.config import load as load_settings
+
+if TYPE_CHECKING:
+    from pmutop.feeds.promql import Server
 
 # Options that measure this machine (or another source): none goes with --prometheus. (dest, its default)
 _THIS_MACHINE = {
@@ -101,6 +105,8 @@ def run_prometheus(args: argparse.Namespace, guard: ExitGuard) -> int:
     settings, problem = load_settings() if not args.batch else (Settings(), None)
     interval = args.interval or settings.interval or 1.0
     notices = warn if args.batch else None  # the live view shows them in its banner (LostHosts)
+    if not args.batch and not args.record:
+        return _host_view(server, interval, match, settings, problem, guard)
     feed = PrometheusFeed(server, interval, match, on_notice=notices, at=until if since is not None else None)
     recorder = None
     try:
@@ -142,6 +148,25 @@ def run_prometheus(args: argparse.Namespace, guard: ExitGuard) -> int:
         say(f"stopped by {signal_name(guard.signum)}")
         return 128 + guard.signum
     return code
+
+
+def _host_view(
+    server: Server, interval: float, match: str, settings: Settings, problem: str | None, guard: ExitGuard
+) -> int:
+    """The live view over the fleet: one row per host from per-host queries (pmutop.feeds.fleet); a host's
+    CPUs only when its per-core table is open. (--record keeps the per-CPU feed: a recording is per CPU.)"""
+    from pmutop.feeds.fleet import FleetFeed
+    from pmutop.tui.fleet_app import FleetApp
+
+    feed = FleetFeed(server, interval, match)
+    try:
+        for note in feed.notes:
+            say(note)
+        feed.prefill()  # the plots and the heatmap full at once
+        app = FleetApp(feed, feed.run_info(), settings=settings, settings_path=config_path(), settings_problem=problem)
+        return run_feed_view(app, feed.start, feed.stop, guard)
+    finally:
+        feed.stop()
 
 
 def _live_batch(args: argparse.Namespace, feed: object, mode: str, recorder: Recorder | None, guard: ExitGuard) -> int:

@@ -18,6 +18,7 @@ from pmutop.backends.run_facts import collect
 from pmutop.core.cpulist import format_cpu_list, select_cpus
 from pmutop.core.dram_reading import PackageFeed
 from pmutop.core.errors import PmutopError, UsageError
+from pmutop.core.own_cost import ProcessCost, final_line
 from pmutop.core.run_description import RunInfo
 from pmutop.core.task_reading import TaskCounterSource
 from pmutop.engine.engine import Engine
@@ -100,11 +101,20 @@ def run_remote(args: argparse.Namespace, guard: ExitGuard) -> int:
                 )
             finally:
                 feed.stop()
+            if guard.signum is None:  # a run the user interrupted ends in one line: why it stopped
+                say(final_line())  # after the last interval: what pmutop itself cost
             code = 0
         else:
             from pmutop.tui.app import PmutopApp
 
-            app = PmutopApp(feed, info, settings=settings, settings_path=config_path(), settings_problem=problem)
+            app = PmutopApp(
+                feed,
+                info,
+                settings=settings,
+                settings_path=config_path(),
+                settings_problem=problem,
+                own_cost=ProcessCost(),
+            )
 
             def start() -> None:
                 feed.start()
@@ -203,7 +213,9 @@ def _measure(
         engine.start(guard.stop_requested)
         session.started()
         if session.dram is not None and not guard.stop_requested.is_set():
-            session.dram.start(engine)  # session.dram.sampler: the live view's and the sinks' packages
+            # session.dram.sampler: the live view's and the sinks' packages; batch reads it in its own loop, so
+            # each interval's records, and a recording's, pair the reading with exactly that interval.
+            session.dram.start(engine, own_thread=not args.batch)
         if not guard.stop_requested.is_set():
             release_command(task_counters)  # -- COMMAND runs from now on
         info = collect(platform, backend, cpus)
@@ -254,6 +266,8 @@ def _measure(
                 on_tasks=recorder.record_tasks if recorder is not None else None,
                 packages=session.dram.sampler if session.dram is not None else None,
             )
+            if guard.signum is None:  # a run the user interrupted ends in one line: why it stopped
+                say(final_line())  # after the last interval: what pmutop itself cost
         else:
             # Per-process counters are read in their own thread, just after each interval's CPU samples.
             sampler = TaskSampler(task_counters, engine) if task_counters is not None else None

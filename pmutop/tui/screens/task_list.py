@@ -204,25 +204,27 @@ class TaskListScreen(ViewScreen):
             notes.insert(0, failure)
         notes_widget = self.query_one("#tl-notes", Static)
         notes_widget.display = bool(notes)
-        notes_widget.update(Text(" · ".join(notes), style="cyan" if self._estimated else "dim"))
+        # One line high in the CSS whatever it says: no layout of the screen for it (each interval).
+        notes_widget.update(Text(" · ".join(notes), style="cyan" if self._estimated else "dim"), layout=False)
 
     def _sync(self, table: FastTable, rows: list[Row]) -> None:
         """Rows in or out, the order, and only the cells that changed."""
         keys = [key for key, _, _ in rows]
         cells = {(key, k): render(k, r, w, indent) for key, r, indent in rows for k, w in self.widths.items()}
         looks = {at: (text.plain, str(text.style), repr(text.spans)) for at, text in cells.items()}
-        if keys != self._keys:
-            cursor = self._cursor_key()
+        # Only the cells whose look changed (FastTable redraws only their rows); the same rows in another
+        # order are moved, not cleared and added again (which measures every cell and redraws the header).
+        changed = [(*at, cells[at]) for at, look in looks.items() if self._cells.get(at) != look]
+        cursor = self._cursor_key()
+        if keys != self._keys and (set(keys) != set(self._keys) or not table.reorder(keys)):
             table.clear()
             for key in keys:
                 table.add_row(*(cells[(key, k)] for k in self.widths), key=key)
+        elif changed:
+            table.set_cells(changed)
+        if keys != self._keys:
             self._keys = keys
             self._move_to(cursor)
-        else:
-            # Only the cells whose look changed, and only their cached renders dropped (FastTable).
-            changed = [(*at, cells[at]) for at, look in looks.items() if self._cells.get(at) != look]
-            if changed:
-                table.set_cells(changed)
         self._cells = looks
 
     def _title(self, snapshot: TaskSnapshot | None, shown: int, every: int) -> None:
@@ -236,7 +238,7 @@ class TaskListScreen(ViewScreen):
         mode_marks(title, snapshot, self.live.info.simulated)
         if self._estimated:
             title.append(f"  ({EST.strip()} columns: each core's counts split by CPU share)", style="cyan")
-        self.query_one("#tl-title", Static).update(title)
+        self.query_one("#tl-title", Static).update(title, layout=False)  # one line high in the CSS
 
     def _cursor_key(self) -> str | None:
         table = self.query_one("#tl-table", DataTable)
