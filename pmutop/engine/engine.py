@@ -317,7 +317,9 @@ class Engine:
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if self.power is not None:
             self.power.close()
-        return self.undo.run()
+        result = self.undo.run()
+        self.platform.release_files()  # the CPUID files prepare read (opened again if anyone reads more)
+        return result
 
     # -- used by the samplers
 

@@ -140,6 +140,10 @@ class Platform(ABC):
     def pin_current_thread(self, cpu: int) -> None:  # noqa: B027 - no-op unless the CPUs are ours
         pass
 
+    def release_files(self) -> None:  # noqa: B027 - no-op unless the platform keeps files open
+        """Close the files the platform keeps open between reads (an engine's stop calls it); any later read
+        opens what it needs again."""
+
 
 class HostPlatform(Platform):
     """A real machine seen through a sysroot ("/" is this host)."""
@@ -179,6 +183,9 @@ class HostPlatform(Platform):
 
     def cpuid(self, cpu: int, leaf: int, subleaf: int = 0) -> tuple[int, int, int, int]:
         return self._cpuid(cpu, leaf, subleaf)
+
+    def release_files(self) -> None:
+        self._cpuid.close()
 
     def cpuid_method(self, cpu: int) -> str:
         return self._cpuid.method(cpu)
