@@ -186,6 +186,9 @@ class MsrCpuCounters(CpuCounters):
         self._prev_at = 0  # clock time of the last read()
         self._last_at = 0  # clock time of the last counter read (read or accumulate): for the wrap check
         self._checked_at = 0  # clock time of the last check for foreign reprogramming
+        # The native path: GLOBAL_STATUS bits the last read_from cleared, and the clock time after it did.
+        self._status_cleared = 0
+        self._status_cleared_at = 0
         self._foreign_seen = False  # the last check found some: check every sample until it is gone
         self._acc: list[int] = []  # per placement: counts since the last read(), added up by accumulate()
         self._acc_ovf: dict[str, int] = {}  # event -> overflow bits seen since the last read()
@@ -445,7 +448,14 @@ class MsrCpuCounters(CpuCounters):
         and overflow check; GLOBAL_STATUS bits it saw are cleared here, through the write gate (bits set after
         that read are not among them, so clearing later loses no overflow). `foreign`: None when the thread
         did not run the foreign-use check (native_checks) with this reading, else the checks that differed."""
+        if at < self._status_cleared_at:
+            # Taken before the last clear landed: the bits it cleared may still show here, but they are the
+            # overflows already counted (a counter wide enough for the native path cannot wrap twice so soon).
+            status &= ~self._status_cleared
         at, tsc = self._fold(at, tsc, values, status)
+        cleared = status & self._status_writable
+        if cleared:  # _fold just cleared them: a reading the thread took before now may still show them
+            self._status_cleared, self._status_cleared_at = cleared, self._clock.now_ns()
         if foreign is None:
             return self._reading(at, tsc, [])
         # Named from fresh reads, as _foreign_check does (only when the thread saw a difference).
