@@ -184,7 +184,8 @@ class NativeDrive:
             self._seen[i] = reading.published
             sampler = self.samplers[i]
             try:
-                self._check(sampler, reading)
+                if reading.errno:
+                    self._check(sampler, reading)
                 foreign = reading.foreign if reading.checked else None
                 counted = self.counters[i].read_from(
                     reading.at_ns, reading.tsc, reading.values, reading.status, foreign

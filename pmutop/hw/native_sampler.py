@@ -59,7 +59,7 @@ class NativeReading(NamedTuple):
     status: int
     errno: int
     failed_address: int
-    checked: bool
+    checked: int  # 1 or 0
     foreign: int
     tsc: int
     values: list[int]
@@ -81,6 +81,11 @@ class NativeSamplerGroup:
         self._out = ffi.new("uint64_t[]", len(cores) * self._stride)
         self._buffer = ffi.buffer(self._out)
         self._need = ffi.new("uint64_t[]", max(len(cores), 1))
+        # Where each core's row and values are in read()'s output, worked out once rather than at every read.
+        self._rows = [
+            (i * self._stride, i * self._stride + HEADER + 1, i * self._stride + HEADER + c.n_values)
+            for i, c in enumerate(cores)
+        ]
         for i, core in enumerate(cores):
             addresses = ffi.new("uint32_t[]", list(core.addresses) or [0])
             rc = lib.pmutop_group_core(
@@ -148,13 +153,10 @@ class NativeSamplerGroup:
         """Every core's latest reading (each consistent in itself)."""
         self._lib.pmutop_group_read(self._group, self._out)
         flat = memoryview(self._buffer).cast("Q").tolist()
-        out = []
-        for i, core in enumerate(self.cores):
-            base = i * self._stride
-            row = flat[base : base + self._stride]
-            values = row[HEADER + 1 : HEADER + core.n_values]
-            out.append(NativeReading(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6], row[HEADER], values))
-        return out
+        return [
+            NativeReading(*flat[base : base + HEADER], flat[first - 1], flat[first:end])  # type: ignore[arg-type]
+            for base, first, end in self._rows
+        ]
 
     def stop_core(self, index: int) -> None:
         self._lib.pmutop_group_stop_core(self._group, index)
