@@ -154,7 +154,7 @@ class NativeSamplerGroup:
         self._lib.pmutop_group_read(self._group, self._out)
         flat = memoryview(self._buffer).cast("Q").tolist()
         return [
-            NativeReading(*flat[base : base + HEADER], flat[first - 1], flat[first:end])  # type: ignore[arg-type]
+            NativeReading._make((*flat[base : base + HEADER], flat[first - 1], flat[first:end]))
             for base, first, end in self._rows
         ]
 
