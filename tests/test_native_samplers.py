@@ -17,6 +17,7 @@ from pmutop.core.sysroot import Sysroot
 from pmutop.engine.engine import Engine
 from pmutop.hw import native_sampler
 from pmutop.hw.platform import HostPlatform
+from pmutop.pmu.events import parse_events
 
 pytestmark = pytest.mark.skipif(not native_sampler.available(), reason="the shim has no native samplers")
 
@@ -117,3 +118,62 @@ def test_without_the_native_samplers_the_python_samplers_do_the_same_work(
     finally:
         engine.stop()
     assert read_msr(tmp_path, 0, EVTSEL0) == 0
+
+
+# An Ice Lake-SP (family 6, model 0x6A) with PMU version 5, four fixed counters and PERF_METRICS
+# (IA32_PERF_CAPABILITIES bit 15): top-down level 1 at no general counter's cost.
+ICELAKE_X_LEAVES = {
+    **SKYLAKE_X_LEAVES,
+    (0x1, 0): (0x000606A6, 0x00200800, 0x7FFEFBBF, 0xBFEBFBFF),
+    (0xA, 0): (0x07300405, 0x00000000, 0x0000000F, 0x00000604),
+}
+
+
+def test_the_default_msr_path_reads_with_native_threads(tmp_path: Path) -> None:
+    engine = make(tmp_path, cpus=2)
+    try:
+        engine.start()
+        assert engine.sampler_mode == "native threads"
+    finally:
+        engine.stop()
+
+
+def test_top_down_through_perf_metrics_is_read_by_python_samplers_and_says_why(tmp_path: Path) -> None:
+    """PERF_METRICS needs fixed counter 3 and PERF_METRICS zeroed right after every read (a write): the native
+    threads never write, so these CPUs keep one Python sampler thread each, with the reason on the engine."""
+    regs = {**idle_pmu_registers(fixed=4), 0x345: 0x33C5 | 0x8000, 0x329: 0}
+    build_sysroot(tmp_path, [0, 1], ICELAKE_X_LEAVES, msrs=regs)
+    clock = MonotonicClock()
+    platform = HostPlatform(Sysroot(tmp_path))
+    engine = Engine(MsrBackend(platform, clock), platform, clock, [0, 1], 0.05)
+    try:
+        engine.start()
+        assert engine._native is None and len(engine._threads) == 2
+        assert engine.sampler_mode == (
+            "Python threads: cpu 0: top-down through PERF_METRICS zeroes fixed counter 3 and PERF_METRICS "
+            "after every read"
+        )
+        assert engine.wait_for_samples({0: 1, 1: 1}, timeout=10)
+        sample = engine.rings[0].latest()
+        assert sample is not None and sample.error is None and sample.topdown == "perf_metrics"
+        assert {"slots", "topdown_retiring", "topdown_be_bound"} <= set(sample.counts)  # level 1 on Ice Lake
+    finally:
+        engine.stop()
+    assert read_msr(tmp_path, 0, 0x38F) == regs[0x38F]  # GLOBAL_CTRL put back
+
+
+def test_more_events_than_counters_are_read_by_python_samplers_and_say_why(tmp_path: Path) -> None:
+    events = parse_events(["branches,branch-misses,llc-references,llc-misses,event=0xd1,umask=0x01"])
+    build_sysroot(tmp_path, [0, 1], SKYLAKE_X_LEAVES, msrs=idle_pmu_registers())
+    clock = MonotonicClock()
+    platform = HostPlatform(Sysroot(tmp_path))
+    engine = Engine(MsrBackend(platform, clock, events), platform, clock, [0, 1], 0.05)
+    try:
+        engine.start()
+        assert engine.sampler_mode == (
+            "Python threads: cpu 0: more events than counters: the event groups take turns, reprogrammed every interval"
+        )
+        assert engine.wait_for_samples({0: 2, 1: 2}, timeout=10)
+        assert engine.rings[0].latest().estimated  # type: ignore[union-attr]
+    finally:
+        engine.stop()

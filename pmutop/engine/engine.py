@@ -218,6 +218,9 @@ class Engine:
         self.threaded = threaded
         self.native = native
         self._native: NativeDrive | None = None  # the native threads and their drain, when used
+        # How the CPUs are read, once started: "native threads", or "Python threads" and why (a user can ask
+        # why the read path costs more: top-down through PERF_METRICS, rotation, narrow counters, no shim).
+        self.sampler_mode = "not started"
         self.undo = undo if undo is not None else UndoLog()
         self.power = power  # frequency, idle, temperature, energy beside the counters (optional)
         self.rings = {cpu: SampleRing(ring_capacity) for cpu in cpus}
@@ -255,13 +258,18 @@ class Engine:
         for cpu in self.cpus:
             self.samplers[cpu] = Sampler(self, cpu, self.backend.counters(cpu), self.rings[cpu])
         if not self.threaded:
+            self.sampler_mode = "one thread for every CPU (unthreaded engine)"
             for sampler in self.samplers.values():
                 sampler.start_counting()
             self.epoch_ns = self.start_ns = self._counting_since()
             self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
             return
-        self._native = NativeDrive.for_engine(self) if self.native else None
-        if self._native is not None:
+        drive = NativeDrive.for_engine(self) if self.native else "native samplers not asked for"
+        if isinstance(drive, str):
+            self.sampler_mode = f"Python threads: {drive}"
+        else:
+            self.sampler_mode = "native threads"
+            self._native = drive
             self._native.start(stop, START_TIMEOUT_S)
             if self._native.thread is not None:
                 self._threads.append(self._native.thread)

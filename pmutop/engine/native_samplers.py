@@ -59,6 +59,7 @@ class NativeCounters(Protocol):
     """What MsrCpuCounters offers the native mode."""
 
     def program(self) -> None: ...
+    def python_only(self) -> str | None: ...
     def native_core(self, pin: bool) -> NativeCore | None: ...
     def start_native(self, at: int, tsc: int, values: list[int]) -> None: ...
     def native_checks(self) -> list[tuple[int, int, int]]: ...
@@ -82,22 +83,30 @@ class NativeDrive:
         self._live = [True] * len(samplers)
 
     @classmethod
-    def for_engine(cls, engine: Engine) -> NativeDrive | None:
-        """A drive when every CPU can be read natively, else None (nothing started, nothing written)."""
-        if not native_sampler.available() or not isinstance(engine.clock, MonotonicClock):
-            return None
+    def for_engine(cls, engine: Engine) -> NativeDrive | str:
+        """A drive when every CPU can be read natively, else why not (nothing started, nothing written): the
+        Python samplers then do the same work, at more CPU time (one thread per CPU)."""
+        if not native_sampler.available():
+            return "the shim is built without the native samplers"
+        if not isinstance(engine.clock, MonotonicClock):
+            return "the engine's clock is not the monotonic clock the native threads keep"
         samplers = list(engine.samplers.values())
+        if not samplers:
+            return "no CPU to read"
         cores = []
         for sampler in samplers:
             counters = _native(sampler.counters)
-            core = counters.native_core(engine.platform.pins_threads) if counters is not None else None
+            if counters is None:
+                return "this backend's counters are read by Python"
+            why = counters.python_only()
+            core = counters.native_core(engine.platform.pins_threads) if why is None else None
             if core is None:
-                return None
+                return f"cpu {sampler.cpu}: {why or 'no native reading'}"
             cores.append(core)
         try:
-            return cls(engine, samplers, cores) if cores else None
-        except OSError:
-            return None  # the Python samplers do the same work
+            return cls(engine, samplers, cores)
+        except OSError as e:
+            return f"cannot set up the native samplers: {e.strerror or e}"
 
     def start(self, stop: threading.Event | None, timeout_s: float) -> None:
         """Program every CPU, start the threads, take their baselines, set the schedule, start draining.

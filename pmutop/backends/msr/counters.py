@@ -466,13 +466,22 @@ class MsrCpuCounters(CpuCounters):
         masks = {a: self._shared_masks.get(a, -1) & U64 for a in self.programmed}
         return [(a, masks[a], v & masks[a]) for a, v in self.programmed.items()]
 
+    def python_only(self) -> str | None:
+        """Why only a Python sampler can read this CPU (it writes or reads between two readings), or None."""
+        if self._td_fields:
+            return "top-down through PERF_METRICS zeroes fixed counter 3 and PERF_METRICS after every read"
+        if self.setup.plan.rotating:
+            return "more events than counters: the event groups take turns, reprogrammed every interval"
+        if self.accumulate_period_ns is not None:
+            return "its counters can wrap within the interval: they are read between the deadlines too"
+        if not isinstance(self.setup.dev, MsrFile) or self.setup.dev.fd < 0:
+            return "its MSRs are not a file a native thread can read"
+        return None
+
     def native_core(self, pin: bool) -> NativeCore | None:
-        """What a native sampler thread reads for this CPU, or None where only the Python sampler can do the
-        work: rotating groups, PERF_METRICS and narrow counters write or read between the deadlines."""
+        """What a native sampler thread reads for this CPU, or None where python_only() says why not."""
         dev = self.setup.dev
-        if self.setup.plan.rotating or self._td_fields or self.accumulate_period_ns is not None:
-            return None
-        if not isinstance(dev, MsrFile) or dev.fd < 0:
+        if self.python_only() is not None or not isinstance(dev, MsrFile):
             return None
         plan, regs = self.setup.plan, self.setup.perfmon.registers
         rdpmc = self._read_method == "rdpmc"
