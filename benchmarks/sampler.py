@@ -10,16 +10,15 @@ Plus the threaded engine on the simulated PMU (one pinned thread per core, real 
 per core-sample, against the same CPUs driven by one thread (tick).
 
 And the real read path as it grows (threaded_sysroot): the threaded engine on an msr sysroot of 4, 64 and
-256 CPUs at 1 s, a stand-in PMU in another process moving the counters, one reader draining every interval
-as the live view does; CPU seconds per minute of this process, with the Python samplers (one thread per
-CPU) and the native ones (pmutop.engine.native_samplers) alternated in one run.
+256 CPUs at 1 s, the stand-in PMU (pmu_emulator.py) in another process moving the counters, one reader
+draining every interval as the live view does; CPU seconds per minute of this process, with pmutop's
+default, the native samplers (pmutop.engine.native_samplers), and one Python thread per CPU, alternated.
 """
 
 from __future__ import annotations
 
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import threading
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import readpath
 from benchmarks.stats import summary
 from pmutop.backends.msr.backend import MsrBackend
 from pmutop.backends.sim import SimBackend
@@ -159,6 +159,39 @@ def read_path(cpus: int = 64, ticks: int = 10, repeat: int = 5) -> dict[str, Any
     return out
 
 
+def native_read_path(cpus: int = 64, seconds: float = 2.0, repeat: int = 3, interval: float = 0.1) -> dict[str, Any]:
+    """µs of process CPU time per core-sample of pmutop's default read path on the same msr sysroot: the
+    native sampler threads (their preads of the counters and GLOBAL_STATUS) and the Python drain that turns
+    their readings into Samples (delta math, ring insert), on a real clock."""
+    if not native_sampler.available():
+        return {"sampler sysroot-msr native (default)": {"skipped": "the shim is built without the native samplers"}}
+    per_sample: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="pmutop-bench-") as tmp:
+        b = _sysroot_builder()
+        root = Path(tmp)
+        b.build_sysroot(root, list(range(cpus)), b.SKYLAKE_X_LEAVES, msrs=b.idle_pmu_registers())
+        for _ in range(repeat):
+            clock = MonotonicClock()
+            platform = HostPlatform(Sysroot(root))
+            engine = Engine(MsrBackend(platform, clock), platform, clock, list(range(cpus)), interval, native=True)
+            try:
+                engine.start()
+                engine.wait_for_samples(dict.fromkeys(engine.cpus, 0), timeout=30)
+                before = sum(r.count for r in engine.rings.values())
+                t0 = _cpu_s()
+                time.sleep(seconds)
+                spent = _cpu_s() - t0
+                got = sum(r.count for r in engine.rings.values()) - before
+            finally:
+                engine.stop()
+            per_sample.append(spent / max(got, 1) * 1e6)
+    return {
+        "sampler sysroot-msr native (default)": summary(
+            per_sample, "us/core-sample", cpus=cpus, interval=interval, read_method="native threads, msr file"
+        )
+    }
+
+
 def _cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -202,26 +235,6 @@ def threaded(cpus: int = 256, seconds: float = 5.0, repeat: int = 3, interval: f
     return out
 
 
-# The stand-in PMU: another process that moves every CPU's TSC, fixed and general counters in the sysroot's
-# msr files ten times a second (its CPU time is not pmutop's, so it is not counted).
-_STAND_IN_PMU = """
-import os, struct, sys, time
-root, cpus = sys.argv[1], int(sys.argv[2])
-fds = [os.open(f"{root}/dev/cpu/{c}/msr", os.O_RDWR) for c in range(cpus)]
-steps = {0x10: 300_000_000, 0x309: 200_000_000, 0x30A: 250_000_000, 0x30B: 220_000_000,
-         0xC1: 3_000_000, 0xC2: 400_000, 0xC3: 40_000_000, 0xC4: 500_000}
-values = {a: 0 for a in steps}
-while True:
-    for a, step in steps.items():
-        values[a] = (values[a] + step) & ((1 << 48) - 1)
-    for fd in fds:
-        for a, v in values.items():
-            if a == 0x10 or a == 0x309 or a == 0xC1 or os.pread(fd, 8, 0x38F * 8) != bytes(8):
-                os.pwrite(fd, struct.pack("<Q", v), a * 8)
-    time.sleep(0.1)
-"""
-
-
 def _read_path_cost(root: Path, cpus: int, seconds: float, native: bool) -> float:
     """CPU s per minute of this process: the threaded engine on the sysroot and one reader draining it."""
     clock = MonotonicClock()
@@ -254,32 +267,26 @@ def _read_path_cost(root: Path, cpus: int, seconds: float, native: bool) -> floa
 
 
 def threaded_sysroot(cpus: tuple[int, ...] = (4, 64, 256), seconds: float = 20.0, repeat: int = 2) -> dict[str, Any]:
-    """CPU s/min of the read path on an msr sysroot at 1 s, Python samplers against native ones, runs
-    alternated; each figure also as a ratio to the same variant at the fewest CPUs."""
-    variants = {"python samplers": False, "native samplers": True}
+    """CPU s/min of the read path on an emulated msr sysroot at 1 s (benchmarks/pmu_emulator.py, in another
+    process): pmutop's default, native sampler threads (where the shim has them), against one Python thread
+    per CPU, runs alternated; each figure also as a ratio to the same variant at the fewest CPUs."""
+    variants = {"native (default)": True, "python": False}
     if not native_sampler.available():
-        variants.pop("native samplers")
+        variants.pop("native (default)")
     runs: dict[tuple[str, int], list[float]] = {}
-    b = _sysroot_builder()
-    with tempfile.TemporaryDirectory(prefix="pmutop-bench-") as tmp:
-        for n in cpus:
-            root = Path(tmp) / f"cpus{n}"
-            b.build_sysroot(root, list(range(n)), b.SKYLAKE_X_LEAVES, msrs=b.idle_pmu_registers())
-            pmu = subprocess.Popen([sys.executable, "-c", _STAND_IN_PMU, str(root), str(n)])
-            try:
-                for _ in range(repeat):
-                    for name, native in variants.items():
-                        runs.setdefault((name, n), []).append(_read_path_cost(root, n, seconds, native))
-            finally:
-                pmu.kill()
-                pmu.wait()
+    for n in cpus:
+        with readpath.emulated_sysroot(n) as root:
+            for _ in range(repeat):
+                for name, native in variants.items():
+                    runs.setdefault((name, n), []).append(_read_path_cost(root, n, seconds, native))
     out: dict[str, Any] = {}
     for name in variants:
         base = summary(runs[(name, cpus[0])], "cpu-s/min")["median"]
         for n in cpus:
             r = summary(runs[(name, n)], "cpu-s/min", cpus=n, seconds=seconds, interval=1.0)
-            r[f"ratio_to_{cpus[0]}"] = r["median"] / base if base else None
-            out[f"read path {n} cpus {name.split()[0]}"] = r
+            if n != cpus[0]:
+                r[f"ratio_to_{cpus[0]}"] = r["median"] / base if base else None
+            out[f"read path {n} cpus {name}"] = r
     if not native_sampler.available():
         out["read path, native samplers"] = {"skipped": "the shim is built without the native samplers"}
     return out

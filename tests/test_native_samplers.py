@@ -177,3 +177,17 @@ def test_more_events_than_counters_are_read_by_python_samplers_and_say_why(tmp_p
         assert engine.rings[0].latest().estimated  # type: ignore[union-attr]
     finally:
         engine.stop()
+
+
+def test_pmutop_samplers_python_in_the_environment_keeps_python_sampler_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PMUTOP_SAMPLERS", "python")  # how the benchmarks compare the two in the live view
+    engine = make(tmp_path, cpus=2)
+    try:
+        engine.start()
+        assert engine.sampler_mode == "Python threads: asked for (PMUTOP_SAMPLERS=python or native=False)"
+        assert engine._native is None and len(engine._threads) == 2
+        assert engine.wait_for_samples(dict.fromkeys(engine.cpus, 1), timeout=10)
+    finally:
+        engine.stop()

@@ -18,6 +18,7 @@ sample that completes it, not by every sample and not by polling.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from pmutop.hw.platform import Platform
 from pmutop.probes.power.monitor import PowerMonitor
 
 NS = 1_000_000_000
+SAMPLERS_ENV = "PMUTOP_SAMPLERS"  # "python": one Python sampler thread per CPU even where native ones could read
 START_TIMEOUT_S = 20.0
 JOIN_TIMEOUT_S = 2.0  # all sampler threads together; the restore goes ahead after that regardless
 
@@ -205,10 +207,12 @@ class Engine:
         threaded: bool = True,
         undo: UndoLog | None = None,
         power: PowerMonitor | None = None,
-        native: bool = True,
+        native: bool | None = None,
     ) -> None:
         """`native`: where the backend and the shim allow it, a threaded engine reads with native threads and
-        one Python thread drains them (pmutop.engine.native_samplers); False keeps a Python thread per CPU."""
+        one Python thread drains them (pmutop.engine.native_samplers); False keeps a Python thread per CPU.
+        None (the default): native unless the environment says PMUTOP_SAMPLERS=python (the benchmarks
+        compare the two in the live view that way)."""
         if interval <= 0:
             raise ValueError("interval must be > 0")
         self.backend = backend
@@ -216,7 +220,7 @@ class Engine:
         self.clock = clock
         self.cpus = cpus
         self.threaded = threaded
-        self.native = native
+        self.native = native if native is not None else os.environ.get(SAMPLERS_ENV, "") != "python"
         self._native: NativeDrive | None = None  # the native threads and their drain, when used
         # How the CPUs are read, once started: "native threads", or "Python threads" and why (a user can ask
         # why the read path costs more: top-down through PERF_METRICS, rotation, narrow counters, no shim).
@@ -264,7 +268,7 @@ class Engine:
             self.epoch_ns = self.start_ns = self._counting_since()
             self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
             return
-        drive = NativeDrive.for_engine(self) if self.native else "native samplers not asked for"
+        drive = NativeDrive.for_engine(self) if self.native else f"asked for ({SAMPLERS_ENV}=python or native=False)"
         if isinstance(drive, str):
             self.sampler_mode = f"Python threads: {drive}"
         else:
