@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -21,6 +22,7 @@
 #define MAX_ADDRESSES 64
 #define MAX_CHECKS 64
 #define PMUTOP_SHORT_READ 0x10000  /* not an errno: the read returned less than 8 bytes (see native_sampler.py) */
+#define PMUTOP_PIN_FAILED 0xFFFFFFFFu  /* the failed "address" when the thread could not be pinned to its CPU */
 
 struct pmutop_core {
     struct pmutop_group *group;
@@ -257,12 +259,22 @@ static void *core_main(void *arg)
     uint64_t values[MAX_ADDRESSES + 1] = {0}, status = 0, at = 0, gen, my_gen = 0, checked = 0;
     int64_t epoch, interval, deadline, k = 1;
     int err = 0;
+    char name[16];
+    /* "pmutop-cpuN" in ps -L, top -H and /proc/PID/task/TID/comm (at most 15 characters) */
+    snprintf(name, sizeof(name), "pmutop-cpu%d", c->cpu);
+    pthread_setname_np(pthread_self(), name);
     if (c->pin) {
         cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(c->cpu, &set);
-        if (sched_setaffinity(0, sizeof(set), &set) != 0)
-            err = errno;
+        if (c->cpu < 0 || c->cpu >= CPU_SETSIZE) {
+            err = EINVAL;
+        } else {
+            CPU_ZERO(&set);
+            CPU_SET(c->cpu, &set);
+            if (sched_setaffinity(0, sizeof(set), &set) != 0)
+                err = errno;
+        }
+        if (err)
+            c->err_address = PMUTOP_PIN_FAILED;
     }
     if (!err)
         err = take(c, values, &status, &at);  /* the baseline */

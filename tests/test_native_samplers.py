@@ -5,14 +5,18 @@ the PMU put back, and the Python samplers where the shim has no native samplers.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+from helpers.processes import wait_for_output
 from helpers.sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers, read_msr, write_msrs
 
 from pmutop.backends.msr.backend import MsrBackend
 from pmutop.core.clock import MonotonicClock
+from pmutop.core.errors import HardwareError
 from pmutop.core.sysroot import Sysroot
 from pmutop.engine.engine import Engine
 from pmutop.hw import native_sampler
@@ -191,3 +195,47 @@ def test_pmutop_samplers_python_in_the_environment_keeps_python_sampler_threads(
         assert engine.wait_for_samples(dict.fromkeys(engine.cpus, 1), timeout=10)
     finally:
         engine.stop()
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native samplers", "python samplers"])
+def test_a_thread_that_cannot_be_pinned_is_one_line_on_both_paths(tmp_path: Path, native: bool) -> None:
+    build_sysroot(tmp_path, [0, 1000], SKYLAKE_X_LEAVES, msrs=idle_pmu_registers())
+    clock = MonotonicClock()
+    platform = HostPlatform(Sysroot(tmp_path))
+    platform.pins_threads = True  # as on a host; this host has no cpu 1000
+    engine = Engine(MsrBackend(platform, clock), platform, clock, [0, 1000], 0.05, native=native)
+    try:
+        with pytest.raises(HardwareError) as failed:
+            engine.start()
+        assert (engine._native is not None) == native
+        assert str(failed.value) == "cannot pin a thread to cpu 1000: Invalid argument"
+    finally:
+        result = engine.stop()
+    assert not result.failures
+    assert read_msr(tmp_path, 1000, EVTSEL0) == 0 and read_msr(tmp_path, 0, EVTSEL0) == 0
+
+
+@pytest.mark.integration
+def test_sigkill_with_native_threads_leaves_a_record_that_restore_puts_back(tmp_path: Path) -> None:
+    """The native threads die with the process; what they read was programmed from Python, recorded in the
+    state file first, so `pmutop restore` (or the next run) puts it back as on the Python path."""
+    original = idle_pmu_registers() | {0x38F: 0x3_0000_0001}
+    build_sysroot(tmp_path, [0, 1], SKYLAKE_X_LEAVES, msrs=original)
+    argv = [sys.executable, "-m", "pmutop", "--sysroot", str(tmp_path), "--batch", "--interval", "0.05"]
+    proc = subprocess.Popen([*argv, "--format", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert '"cpu":0' in wait_for_output(proc)
+        tasks = Path(f"/proc/{proc.pid}/task")
+        threads = {(tasks / tid / "comm").read_text().strip() for tid in os.listdir(tasks)}
+        assert {"pmutop-cpu0", "pmutop-cpu1"} <= threads  # the native samplers did the reading
+        assert read_msr(tmp_path, 0, EVTSEL0) != 0
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
+    restore = [sys.executable, "-m", "pmutop", "restore", "--sysroot", str(tmp_path)]
+    run = subprocess.run(restore, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "restored: cpu 0-1 PMU registers" in run.stdout
+    for cpu in (0, 1):
+        for address in (EVTSEL0, 0x38D, 0x38F):
+            assert read_msr(tmp_path, cpu, address) == original[address], (cpu, hex(address))

@@ -11,6 +11,7 @@ restore stay in Python (MsrCpuCounters). A CPU whose read or arithmetic fails is
 from __future__ import annotations
 
 import errno
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -153,6 +154,8 @@ class NativeDrive:
 
     @staticmethod
     def _check(sampler: Sampler, reading: NativeReading) -> None:
+        if reading.failed_address == native_sampler.PIN_FAILED and reading.errno:  # as pin_current_thread says it
+            raise HardwareError(f"cannot pin a thread to cpu {sampler.cpu}: {os.strerror(reading.errno)}")
         if reading.errno == native_sampler.SHORT_READ:  # as MsrFile says it
             raise MsrAccessError(sampler.cpu, reading.failed_address, "read", errno.EIO, "no such register")
         if reading.errno:

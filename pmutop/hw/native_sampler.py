@@ -21,6 +21,8 @@ from pmutop.hw import shim
 HEADER = 7
 # The errno a reading reports when the msr file returned less than 8 bytes (pmutop_sampler.c): no such register.
 SHORT_READ = 0x10000
+# The failed address a reading reports when its thread could not be pinned to its CPU (pmutop_sampler.c).
+PIN_FAILED = 0xFFFFFFFF
 
 
 def available() -> bool:
