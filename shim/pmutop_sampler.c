@@ -1,12 +1,8 @@
 /* Native sampler threads: one pthread per core (pinned where the CPUs are this host's) that, on every
  * deadline of one shared schedule (epoch + k * interval, missed deadlines skipped), reads the TSC and the
  * counters (rdpmc burst, or one pread per register of the core's msr file) and then GLOBAL_STATUS, and
- * publishes the reading in its slot. Status clearing, programming and restoring stay in Python, behind its
- * MSR write gate. The one write here: for top-down through PERF_METRICS, right after each read, fixed
- * counter 3 (slots) and then PERF_METRICS are set to zero, as Linux's intel_update_topdown_event does ("The
- * fixed counter 3 has to be written before the PERF_METRICS"): the 8-bit fractions lose precision as the
- * span grows. Both addresses are constants here (nothing Python passes can make this write elsewhere), and
- * no thread writes once its group or core is stopping (stop comes before the restore). One Python thread drains every slot once per
+ * publishes the reading in its slot. Nothing here writes a register: status clearing, programming and
+ * restoring stay in Python, behind its MSR write gate. One Python thread drains every slot once per
  * interval; the thread whose reading completes the round the drain waits for wakes it (one wake-up per
  * interval, not one per core). See pmutop_shim.h. */
 #define _GNU_SOURCE
@@ -27,12 +23,10 @@
 #define MAX_CHECKS 64
 #define PMUTOP_SHORT_READ 0x10000  /* not an errno: the read returned less than 8 bytes (see native_sampler.py) */
 #define PMUTOP_PIN_FAILED 0xFFFFFFFFu  /* the failed "address" when the thread could not be pinned to its CPU */
-#define FIXED_CTR3 0x30Cu  /* IA32_FIXED_CTR3: TOPDOWN.SLOTS (SDM vol. 4, table 2-2) */
-#define PERF_METRICS 0x329u  /* MSR_PERF_METRICS (SDM vol. 4; Linux msr-index.h MSR_PERF_METRICS) */
 
 struct pmutop_core {
     struct pmutop_group *group;
-    int cpu, pin, fd, rdpmc, metrics, zero_topdown;
+    int cpu, pin, fd, rdpmc, metrics;
     uint32_t stride, n_fixed, n_gp, n_addr, status_address;
     uint32_t addr[MAX_ADDRESSES];
     /* the foreign-use check: control registers that must still hold (value & mask) == expected */
@@ -147,16 +141,6 @@ int pmutop_group_core(pmutop_group *g, uint32_t i, int cpu, int pin, int fd, uin
     return 0;
 }
 
-/* Top-down through PERF_METRICS on core i: its thread zeroes fixed counter 3 and PERF_METRICS after each
- * read (its msr file must be open for writing). Before pmutop_group_start. */
-int pmutop_group_topdown(pmutop_group *g, uint32_t i)
-{
-    if (i >= g->n_cores)
-        return -EINVAL;
-    g->cores[i].zero_topdown = 1;
-    return 0;
-}
-
 /* Control registers this core's thread compares with what Python programmed: at its first reading after
  * check_ns have passed since the last check, and at every reading while a difference is seen. */
 int pmutop_group_checks(pmutop_group *g, uint32_t i, const uint32_t *addresses, const uint64_t *masks,
@@ -183,27 +167,6 @@ static int read_msr(struct pmutop_core *c, uint32_t address, uint64_t *out)
     return n < 0 ? errno : PMUTOP_SHORT_READ;  /* no such register in a snapshot */
 }
 
-static int stopping(struct pmutop_core *c);
-
-/* Top-down: zero slots, then PERF_METRICS, after a read (see the top of this file). */
-static int zero_topdown(struct pmutop_core *c)
-{
-    static const uint64_t zero = 0;
-    static const uint32_t order[2] = {FIXED_CTR3, PERF_METRICS};
-    int j;
-    for (j = 0; j < 2; j++) {
-        ssize_t n;
-        if (stopping(c))
-            return 0;  /* the restore may be under way: never write after it */
-        n = pwrite(c->fd, &zero, 8, (off_t)order[j] * c->stride);
-        if (n != 8) {
-            c->err_address = order[j];
-            return n < 0 ? errno : PMUTOP_SHORT_READ;
-        }
-    }
-    return 0;
-}
-
 /* One reading: the clock, the counters, then GLOBAL_STATUS (the order of MsrCpuCounters._collect). */
 static int take(struct pmutop_core *c, uint64_t *values, uint64_t *status, uint64_t *at)
 {
@@ -220,9 +183,7 @@ static int take(struct pmutop_core *c, uint64_t *values, uint64_t *status, uint6
             if ((err = read_msr(c, c->addr[j], &values[j])) != 0)
                 return err;
     }
-    if ((err = read_msr(c, c->status_address, status)) != 0)
-        return err;
-    return c->zero_topdown ? zero_topdown(c) : 0;
+    return read_msr(c, c->status_address, status);
 }
 
 /* The foreign-use check, when due: 0 or errno; *checked 1 when it ran. */

@@ -36,7 +36,6 @@ int pmutop_group_core(pmutop_group *g, uint32_t i, int cpu, int pin, int fd, uin
                       uint32_t status_address);
 int pmutop_group_checks(pmutop_group *g, uint32_t i, const uint32_t *addresses, const uint64_t *masks,
                         const uint64_t *expected, uint32_t n, int64_t check_ns);
-int pmutop_group_topdown(pmutop_group *g, uint32_t i);
 int pmutop_group_start(pmutop_group *g);
 void pmutop_group_schedule(pmutop_group *g, int64_t epoch_ns, int64_t interval_ns);
 int pmutop_group_wait(pmutop_group *g, const uint64_t *need, int64_t deadline_ns);

@@ -223,7 +223,7 @@ class Engine:
         self.native = native if native is not None else os.environ.get(SAMPLERS_ENV, "") != "python"
         self._native: NativeDrive | None = None  # the native threads and their drain, when used
         # How the CPUs are read, once started: "native threads", or "Python threads" and why (a user can ask
-        # why the read path costs more: rotation, narrow counters, no shim).
+        # why the read path costs more: top-down through PERF_METRICS, rotation, narrow counters, no shim).
         self.sampler_mode = "not started"
         self.undo = undo if undo is not None else UndoLog()
         self.power = power  # frequency, idle, temperature, energy beside the counters (optional)

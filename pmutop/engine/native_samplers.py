@@ -2,9 +2,8 @@
 drains every CPU's reading once per interval and publishes the Samples (one reader wake-up per interval).
 
 Used where every CPU's counters can say what a native thread reads (MsrCpuCounters.native_core: the msr
-backend on MSR files, top-down through PERF_METRICS included, without rotation or narrow counters), the shim
-is built and the clock is the real monotonic one; otherwise the engine runs its Python sampler threads and
-Engine.sampler_mode says why (MsrCpuCounters.python_only). Programming happens here, once
+backend on MSR files, without rotation, PERF_METRICS or narrow counters), the shim is built and the clock is
+the real monotonic one; otherwise the engine runs its Python sampler threads. Programming happens here, once
 per CPU, before the threads start; the arithmetic, the GLOBAL_STATUS clearing, the foreign-use check and the
 restore stay in Python (MsrCpuCounters). A CPU whose read or arithmetic fails is dropped alone.
 """

@@ -4,10 +4,8 @@ GLOBAL_STATUS into its slot. One Python thread drains all the slots once per int
 
 Why: a Python thread per core wakes once per interval and hands the GIL over at every pread; at 256 cores
 those wake-ups and hand-offs cost about 8x the reads themselves (benchmarks/sampler.py). The native threads
-only read, but for one write: with top-down through PERF_METRICS they zero fixed counter 3 and PERF_METRICS
-right after each read (as Linux does; the two addresses are constants in the C code). Every other register
-write (programming, clearing GLOBAL_STATUS bits, restoring) stays in Python behind MsrDevice.write's
-allowlist.
+only read: every register write (programming, clearing GLOBAL_STATUS bits, restoring) stays in Python
+behind MsrDevice.write's allowlist.
 """
 
 from __future__ import annotations
@@ -28,8 +26,8 @@ PIN_FAILED = 0xFFFFFFFF
 
 
 def available() -> bool:
-    """The shim is built with the native samplers (an older build has no pmutop_group_topdown)."""
-    return shim.lib is not None and hasattr(shim.lib, "pmutop_group_topdown")
+    """The shim is built with the native samplers (an older build has no pmutop_group_new)."""
+    return shim.lib is not None and hasattr(shim.lib, "pmutop_group_new")
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,6 @@ class NativeCore:
     n_fixed: int = 0
     n_gp: int = 0
     metrics: bool = False
-    zero_topdown: bool = False  # zero fixed counter 3 and PERF_METRICS after each read (top-down)
 
     @property
     def n_values(self) -> int:
@@ -108,8 +105,6 @@ class NativeSamplerGroup:
                 len(core.addresses),
                 core.status_address,
             )
-            if rc == 0 and core.zero_topdown:
-                rc = lib.pmutop_group_topdown(group, i)
             if rc != 0:
                 lib.pmutop_group_free(group)
                 raise OSError(-rc, f"cannot set up the native sampler of cpu {core.cpu}")

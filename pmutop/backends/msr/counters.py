@@ -189,7 +189,6 @@ class MsrCpuCounters(CpuCounters):
         # The native path: GLOBAL_STATUS bits the last read_from cleared, and the clock time after it did.
         self._status_cleared = 0
         self._status_cleared_at = 0
-        self._native_reads = False  # a native thread reads (and zeroes the top-down registers): start_native
         self._foreign_seen = False  # the last check found some: check every sample until it is gone
         self._acc: list[int] = []  # per placement: counts since the last read(), added up by accumulate()
         self._acc_ovf: dict[str, int] = {}  # event -> overflow bits seen since the last read()
@@ -343,11 +342,9 @@ class MsrCpuCounters(CpuCounters):
 
     def _td_zero(self) -> None:
         """Zero fixed counter 3, then PERF_METRICS (Linux: "The fixed counter 3 has to be written before the
-        PERF_METRICS"); a requested event on fixed counter 3 restarts from 0 with it. On the native path the
-        sampler thread zeroed both right after its read (pmutop_sampler.c)."""
-        if not self._native_reads:
-            self._write(self._td_ctr, 0)
-            self._write(registers.MSR_PERF_METRICS, 0)
+        PERF_METRICS"); a requested event on fixed counter 3 restarts from 0 with it."""
+        self._write(self._td_ctr, 0)
+        self._write(registers.MSR_PERF_METRICS, 0)
         for n, p in enumerate(self._placements):
             if p.kind == "fixed" and p.index == SLOTS_FIXED:
                 self._prev[n] = 0
@@ -471,8 +468,8 @@ class MsrCpuCounters(CpuCounters):
 
     def python_only(self) -> str | None:
         """Why only a Python sampler can read this CPU (it writes or reads between two readings), or None."""
-        if self._td_fields and self._td_ctr != registers.IA32_FIXED_CTR3:
-            return "top-down through PERF_METRICS with fixed counter 3 where the native threads do not zero it"
+        if self._td_fields:
+            return "top-down through PERF_METRICS zeroes fixed counter 3 and PERF_METRICS after every read"
         if self.setup.plan.rotating:
             return "more events than counters: the event groups take turns, reprogrammed every interval"
         if self.accumulate_period_ns is not None:
@@ -488,8 +485,7 @@ class MsrCpuCounters(CpuCounters):
             return None
         plan, regs = self.setup.plan, self.setup.perfmon.registers
         rdpmc = self._read_method == "rdpmc"
-        metrics = bool(self._td_fields)
-        reader = MsrCounterReader(dev, self._n_fixed_read, plan.n_gp_read, regs=regs, metrics=metrics)
+        reader = MsrCounterReader(dev, self._n_fixed_read, plan.n_gp_read, regs=regs)
         return NativeCore(
             cpu=self.cpu,
             pin=pin,
@@ -500,8 +496,6 @@ class MsrCpuCounters(CpuCounters):
             rdpmc=rdpmc,
             n_fixed=self._n_fixed_read,
             n_gp=plan.n_gp_read,
-            metrics=metrics,
-            zero_topdown=metrics,
         )
 
     def start_native(self, at: int, tsc: int, values: list[int]) -> None:
@@ -509,9 +503,6 @@ class MsrCpuCounters(CpuCounters):
         self._prev_at = self._last_at = self._checked_at = at
         self._prev_tsc = tsc
         self._prev = [values[i] for i in self._positions]
-        self._native_reads = True
-        if self._td_fields:
-            self._td_zero()  # the thread zeroed slots and PERF_METRICS after this baseline
 
     def _reading(self, at: int, tsc: int, changes: list[str] | None = None) -> Reading:
         """The Reading after a fold; `changes`: the foreign-use check's findings (None: run it if due)."""
