@@ -56,12 +56,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {}
     if "sampler" in args.only:
         results.update(sampler.read_path(cpus=args.sampler_cpus, ticks=3 if quick else 10, repeat=max(repeat, 3)))
+        results.update(
+            sampler.native_read_path(cpus=args.sampler_cpus, seconds=1 if quick else 3, repeat=max(repeat, 3))
+        )
         results.update(sampler.threaded(cpus=args.threaded_cpus, seconds=3 if quick else 10, repeat=repeat))
+        results.update(
+            sampler.threaded_sysroot(
+                tuple(args.readpath_cpus), seconds=2 if quick else 20, repeat=1 if quick else max(repeat, 2)
+            )
+        )
     seconds = args.seconds or (10 if quick else 60)
     if "live" in args.only:
         results.update(peers.side_by_side(seconds, repeat))
     if "readpath" in args.only:
-        results.update(readpath.cost(args.readpath_cpus, max(args.readpath_cpus), seconds, repeat))
+        most = max(args.readpath_cpus)
+        results.update(readpath.cost(args.readpath_cpus, most, seconds, repeat, python_cpus=most))
     if "floors" in args.only:
         # Floors are steady programs: half a minute each is enough (the full run is long already).
         results.update(floors.floors(args.cores, min(args.seconds or 30, 30) if not quick else 10, repeat))
@@ -113,6 +122,7 @@ def table(results: dict[str, Any]) -> str:
             for key in ("msr_reads_per_sample", "status_reads_per_sample", "shim_calls_per_sample"):
                 if key in r:
                     notes.append(f"{key.removesuffix('_per_sample').replace('_', ' ')}/sample {r[key]:.2f}")
+            notes += [f"{k.replace('_', ' ')} {v:.2f}x" for k, v in r.items() if k.startswith("ratio_to_") and v]
             notes += _target_notes(r)
             lines.append(f"{name:<{width}} {r['min']:>9.3g} {r['median']:>9.3g} {r['max']:>9.3g}  {', '.join(notes)}")
     return "\n".join(lines)

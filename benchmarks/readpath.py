@@ -3,7 +3,8 @@ N-CPU msr sysroot whose counters a stand-in PMU keeps counting from another proc
 the figure is pmutop's own process tree only (its real read code: a pread per register, the GLOBAL_STATUS
 check, delta math, the table), never the making up of numbers. Against the same live view on the simulated
 PMU (`--demo --sim-cpus N`), whose workload model is in its figure. And the time from a key to its effect
-on the screen at 256 CPUs on both.
+on the screen at 256 CPUs on both. The read path is pmutop's default: native sampler threads where the shim
+has them (pmutop.engine.native_samplers); at the largest count also one Python thread per CPU, for comparison.
 
 Issue 24's targets: 64 CPUs at most 2x and 256 CPUs at most 3x the 4-CPU cost; the demo at 256 CPUs at most
 2x the read path at 256; a key within 50 ms (95th percentile of 40 presses) at 256 CPUs.
@@ -21,6 +22,7 @@ from typing import Any
 
 from benchmarks import pmu_emulator, procs
 from benchmarks.stats import skipped, summary
+from pmutop.hw import native_sampler
 
 
 def _tmp_parent() -> str | None:
@@ -37,8 +39,12 @@ def emulated_sysroot(cpus: int) -> Iterator[Path]:
             yield root
 
 
-def _real_cmd(root: Path) -> list[str]:
-    return [*procs.pmutop_cmd(), "--sysroot", str(root), "--interval", "1"]
+def _real_cmd(root: Path, python_samplers: bool = False) -> list[str]:
+    """The live view on the sysroot: pmutop's default read path (native sampler threads where the shim has
+    them), or with `python_samplers` one Python thread per CPU (PMUTOP_SAMPLERS=python: env execs pmutop, so
+    the pane's process is still pmutop's)."""
+    env = ["env", "PMUTOP_SAMPLERS=python"] if python_samplers else []
+    return [*env, *procs.pmutop_cmd(), "--sysroot", str(root), "--interval", "1"]
 
 
 def _demo_cmd(cpus: int) -> list[str]:
@@ -53,32 +59,50 @@ def _live_cost(session: str, cmd: list[str], seconds: float, warmup: float) -> f
         return procs.cpu_per_minute(pid, seconds)
 
 
-def cost(cpu_counts: list[int], demo_cpus: int, seconds: float, repeat: int, warmup: float = 2.0) -> dict[str, Any]:
-    """CPU s/min of the live view on the emulated msr read path at each CPU count, and of the demo at
-    `demo_cpus`, in rounds; with the growth ratios against the smallest count and the demo/real ratio."""
+def cost(
+    cpu_counts: list[int],
+    demo_cpus: int,
+    seconds: float,
+    repeat: int,
+    warmup: float = 2.0,
+    python_cpus: int | None = None,
+) -> dict[str, Any]:
+    """CPU s/min of the live view on the emulated msr read path at each CPU count (pmutop's default read
+    path), and of the demo at `demo_cpus`, in rounds; with the growth ratios against the smallest count and
+    the demo/real ratio. With `python_cpus`, also the read path at that count on Python sampler threads, for
+    comparison (its ratio: to the default path at that count)."""
     names = {n: f"read path {n} CPUs" for n in cpu_counts}
     demo_name = f"demo {demo_cpus} CPUs (same run)"
-    runs: dict[str, list[float]] = {name: [] for name in [*names.values(), demo_name]}
+    python_name = f"read path {python_cpus} CPUs, Python samplers" if python_cpus else ""
+    runs: dict[str, list[float]] = {name: [] for name in [*names.values(), python_name, demo_name] if name}
     out: dict[str, Any] = {}
     for k in range(repeat):
         for n in cpu_counts:
-            if names[n] in out:
+            variants = {names[n]: False} | ({python_name: True} if n == python_cpus else {})
+            variants = {name: python for name, python in variants.items() if name not in out}
+            if not variants:
                 continue
             with emulated_sysroot(n) as root:
-                got = _live_cost(f"msr{n}-{k}", _real_cmd(root), seconds, warmup)
-            if got is None:
-                out[names[n]] = skipped("no complete frame within 120 s")
-            else:
-                runs[names[n]].append(got)
+                for name, python in variants.items():
+                    got = _live_cost(f"msr{n}-{k}{'-py' * python}", _real_cmd(root, python), seconds, warmup)
+                    if got is None:
+                        out[name] = skipped("no complete frame within 120 s")
+                    else:
+                        runs[name].append(got)
         if demo_name not in out:
             got = _live_cost(f"demo{demo_cpus}-{k}", _demo_cmd(demo_cpus), seconds, warmup)
             if got is None:
                 out[demo_name] = skipped("no complete frame within 120 s")
             else:
                 runs[demo_name].append(got)
+    # What "the default read path" was here (the same install as the pmutop measured).
+    default = "native threads" if native_sampler.available() else "Python threads (the shim has no native samplers)"
     for name, values in runs.items():
         if name not in out:
+            samplers = "Python threads" if name == python_name else default
             out[name] = summary(values, "cpu-s/min", seconds=seconds, interval=1.0)
+            if name != demo_name:
+                out[name]["samplers"] = samplers
     base_n = min(cpu_counts)
     base = out[names[base_n]].get("median")
     limits = {64: 2.0, 256: 3.0}  # issue 24
@@ -89,6 +113,9 @@ def cost(cpu_counts: list[int], demo_cpus: int, seconds: float, repeat: int, war
             if n in limits:
                 r["target"] = f"<= {limits[n]:g}x the {base_n}-CPU cost"
                 r["met"] = r["ratio"] <= limits[n]
+    if python_cpus and "median" in out.get(python_name, {}) and out.get(names.get(python_cpus, ""), {}).get("median"):
+        out[python_name]["ratio"] = out[python_name]["median"] / out[names[python_cpus]]["median"]
+        out[python_name]["ratio_of"] = "the default read path at the same CPUs"
     real = out.get(names.get(demo_cpus, ""), {}).get("median")
     demo = out[demo_name]
     if real and "median" in demo:

@@ -8,6 +8,11 @@ Three set-ups, measured side by side:
   rdpmc shim does), GLOBAL_STATUS still through the MSR file.
 Plus the threaded engine on the simulated PMU (one pinned thread per core, real clock): process CPU time
 per core-sample, against the same CPUs driven by one thread (tick).
+
+And the real read path as it grows (threaded_sysroot): the threaded engine on an msr sysroot of 4, 64 and
+256 CPUs at 1 s, the stand-in PMU (pmu_emulator.py) in another process moving the counters, one reader
+draining every interval as the live view does; CPU seconds per minute of this process, with pmutop's
+default, the native samplers (pmutop.engine.native_samplers), and one Python thread per CPU, alternated.
 """
 
 from __future__ import annotations
@@ -16,16 +21,19 @@ import os
 import resource
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import readpath
 from benchmarks.stats import summary
 from pmutop.backends.msr.backend import MsrBackend
 from pmutop.backends.sim import SimBackend
 from pmutop.core.clock import ManualClock, MonotonicClock
 from pmutop.core.sysroot import Sysroot
 from pmutop.engine.engine import Engine
+from pmutop.hw import native_sampler
 from pmutop.hw.platform import HostPlatform
 from pmutop.pmu import registers
 from pmutop.sim.model import SimConfig
@@ -151,6 +159,39 @@ def read_path(cpus: int = 64, ticks: int = 10, repeat: int = 5) -> dict[str, Any
     return out
 
 
+def native_read_path(cpus: int = 64, seconds: float = 2.0, repeat: int = 3, interval: float = 0.1) -> dict[str, Any]:
+    """µs of process CPU time per core-sample of pmutop's default read path on the same msr sysroot: the
+    native sampler threads (their preads of the counters and GLOBAL_STATUS) and the Python drain that turns
+    their readings into Samples (delta math, ring insert), on a real clock."""
+    if not native_sampler.available():
+        return {"sampler sysroot-msr native (default)": {"skipped": "the shim is built without the native samplers"}}
+    per_sample: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="pmutop-bench-") as tmp:
+        b = _sysroot_builder()
+        root = Path(tmp)
+        b.build_sysroot(root, list(range(cpus)), b.SKYLAKE_X_LEAVES, msrs=b.idle_pmu_registers())
+        for _ in range(repeat):
+            clock = MonotonicClock()
+            platform = HostPlatform(Sysroot(root))
+            engine = Engine(MsrBackend(platform, clock), platform, clock, list(range(cpus)), interval, native=True)
+            try:
+                engine.start()
+                engine.wait_for_samples(dict.fromkeys(engine.cpus, 0), timeout=30)
+                before = sum(r.count for r in engine.rings.values())
+                t0 = _cpu_s()
+                time.sleep(seconds)
+                spent = _cpu_s() - t0
+                got = sum(r.count for r in engine.rings.values()) - before
+            finally:
+                engine.stop()
+            per_sample.append(spent / max(got, 1) * 1e6)
+    return {
+        "sampler sysroot-msr native (default)": summary(
+            per_sample, "us/core-sample", cpus=cpus, interval=interval, read_method="native threads, msr file"
+        )
+    }
+
+
 def _cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -191,4 +232,61 @@ def threaded(cpus: int = 256, seconds: float = 5.0, repeat: int = 3, interval: f
             engine.stop()
     out["sampler sim threaded"] = summary(per_threaded, "us/core-sample", cpus=cpus, interval=interval)
     out["sampler sim one thread"] = summary(per_single, "us/core-sample", cpus=cpus, interval=interval)
+    return out
+
+
+def _read_path_cost(root: Path, cpus: int, seconds: float, native: bool) -> float:
+    """CPU s per minute of this process: the threaded engine on the sysroot and one reader draining it."""
+    clock = MonotonicClock()
+    platform = HostPlatform(Sysroot(root))
+    engine = Engine(MsrBackend(platform, clock), platform, clock, list(range(cpus)), 1.0, native=native)
+    stop = threading.Event()
+
+    def drain() -> None:  # what the live view does each interval: wait for every CPU, take the new samples
+        seen = dict.fromkeys(engine.cpus, 0)
+        while not stop.is_set():
+            if engine.wait_for_samples(dict(seen), timeout=5, stop=stop):
+                for cpu in engine.cpus:
+                    seen[cpu] += len(engine.rings[cpu].since(seen[cpu]))
+
+    reader = threading.Thread(target=drain, name="bench-reader", daemon=True)
+    try:
+        engine.start()
+        if native and engine._native is None:
+            raise RuntimeError("the native samplers did not start")
+        reader.start()
+        time.sleep(1.5)  # past the first interval
+        t0, w0 = _cpu_s(), time.monotonic()
+        time.sleep(seconds)
+        return (_cpu_s() - t0) / (time.monotonic() - w0) * 60
+    finally:
+        stop.set()
+        engine.wake_waiters()
+        engine.stop()
+        reader.join(timeout=5)
+
+
+def threaded_sysroot(cpus: tuple[int, ...] = (4, 64, 256), seconds: float = 20.0, repeat: int = 2) -> dict[str, Any]:
+    """CPU s/min of the read path on an emulated msr sysroot at 1 s (benchmarks/pmu_emulator.py, in another
+    process): pmutop's default, native sampler threads (where the shim has them), against one Python thread
+    per CPU, runs alternated; each figure also as a ratio to the same variant at the fewest CPUs."""
+    variants = {"native (default)": True, "python": False}
+    if not native_sampler.available():
+        variants.pop("native (default)")
+    runs: dict[tuple[str, int], list[float]] = {}
+    for n in cpus:
+        with readpath.emulated_sysroot(n) as root:
+            for _ in range(repeat):
+                for name, native in variants.items():
+                    runs.setdefault((name, n), []).append(_read_path_cost(root, n, seconds, native))
+    out: dict[str, Any] = {}
+    for name in variants:
+        base = summary(runs[(name, cpus[0])], "cpu-s/min")["median"]
+        for n in cpus:
+            r = summary(runs[(name, n)], "cpu-s/min", cpus=n, seconds=seconds, interval=1.0)
+            if n != cpus[0]:
+                r[f"ratio_to_{cpus[0]}"] = r["median"] / base if base else None
+            out[f"read path {n} cpus {name}"] = r
+    if not native_sampler.available():
+        out["read path, native samplers"] = {"skipped": "the shim is built without the native samplers"}
     return out

@@ -17,15 +17,32 @@ ffibuilder.cdef(
     uint64_t pmutop_wl_branches(uint64_t iterations, uint64_t seed, uint64_t mask);
     uint64_t pmutop_wl_jumps(uint64_t passes);
     #define PMUTOP_WL_JUMPS ...
+    typedef struct pmutop_group pmutop_group;
+    pmutop_group *pmutop_group_new(uint32_t n_cores, uint32_t n_values);
+    int pmutop_group_core(pmutop_group *g, uint32_t i, int cpu, int pin, int fd, uint32_t stride, int rdpmc,
+                          uint32_t n_fixed, uint32_t n_gp, int metrics, const uint32_t *addresses,
+                          uint32_t n_addresses, uint32_t status_address);
+    int pmutop_group_checks(pmutop_group *g, uint32_t i, const uint32_t *addresses, const uint64_t *masks,
+                            const uint64_t *expected, uint32_t n, int64_t check_ns);
+    int pmutop_group_start(pmutop_group *g);
+    void pmutop_group_schedule(pmutop_group *g, int64_t epoch_ns, int64_t interval_ns);
+    int pmutop_group_wait(pmutop_group *g, const uint64_t *need, int64_t deadline_ns);
+    void pmutop_group_kick(pmutop_group *g);
+    uint64_t pmutop_group_total(pmutop_group *g);
+    void pmutop_group_read(pmutop_group *g, uint64_t *out);
+    void pmutop_group_stop_core(pmutop_group *g, uint32_t i);
+    int pmutop_group_stop(pmutop_group *g, int64_t deadline_ns);
+    void pmutop_group_free(pmutop_group *g);
     """
 )
 ffibuilder.set_source(
     "pmutop.hw._shim",
     '#include "pmutop_shim.h"',
     # setuptools wants paths relative to the project root, where setup.py runs.
-    sources=["shim/pmutop_shim.c"],
+    sources=["shim/pmutop_shim.c", "shim/pmutop_sampler.c"],
     include_dirs=["shim"],
-    extra_compile_args=["-O2"],
+    extra_compile_args=["-O2", "-pthread"],
+    extra_link_args=["-pthread"],
 )
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import __main__ as bench  # noqa: E402
 from benchmarks import floors, sampler  # noqa: E402
 from benchmarks.stats import summary  # noqa: E402
+from pmutop.hw import native_sampler  # noqa: E402
 
 pytestmark = pytest.mark.integration  # starts processes, terminals or servers
 
@@ -29,6 +30,7 @@ def test_sampler_read_path_benchmark_writes_its_figures(
     monkeypatch.setattr(sampler, "threaded", lambda **kw: real_threaded(**{**kw, "seconds": 0.2, "interval": 0.1}))
     out = tmp_path / "results.json"
     args = ["--quick", "--only", "sampler", "--sampler-cpus", "2", "--threaded-cpus", "2", "--out", str(out)]
+    args += ["--readpath-cpus", "2", "3"]
     assert bench.main(args) == 0
     report = json.loads(out.read_text())
     assert report["quick"] is True
@@ -46,6 +48,13 @@ def test_sampler_read_path_benchmark_writes_its_figures(
         results["sampler sysroot-msr"]["msr_reads_per_sample"]
         > results["sampler sysroot-rdpmc"]["msr_reads_per_sample"]
     )
+    # The default read path (native sampler threads where the shim has them) and the Python one beside it.
+    paths = ["native (default)", "python"] if native_sampler.available() else ["python"]
+    for path in paths:
+        assert results[f"read path 3 cpus {path}"]["ratio_to_2"] > 0
+        assert results[f"read path 2 cpus {path}"]["median"] > 0
+    if native_sampler.available():
+        assert results["sampler sysroot-msr native (default)"]["median"] > 0
     table = capsys.readouterr().out
     assert "sampler sysroot-rdpmc" in table and str(out) in table
 
@@ -122,10 +131,13 @@ def test_read_path_benchmark_gives_ratios_against_the_smallest_machine_and_the_d
     from benchmarks import readpath
 
     try:
-        results = readpath.cost([2, 4], demo_cpus=4, seconds=0.5, repeat=1, warmup=0.2)
+        results = readpath.cost([2, 4], demo_cpus=4, seconds=0.5, repeat=1, warmup=0.2, python_cpus=4)
     finally:
         readpath.procs.cleanup()
-    assert set(results) == {"read path 2 CPUs", "read path 4 CPUs", "demo 4 CPUs (same run)"}
+    python = "read path 4 CPUs, Python samplers"  # pmutop's default read path against its Python one
+    assert set(results) == {"read path 2 CPUs", "read path 4 CPUs", python, "demo 4 CPUs (same run)"}
+    assert results[python]["ratio"] == results[python]["median"] / results["read path 4 CPUs"]["median"]
+    assert results[python]["samplers"] == "Python threads"
     for r in results.values():
         assert r["unit"] == "cpu-s/min" and r["runs"] == 1 and r["median"] > 0  # pmutop ran and drew
     assert "ratio" not in results["read path 2 CPUs"]

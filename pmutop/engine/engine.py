@@ -5,6 +5,11 @@ the same wall-clock interval and lateness never accumulates into drift. Counters
 interval are also read in between (CpuCounters.accumulate), off the schedule, so they never wrap twice
 unseen; the sample at each deadline still reports the whole interval.
 
+Where every CPU can be read natively (the msr backend on MSR files, the shim built), the reads are done by
+native threads, one pinned per CPU, and one Python thread turns them into Samples once per interval
+(pmutop.engine.native_samplers): a Python thread per CPU costs a wake-up and GIL hand-offs per CPU and
+interval, several times the reads themselves. Otherwise, as below, one Python Sampler thread per CPU.
+
 Each sampler sleeps on its own Event until its own deadline: no lock is shared between samplers while they
 sleep or wake, so 256 threads reaching a deadline do not queue on one lock. A schedule change or stop sets
 every sampler's Event. Readers (wait_for_samples) register what they wait for and are woken once, by the
@@ -13,21 +18,24 @@ sample that completes it, not by every sample and not by polling.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
 
-from pmutop.backends.base import Backend, CpuCounters
+from pmutop.backends.base import Backend, CpuCounters, Reading
 from pmutop.core.clock import Clock
 from pmutop.core.errors import HardwareError, PmutopError
 from pmutop.core.ring import SampleRing
 from pmutop.core.sample import Sample
 from pmutop.core.undo import RestoreResult, UndoLog
+from pmutop.engine.native_samplers import NativeDrive
 from pmutop.engine.sanity import impossible
 from pmutop.hw.platform import Platform
 from pmutop.probes.power.monitor import PowerMonitor
 
 NS = 1_000_000_000
+SAMPLERS_ENV = "PMUTOP_SAMPLERS"  # "python": one Python sampler thread per CPU even where native ones could read
 START_TIMEOUT_S = 20.0
 JOIN_TIMEOUT_S = 2.0  # all sampler threads together; the restore goes ahead after that regardless
 
@@ -55,7 +63,11 @@ class Sampler:
         return self._t0_ns
 
     def start_counting(self) -> None:
-        self._t0_ns = self._prev_ns = self._last_read_ns = self.counters.start()
+        self.started_at(self.counters.start())
+
+    def started_at(self, at_ns: int) -> None:
+        """Counting started at clock time at_ns (the baseline read)."""
+        self._t0_ns = self._prev_ns = self._last_read_ns = at_ns
         if self.engine.power is not None:
             self.engine.power.start(self.cpu)
         self.started = True
@@ -65,7 +77,10 @@ class Sampler:
         self._last_read_ns = self.counters.accumulate()
 
     def take(self) -> Sample:
-        reading = self.counters.read()
+        return self.publish(self.counters.read())
+
+    def publish(self, reading: Reading) -> Sample:
+        """Turn one reading into this CPU's next Sample and push it into the ring."""
         self._last_read_ns = reading.at_ns
         interval = (reading.at_ns - self._prev_ns) / NS
         self._prev_ns = reading.at_ns
@@ -192,7 +207,12 @@ class Engine:
         threaded: bool = True,
         undo: UndoLog | None = None,
         power: PowerMonitor | None = None,
+        native: bool | None = None,
     ) -> None:
+        """`native`: where the backend and the shim allow it, a threaded engine reads with native threads and
+        one Python thread drains them (pmutop.engine.native_samplers); False keeps a Python thread per CPU.
+        None (the default): native unless the environment says PMUTOP_SAMPLERS=python (the benchmarks
+        compare the two in the live view that way)."""
         if interval <= 0:
             raise ValueError("interval must be > 0")
         self.backend = backend
@@ -200,6 +220,11 @@ class Engine:
         self.clock = clock
         self.cpus = cpus
         self.threaded = threaded
+        self.native = native if native is not None else os.environ.get(SAMPLERS_ENV, "") != "python"
+        self._native: NativeDrive | None = None  # the native threads and their drain, when used
+        # How the CPUs are read, once started: "native threads", or "Python threads" and why (a user can ask
+        # why the read path costs more: top-down through PERF_METRICS, rotation, narrow counters, no shim).
+        self.sampler_mode = "not started"
         self.undo = undo if undo is not None else UndoLog()
         self.power = power  # frequency, idle, temperature, energy beside the counters (optional)
         self.rings = {cpu: SampleRing(ring_capacity) for cpu in cpus}
@@ -237,10 +262,21 @@ class Engine:
         for cpu in self.cpus:
             self.samplers[cpu] = Sampler(self, cpu, self.backend.counters(cpu), self.rings[cpu])
         if not self.threaded:
+            self.sampler_mode = "one thread for every CPU (unthreaded engine)"
             for sampler in self.samplers.values():
                 sampler.start_counting()
             self.epoch_ns = self.start_ns = self._counting_since()
             self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
+            return
+        drive = NativeDrive.for_engine(self) if self.native else f"asked for ({SAMPLERS_ENV}=python or native=False)"
+        if isinstance(drive, str):
+            self.sampler_mode = f"Python threads: {drive}"
+        else:
+            self.sampler_mode = "native threads"
+            self._native = drive
+            self._native.start(stop, START_TIMEOUT_S)
+            if self._native.thread is not None:
+                self._threads.append(self._native.thread)
             return
         for cpu, sampler in self.samplers.items():
             thread = threading.Thread(target=sampler.run, name=f"pmutop-cpu{cpu}", daemon=True)
@@ -260,6 +296,10 @@ class Engine:
         failed = [sampler.error for sampler in self.samplers.values() if sampler.error]
         if failed:
             raise HardwareError(failed[0])
+        self.begin_schedule()
+
+    def begin_schedule(self) -> None:
+        """Every CPU counts: the schedule starts at the earliest counter start, and the samplers go."""
         with self._cond:
             self.epoch_ns = self.start_ns = self._counting_since()
             self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
@@ -282,12 +322,16 @@ class Engine:
         self._wake_samplers()
         self.wake_waiters()
         deadline = time.monotonic() + JOIN_TIMEOUT_S
+        if self._native is not None:
+            self._native.stop(JOIN_TIMEOUT_S)
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if self.power is not None:
             self.power.close()
-        return self.undo.run()
+        result = self.undo.run()
+        self.platform.release_files()  # the CPUID files prepare read (opened again if anyone reads more)
+        return result
 
     # -- used by the samplers
 
@@ -313,12 +357,19 @@ class Engine:
         completes. Costs one list check per sample while nobody waits."""
         if not self._waiters:
             return
+        self.published_many([(cpu, seq)])
+
+    def published_many(self, published: list[tuple[int, int | None]]) -> None:
+        """published() for several CPUs at once (the native drain: one lock per interval, not per CPU)."""
+        if not self._waiters:
+            return
         with self._waiters_lock:
             for w in self._waiters:
-                if cpu in w.missing and (seq is None or seq > w.need[cpu]):
-                    w.missing.discard(cpu)
-                    if not w.missing:
-                        w.event.set()
+                for cpu, seq in published:
+                    if cpu in w.missing and (seq is None or seq > w.need[cpu]):
+                        w.missing.discard(cpu)
+                        if not w.missing:
+                            w.event.set()
 
     def wake_waiters(self) -> None:
         """End every wait_for_samples now (they then check their stop event): call when stopping."""
@@ -344,6 +395,8 @@ class Engine:
             self._gen += 1
             self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
             self._cond.notify_all()
+        if self._native is not None:
+            self._native.reschedule(self.epoch_ns, self._interval_ns)
         self._wake_samplers()
         self._wake_tick()
 

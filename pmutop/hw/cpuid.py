@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import struct
+import threading
 
 from pmutop.core.errors import HardwareError
 from pmutop.core.sysroot import Sysroot
@@ -33,7 +34,9 @@ class CpuidFile:
         return (a, b, c, d)
 
     def close(self) -> None:
-        os.close(self._fd)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 class CpuidSource:
@@ -44,10 +47,20 @@ class CpuidSource:
         self._files: dict[int, CpuidFile | None] = {}
         self._empty: dict[int, str] = {}  # cpu -> why its CPUID file cannot be trusted
         self._cache: dict[tuple[int, int, int], tuple[int, int, int, int]] = {}
+        # Reads vs close(): a file is never closed under a read (its number could be another file's by then).
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close every open CPUID file (what an engine's stop releases); a later uncached read opens it again."""
+        with self._lock:
+            files, self._files = self._files, {}
+            for f in files.values():
+                if f is not None:
+                    f.close()
 
     def method(self, cpu: int) -> str:
-        self._file(cpu)
-        return "cpuid device" if self._files.get(cpu) else "cpuid instruction (pinned thread)"
+        with self._lock:
+            return "cpuid device" if self._file(cpu) else "cpuid instruction (pinned thread)"
 
     def _file(self, cpu: int) -> CpuidFile | None:
         if cpu not in self._files:
@@ -59,16 +72,18 @@ class CpuidSource:
         return self._files[cpu]
 
     def _where(self, cpu: int) -> str:
-        f = self._file(cpu)
+        with self._lock:
+            f = self._file(cpu)
         return f.path if f is not None else f"the cpuid instruction on cpu {cpu}"
 
     def _read(self, cpu: int, leaf: int, subleaf: int) -> tuple[int, int, int, int]:
-        f = self._file(cpu)
-        if f is not None:
-            try:
-                return f(leaf, subleaf)
-            except OSError as e:
-                raise HardwareError(f"cpu {cpu}: reading {f.path} failed: {e.strerror}") from e
+        with self._lock:
+            f = self._file(cpu)
+            if f is not None:
+                try:
+                    return f(leaf, subleaf)
+                except OSError as e:
+                    raise HardwareError(f"cpu {cpu}: reading {f.path} failed: {e.strerror}") from e
         if self.sysroot.is_host:
             return shim.cpuid_on(cpu, leaf, subleaf)
         raise HardwareError(

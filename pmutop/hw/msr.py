@@ -79,6 +79,16 @@ class MsrFile(MsrDevice):
         self._fd = fd
         self._stride = 1 if stat.S_ISCHR(os.fstat(self._fd).st_mode) else 8
 
+    @property
+    def fd(self) -> int:
+        """The open file (-1 once closed): native sampler threads read it (pmutop.hw.native_sampler)."""
+        return self._fd
+
+    @property
+    def stride(self) -> int:
+        """Bytes of file offset per MSR address: 1 for the driver's device, 8 for a snapshot."""
+        return self._stride
+
     def _read_raw(self, address: int) -> int:
         try:
             data = os.pread(self._fd, 8, address * self._stride)

@@ -58,14 +58,14 @@ class MsrCounterReader:
         metrics: bool = False,
     ) -> None:
         self._dev = dev
-        self._addresses = (
+        self.addresses = (
             [IA32_TIME_STAMP_COUNTER] + [regs.fixed_ctr(i) for i in range(n_fixed)] + [regs.pmc(i) for i in range(n_gp)]
         )
         if metrics:  # read right after the counters, fixed counter 3 (slots) among them
-            self._addresses.append(MSR_PERF_METRICS)
+            self.addresses.append(MSR_PERF_METRICS)
 
     def read(self) -> tuple[int, list[int]]:
-        values = [self._dev.read(a) for a in self._addresses]
+        values = [self._dev.read(a) for a in self.addresses]
         return values[0], values[1:]
 
 
@@ -140,6 +140,10 @@ class Platform(ABC):
     def pin_current_thread(self, cpu: int) -> None:  # noqa: B027 - no-op unless the CPUs are ours
         pass
 
+    def release_files(self) -> None:  # noqa: B027 - no-op unless the platform keeps files open
+        """Close the files the platform keeps open between reads (an engine's stop calls it); any later read
+        opens what it needs again."""
+
 
 class HostPlatform(Platform):
     """A real machine seen through a sysroot ("/" is this host)."""
@@ -179,6 +183,9 @@ class HostPlatform(Platform):
 
     def cpuid(self, cpu: int, leaf: int, subleaf: int = 0) -> tuple[int, int, int, int]:
         return self._cpuid(cpu, leaf, subleaf)
+
+    def release_files(self) -> None:
+        self._cpuid.close()
 
     def cpuid_method(self, cpu: int) -> str:
         return self._cpuid.method(cpu)

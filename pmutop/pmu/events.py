@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pmutop.core.errors import UsageError
 from pmutop.pmu.registers import (
@@ -39,11 +39,12 @@ class EventSpec:
     from_tables: bool = False  # an Intel event name: resolved per CPU from the perfmon tables
     description: str = ""
     any_thread: bool = False  # counts for both hyper-threads of the core (AnyThreadSpec)
+    # Name used in JSON/CSV output and sample dictionaries: made once here, since the samplers look it up
+    # for every sample (dataclasses.replace makes it again from the new name).
+    key: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        """Name used in JSON/CSV output and sample dictionaries."""
-        return self.name.replace("-", "_").replace(".", "_").lower()
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", self.name.replace("-", "_").replace(".", "_").lower())
 
     @property
     def resolved(self) -> bool:

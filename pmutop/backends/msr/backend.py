@@ -68,6 +68,8 @@ class MsrBackend(Backend):
                 f"--read rdpmc: rdpmc cannot be used for the CPUs of {self.platform.label()}; use --read msr"
             )
         perfmons = {cpu: self._check_cpu(cpu) for cpu in cpus}
+        # First in, so it runs last: after every CPU's restore, which writes through these files.
+        undo.push("msr files", self._close_devices)
         for cpu in cpus:
             dev = self.platform.open_msr(cpu, writable=True)
             requested = resolve_for_cpu(self.platform, cpu, self.events, self.resolver)
@@ -117,6 +119,11 @@ class MsrBackend(Backend):
         undo.journal.record_cpus([c.record() for c in self._counters.values()])
         for cpu, counters in self._counters.items():
             undo.push(f"cpu {cpu} PMU registers", counters.restore)
+
+    def _close_devices(self) -> None:
+        """Close every CPU's msr file (the engine stopped its samplers before the undo runs)."""
+        for setup in self.setups.values():
+            setup.dev.close()
 
     def _change_setting(self, rel: str, original: str, new: str, undo: UndoLog) -> None:
         """Write a machine-wide setting, with its undo recorded (in memory and in the state file) first."""

@@ -25,7 +25,8 @@ from pmutop.core import topdown_methods
 from pmutop.core.clock import Clock
 from pmutop.core.errors import HardwareError
 from pmutop.core.undo import RestoreResult
-from pmutop.hw.msr import MsrDevice
+from pmutop.hw.msr import MsrDevice, MsrFile
+from pmutop.hw.native_sampler import NativeCore
 from pmutop.hw.platform import CounterReader, MsrCounterReader, Platform
 from pmutop.pmu import registers
 from pmutop.pmu.cpuid_decode import PerfmonInfo
@@ -185,6 +186,9 @@ class MsrCpuCounters(CpuCounters):
         self._prev_at = 0  # clock time of the last read()
         self._last_at = 0  # clock time of the last counter read (read or accumulate): for the wrap check
         self._checked_at = 0  # clock time of the last check for foreign reprogramming
+        # The native path: GLOBAL_STATUS bits the last read_from cleared, and the clock time after it did.
+        self._status_cleared = 0
+        self._status_cleared_at = 0
         self._foreign_seen = False  # the last check found some: check every sample until it is gone
         self._acc: list[int] = []  # per placement: counts since the last read(), added up by accumulate()
         self._acc_ovf: dict[str, int] = {}  # event -> overflow bits seen since the last read()
@@ -200,6 +204,7 @@ class MsrCpuCounters(CpuCounters):
         self._td_ctr = pm.registers.fixed_ctr(SLOTS_FIXED) if self._td_fields else 0
         # A requested event placed on fixed counter 3 reports the same slots.
         self._td_plan_keys = [p.event.key for p in plan.fixed if p.index == SLOTS_FIXED and self._td_fields]
+        self._rotating = plan.rotating
         self._select_group(0)
 
     @property
@@ -220,6 +225,13 @@ class MsrCpuCounters(CpuCounters):
         ]
         # Position in a reader's output: fixed 0..n_fixed_read-1, then GP (then PERF_METRICS).
         self._positions = [p.index if p.kind == "fixed" else self._n_fixed_read + p.index for p in self._placements]
+        # What _fold needs per placement, worked out once per group rather than at every read.
+        self._keys = [p.event.key for p in self._placements]
+        self._folding = [
+            (pos, (1 << width) - 1, bit)
+            for pos, width, bit in zip(self._positions, self._widths, self._bits, strict=True)
+        ]
+        self._bits_all = sum(set(self._bits))
         self._pending_ovf = [False] * len(self._placements)
         self._acc = [0] * len(self._placements)
 
@@ -385,20 +397,28 @@ class MsrCpuCounters(CpuCounters):
         at = self._clock.now_ns()
         tsc, values = self._reader.read()
         status = self.setup.dev.read(registers.IA32_PERF_GLOBAL_STATUS)
+        return self._fold(at, tsc, values, status)
+
+    def _fold(self, at: int, tsc: int, values: list[int], status: int) -> tuple[int, int]:
+        """_collect's arithmetic on one reading: counters, then GLOBAL_STATUS read after them."""
         suspect: str | None = None
         acc, prev, pending = self._acc, self._prev, self._pending_ovf
-        for n, p in enumerate(self._placements):
-            new, old = values[self._positions[n]], prev[n]
-            acc[n] += (new - old) & ((1 << self._widths[n]) - 1)
+        flags = status & self._bits_all
+        for n, (position, mask, bit) in enumerate(self._folding):
+            new, old = values[position], prev[n]
+            acc[n] += (new - old) & mask
             prev[n] = new
-            flagged = bool(status & self._bits[n])
+            if new >= old and not flags & bit:
+                continue  # the usual case: no wrap, no overflow bit
+            flagged = bool(flags & bit)
+            key = self._keys[n]
             if flagged:
-                self._acc_ovf[p.event.key] = self._acc_ovf.get(p.event.key, 0) + 1
+                self._acc_ovf[key] = self._acc_ovf.get(key, 0) + 1
             if new < old:
                 if not (flagged or pending[n]) and suspect is None:
-                    suspect = f"{p.event.key} counter went backwards without an overflow bit (reset by someone else?)"
+                    suspect = f"{key} counter went backwards without an overflow bit (reset by someone else?)"
                 pending[n] = False
-            elif flagged:
+            else:
                 # The counter wrapped after we read it: the next read shows the wrap.
                 pending[n] = True
         if status & registers.STATUS_CTR_FRZ:
@@ -421,8 +441,72 @@ class MsrCpuCounters(CpuCounters):
         return self._collect()[0]
 
     def read(self) -> Reading:
-        at, tsc = self._collect()
-        counts = {p.event.key: self._acc[n] for n, p in enumerate(self._placements)}
+        return self._reading(*self._collect())
+
+    def read_from(self, at: int, tsc: int, values: list[int], status: int, foreign: int | None) -> Reading:
+        """read() on a reading a native sampler thread took (pmutop.hw.native_sampler): the same arithmetic
+        and overflow check; GLOBAL_STATUS bits it saw are cleared here, through the write gate (bits set after
+        that read are not among them, so clearing later loses no overflow). `foreign`: None when the thread
+        did not run the foreign-use check (native_checks) with this reading, else the checks that differed."""
+        if at < self._status_cleared_at:
+            # Taken before the last clear landed: the bits it cleared may still show here, but they are the
+            # overflows already counted (a counter wide enough for the native path cannot wrap twice so soon).
+            status &= ~self._status_cleared
+        at, tsc = self._fold(at, tsc, values, status)
+        cleared = status & self._status_writable
+        if cleared:  # _fold just cleared them: a reading the thread took before now may still show them
+            self._status_cleared, self._status_cleared_at = cleared, self._clock.now_ns()
+        if foreign is None:
+            return self._reading(at, tsc, [])
+        # Named from fresh reads, as _foreign_check does (only when the thread saw a difference).
+        return self._reading(at, tsc, self.foreign_changes() if foreign else [])
+
+    def native_checks(self) -> list[tuple[int, int, int]]:
+        """The foreign-use check for a native thread: (control register, our bits, what we wrote there)."""
+        masks = {a: self._shared_masks.get(a, -1) & U64 for a in self.programmed}
+        return [(a, masks[a], v & masks[a]) for a, v in self.programmed.items()]
+
+    def python_only(self) -> str | None:
+        """Why only a Python sampler can read this CPU (it writes or reads between two readings), or None."""
+        if self._td_fields:
+            return "top-down through PERF_METRICS zeroes fixed counter 3 and PERF_METRICS after every read"
+        if self.setup.plan.rotating:
+            return "more events than counters: the event groups take turns, reprogrammed every interval"
+        if self.accumulate_period_ns is not None:
+            return "its counters can wrap within the interval: they are read between the deadlines too"
+        if not isinstance(self.setup.dev, MsrFile) or self.setup.dev.fd < 0:
+            return "its MSRs are not a file a native thread can read"
+        return None
+
+    def native_core(self, pin: bool) -> NativeCore | None:
+        """What a native sampler thread reads for this CPU, or None where python_only() says why not."""
+        dev = self.setup.dev
+        if self.python_only() is not None or not isinstance(dev, MsrFile):
+            return None
+        plan, regs = self.setup.plan, self.setup.perfmon.registers
+        rdpmc = self._read_method == "rdpmc"
+        reader = MsrCounterReader(dev, self._n_fixed_read, plan.n_gp_read, regs=regs)
+        return NativeCore(
+            cpu=self.cpu,
+            pin=pin,
+            fd=dev.fd,
+            stride=dev.stride,
+            status_address=registers.IA32_PERF_GLOBAL_STATUS,
+            addresses=() if rdpmc else tuple(reader.addresses),
+            rdpmc=rdpmc,
+            n_fixed=self._n_fixed_read,
+            n_gp=plan.n_gp_read,
+        )
+
+    def start_native(self, at: int, tsc: int, values: list[int]) -> None:
+        """start() for a native sampler: programmed already (program()), this is its baseline reading."""
+        self._prev_at = self._last_at = self._checked_at = at
+        self._prev_tsc = tsc
+        self._prev = [values[i] for i in self._positions]
+
+    def _reading(self, at: int, tsc: int, changes: list[str] | None = None) -> Reading:
+        """The Reading after a fold; `changes`: the foreign-use check's findings (None: run it if due)."""
+        counts = dict(zip(self._keys, self._acc, strict=True))
         if self._td_fields:
             counts[SLOTS_KEY] = self._td_slots
             for key in self._td_plan_keys:
@@ -432,14 +516,15 @@ class MsrCpuCounters(CpuCounters):
         overflows, suspect = self._acc_ovf, self._acc_suspect
         self._acc = [0] * len(self._placements)
         self._acc_ovf, self._acc_suspect = {}, None
-        changes = self._foreign_check(at)
+        if changes is None:
+            changes = self._foreign_check(at)
         if changes:
             suspect = f"PMU reprogrammed by another agent: {', '.join(changes)}"
         tsc_delta = (tsc - self._prev_tsc) & U64
         interval_ns = at - self._prev_at
         self._prev_tsc, self._prev_at = tsc, at
         estimated: dict[str, float] = {}
-        if self.setup.plan.rotating:
+        if self._rotating:
             estimated = self._rotate(counts, interval_ns)
         return Reading(
             at_ns=at, tsc=tsc_delta, counts=counts, overflows=overflows, suspect=suspect, estimated=estimated
