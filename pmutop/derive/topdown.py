@@ -356,14 +356,18 @@ def combine(parts: Iterable[tuple[str | None, Counts]]) -> Fractions:
     P- and E-cores of different widths mix). CPUs without level 1 this interval (idle: zero slots; not
     measured) are left out. A level 2 field is given only when every CPU left in measured it, so siblings
     still sum to their parent."""
+    return combine_weighed(weighed(method, counts) for method, counts in parts)
+
+
+def weighed(method: str | None, counts: Counts) -> tuple[int | float | None, Fractions]:
+    """One CPU's slots and fractions, as combine_weighed takes them (computed once, combined many times)."""
+    return slots_of(method, counts), compute(method, counts)
+
+
+def combine_weighed(parts: Iterable[tuple[int | float | None, Fractions]]) -> Fractions:
+    """combine() of CPUs whose slots and fractions are already known (see `weighed`)."""
     out: Fractions = dict.fromkeys(TMA_FIELDS)
-    weighted: list[tuple[float, Fractions]] = []
-    for method, counts in parts:
-        fractions = compute(method, counts)
-        slots = slots_of(method, counts)
-        if fractions[LEVEL1[0]] is None or slots is None or slots <= 0:
-            continue
-        weighted.append((slots, fractions))
+    weighted = [(slots, f) for slots, f in parts if f[LEVEL1[0]] is not None and slots is not None and slots > 0]
     if not weighted:
         return out
     total = sum(s for s, _ in weighted)

@@ -217,6 +217,8 @@ class ViewModel:
         self.latest_time = 0.0  # end of the newest interval (s since the start): the plots' "now"
         self.step = 0.0  # today's interval (s): a history column's width; the app sets it (0: a cell a point)
         self._uniform: tuple[float, bool] | None = None  # (step, one point per column?) since the last ingest
+        # Each sample's top-down slots and fractions during one ingest (the sample is kept: ids are reused).
+        self._weighings: dict[int, tuple[Sample, tuple[int | float | None, topdown.Fractions]]] = {}
 
     def _core(self, cpu: int, core_type: str | None) -> CoreState:
         return CoreState(
@@ -272,7 +274,7 @@ class ViewModel:
             for k, v in combined_power(ok).items():
                 self.total.history[k].append(v)
             if self.measures_topdown:
-                tma = topdown.combine((s.topdown, s.counts) for s in ok)
+                tma = topdown.combine_weighed(self._weighed(s) for s in ok)
                 for k in TMA_SERIES:
                     self.total.history[k].append(tma[k])
             if self.rate_keys:
@@ -283,7 +285,7 @@ class ViewModel:
         self.total.metrics = combined(live)
         self.total.latest = summed(live)
         if self.measures_topdown:
-            self.total.tma = topdown.combine((s.topdown, s.counts) for s in live if not s.suspect)
+            self.total.tma = topdown.combine_weighed(self._weighed(s) for s in live if not s.suspect)
         self.total.overflow_totals = {}
         for core in self.cores.values():
             for k, v in core.overflow_totals.items():
@@ -295,9 +297,10 @@ class ViewModel:
                 state.latest = package_sample(number, members)
                 state.metrics = combined(members)
                 if self.measures_topdown:
-                    state.tma = topdown.combine((s.topdown, s.counts) for s in members if not s.suspect)
+                    state.tma = topdown.combine_weighed(self._weighed(s) for s in members if not s.suspect)
         self._tops = {}
         self._uniform = None
+        self._weighings = {}
         return True
 
     @staticmethod
@@ -331,7 +334,7 @@ class ViewModel:
             for k, v in power.items():
                 state.history[k].append(v)
             if self.measures_topdown:
-                tma = topdown.combine((s.topdown, s.counts) for s in members)
+                tma = topdown.combine_weighed(self._weighed(s) for s in members)
                 for k in TMA_SERIES:
                     state.history[k].append(tma[k])
             if self.rate_keys:
@@ -343,6 +346,14 @@ class ViewModel:
             if self.track_packages or p.package in self.packages:
                 self._package(p.package).dram = p
         self.total.dram = all_packages(packages)
+
+    def _weighed(self, s: Sample) -> tuple[int | float | None, topdown.Fractions]:
+        """A sample's top-down slots and fractions, worked out once per ingest (the core's row, the all row's
+        history and latest, its package's: each used to compute them again)."""
+        known = self._weighings.get(id(s))
+        if known is None or known[0] is not s:
+            known = self._weighings[id(s)] = (s, topdown.weighed(s.topdown, s.counts))
+        return known[1]
 
     def _apply(self, core: CoreState, s: Sample) -> None:
         if s.error is not None:
@@ -375,7 +386,7 @@ class ViewModel:
             self._append_rates(core, s)
         if s.topdown is not None:
             self.measures_topdown = True
-            core.tma = topdown.compute(s.topdown, s.counts)
+            core.tma = self._weighed(s)[1]
             for k in TMA_SERIES:
                 core.history[k].append(core.tma[k])
 
