@@ -33,7 +33,7 @@ async def run_1s_02s_1s(app, pilot, engine, clock) -> None:  # type: ignore[no-u
 
 
 def plot_lines(plot: HistoryPlot) -> list[str]:
-    return ["".join(seg.text for seg in plot.render_line(y)) for y in range(plot.content_size.height)]
+    return ["".join(seg.text for seg in plot.body.render_line(y)) for y in range(plot.content_size.height)]
 
 
 def label_centres(axis: str) -> dict[str, int]:

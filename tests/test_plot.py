@@ -11,7 +11,7 @@ from pmutop.tui.widgets.plot import HistoryPlot
 def plot_text(values: list[float | None], width: int, height: int, floor: float = 1.0) -> list[str]:
     plot = HistoryPlot("IPC", lambda v: f"{v:.2f}", floor, "green")
     plot.set_values(values)
-    return ["".join(seg.text for seg in line) for line in plot._lines(width, height)]
+    return ["".join(seg.text for seg in line) for line in plot.lines(width, height)]
 
 
 def expected_body(values: list[float | None], top: float, cols: int, rows: int) -> list[str]:

@@ -48,7 +48,7 @@ async def test_history_panels_fill_the_screen_below_the_table_and_follow_the_hig
         await pilot.pause()
         assert panel_titles(app)[0] == "cpu 1 · IPC"
         plot = panels.query(HistoryPlot).first()
-        rendered = "\n".join(plot.render_line(y).text for y in range(plot.content_size.height))
+        rendered = "\n".join(plot.body.render_line(y).text for y in range(plot.content_size.height))
         assert "┤" in rendered and rendered.splitlines()[-1].rstrip().endswith("now")  # axes and a time scale
         assert "s " in rendered.splitlines()[-1]  # how long ago the left edge is
     engine.stop()

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from typing import Self
 
 from rich.segment import Segment
 from rich.style import Style
+from textual.app import ComposeResult
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -28,7 +31,63 @@ def bar_column(eighths: int | None, rows: int) -> str:
     return "".join(SPARK[min(max(eighths - (rows - 1 - r) * 8, 0), 8)] for r in range(rows))
 
 
+class PlotLines(Widget):
+    """A plot's lines inside its box. The box (border, titles, padding) is the HistoryPlot around it, which
+    Textual draws and keeps; this draws only the lines, each a Strip built once per update with the app's
+    line filters applied then, not through Textual's StylesCache (which adds a box's edges, padding and
+    filters to every line of every frame: most of the live view's drawing, four plots redrawn a second)."""
+
+    DEFAULT_CSS = "PlotLines { width: 1fr; height: 1fr; }"
+
+    def __init__(self, plot: HistoryPlot) -> None:
+        super().__init__()
+        self._plot = plot
+        self._key: tuple[object, ...] | None = None
+        self._strips: list[Strip] = []
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        strips = self._drawn()
+        width = self.size.width
+        blank = Strip.blank(width, self.rich_style)
+        lines = [strips[y] if 0 <= y < len(strips) else blank for y in crop.line_range]
+        if crop.column_span != (0, width):
+            start, end = crop.column_span
+            lines = [line.crop(start, end) for line in lines]
+        return lines
+
+    def render_line(self, y: int) -> Strip:
+        strips = self._drawn()
+        return strips[y] if 0 <= y < len(strips) else Strip.blank(self.size.width, self.rich_style)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._key = None  # the colours under the plot changed
+
+    def _drawn(self) -> list[Strip]:
+        size = self.size
+        filters = tuple(self.get_line_filters())
+        key = (size.width, size.height, self._plot.version, filters)
+        if self._key != key:
+            self._key = key
+            base = self.rich_style
+            background = self.background_colors[1]
+            strips = []
+            # The widget's style under each segment, as Strip.apply_style would put it.
+            for line in self._plot.lines(size.width, size.height):
+                strip = Strip([Segment(text, base + style if style else base) for text, style, _ in line], size.width)
+                strip = strip.adjust_cell_length(size.width, base)
+                for line_filter in filters:
+                    strip = strip.apply_filter(line_filter, background)
+                strips.append(strip)
+            self._strips = strips
+        return self._strips
+
+
 class HistoryPlot(Widget):
+    """A plot in a box with its title on the top edge and "now · max" on the bottom one."""
+
+    _bottom_edge_only = False  # a change of the subtitle: only the bottom edge is drawn again
+
     def __init__(self, title: str, fmt: Callable[[float], str], floor: float, style: str, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
         self.border_title = title
@@ -41,10 +100,12 @@ class HistoryPlot(Widget):
         self._marks: list[float] = []  # times where the interval changed
         self._top = floor
         self._interval = 1.0
-        self._version = 0  # bumped by each update: the cached strips are for one version and size
-        self._strips_key: tuple[int, int, int] | None = None
-        self._base_style = Style()
-        self._strips: list[Strip] = []
+        self.version = 0  # bumped by each update: the drawn lines are for one version and size
+        self.body = PlotLines(self)
+        self._subtitle: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield self.body
 
     def set_title(self, title: str) -> None:
         if self.border_title != title:
@@ -72,33 +133,26 @@ class HistoryPlot(Widget):
         top = nice_ceiling(max(present, default=0.0), self._floor)
         now = self._fmt(present[-1]) if present and values[-1] is not None else "-"
         peak = self._fmt(max(present)) if present else "-"
-        self.border_subtitle = f"{now} now · {peak} max"
+        subtitle = f"{now} now · {peak} max"
+        if subtitle != self._subtitle:
+            self._subtitle = subtitle
+            self._bottom_edge_only = True  # the box's other lines stay as drawn
+            try:
+                self.border_subtitle = subtitle
+            finally:
+                self._bottom_edge_only = False
         self._top = top
-        self._version += 1
-        self.refresh()
+        self.version += 1
+        self.body.refresh()
 
-    def render_line(self, y: int) -> Strip:
-        """One line of the plot, from strips built once per update (a line-API widget: no markup, wrapping
-        or line splitting on the way to the screen)."""
-        size = self.content_size
-        key = (size.width, size.height, self._version)
-        if self._strips_key != key:
-            self._strips_key = key
-            base = self._base_style = self.rich_style
-            # The widget's style under each segment, as Strip.apply_style would put it, in one Strip a line.
-            self._strips = [
-                Strip([Segment(text, base + style if style else base) for text, style, _ in line], size.width)
-                for line in self._lines(size.width, size.height)
-            ]
-        if 0 <= y < len(self._strips):
-            return self._strips[y]
-        return Strip.blank(size.width, self._base_style)
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
+        if self._bottom_edge_only and not regions and not layout and not recompose and self.size.height:
+            left, top = self.content_offset  # a region given to refresh is of the content, inside the edges
+            regions = (Region(-left, self.size.height - 1 - top, self.size.width, 1),)
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._strips_key = None  # the colours under the plot changed
-
-    def _lines(self, width: int, height: int) -> list[list[Segment]]:
+    def lines(self, width: int, height: int) -> list[list[Segment]]:
+        """The plot's lines for a `width` x `height` box: value axis, bars and time axis."""
         if width <= 0 or height <= 0:
             return []
         dim, bar = _DIM, Style.parse(self._style)
