@@ -333,6 +333,8 @@ class PowerMonitor:
             out["energy_j"], src["energy_j"] = energy, "perf:power"
 
     def close(self) -> None:
+        if self.cpuidle is not None:
+            self.cpuidle.close()
         for st in self._state.values():
             for group in st.perf_groups.values():
                 group.close()
