@@ -422,8 +422,7 @@ def print_interval(
         if s.suspect and warn and (s.cpu, s.suspect) not in warned:
             warned.add((s.cpu, s.suspect))
             warn(f"cpu {s.cpu}: suspect sample at {s.time:.2f} s: {s.suspect}")
-    at = max(s.time for s in batch)
-    stamp = _timestamp(wall0 + at) if wall0 is not None else None
+    at, stamp = _stamp(batch, wall0)
     if hasattr(printer, "begin"):
         printer.begin(batch)
     per_package = package_instructions(batch)
@@ -449,15 +448,15 @@ def _print_tasks(
     if not batch:
         return
     if on_tasks is not None:
-        on_tasks(max(s.seq for s in batch), max(s.time for s in batch), snapshot)
+        on_tasks(max(s.seq for s in batch), _time(batch), snapshot)
     if printer is not None:
         print_snapshot(printer, snapshot, batch, index, wall0)
 
 
 def print_snapshot(printer: Any, snapshot: TaskSnapshot, batch: list[Sample], index: int, wall0: float | None) -> None:
     """One interval's task and cgroup records (live batch and replay --batch alike), stamped as its CPU records."""
-    at = max(s.time for s in batch)
-    printer.write(snapshot, time=at, index=index, timestamp=_timestamp(wall0 + at) if wall0 is not None else None)
+    at, stamp = _stamp(batch, wall0)
+    printer.write(snapshot, time=at, index=index, timestamp=stamp)
 
 
 def _package_readings(
@@ -486,13 +485,20 @@ def print_packages(
 ) -> None:
     """One DRAM reading's package records (live batch and replay --batch alike), stamped as its interval's CPU
     records."""
-    at = _time(batch)
-    printer.write(packages, time=at, index=index, timestamp=_timestamp(wall0 + at) if wall0 is not None else None)
+    at, stamp = _stamp(batch, wall0)
+    printer.write(packages, time=at, index=index, timestamp=stamp)
 
 
 def _time(batch: list[Sample]) -> float:
     """An interval's time: when its last CPU was read."""
     return max(s.time for s in batch)
+
+
+def _stamp(batch: list[Sample], wall0: float | None) -> tuple[float, str | None]:
+    """An interval's time and, given the start's wall-clock time `wall0`, its timestamp: every record of the
+    interval (cpu, task, cgroup, package) carries both."""
+    at = _time(batch)
+    return at, _timestamp(wall0 + at) if wall0 is not None else None
 
 
 def _drain(buf: io.StringIO, out: IO[str]) -> None:
