@@ -88,7 +88,7 @@ def hardware_intervals() -> list[list[Sample]]:
     tsc = {"tsc": 1_000_000_000, "tsc_hz": 2.0e9}
     return [
         [
-            _sample(0, 1, 0.5, counts, **tsc, **power, **first, power_src=src),  # type: ignore[arg-type]
+            _sample(0, 1, 0.5, counts, **tsc, **power, **first, power_src=src),
             _sample(
                 1,
                 1,
@@ -98,15 +98,15 @@ def hardware_intervals() -> list[list[Sample]]:
                 estimated={"llc_misses": 0.5, "llc_references": 0.5},
                 **power,
                 power_src=src,
-            ),  # type: ignore[arg-type]
-            _sample(2, 1, 0.501, {k: v // 7 for k, v in counts.items()}, **tsc, overflows={"cycles": 1}, package=1),  # type: ignore[arg-type]
+            ),
+            _sample(2, 1, 0.501, {k: v // 7 for k, v in counts.items()}, **tsc, overflows={"cycles": 1}, package=1),
         ],
         [
-            _sample(0, 2, 1.0, {k: v * 2 for k, v in counts.items()}, **tsc, **power, power_src=src),  # type: ignore[arg-type]
-            _sample(1, 2, 1.0, counts, **tsc, suspect="instructions over 10 per cycle", **power),  # type: ignore[arg-type]
+            _sample(0, 2, 1.0, {k: v * 2 for k, v in counts.items()}, **tsc, **power, power_src=src),
+            _sample(1, 2, 1.0, counts, **tsc, suspect="instructions over 10 per cycle", **power),
             _sample(
                 2, 2, 1.0, {**counts, "branches": 0, "branch_misses": 0}, **tsc, estimated={"cycles": 0.0}, package=1
-            ),  # type: ignore[arg-type]
+            ),
         ],
     ]
 
@@ -161,12 +161,11 @@ def test_replayed_recordings_print_what_they_printed_before(
 def _write_golden(folder: Path) -> None:
     """Write every expected output with the code imported now (run before changing the printers)."""
 
+    buffer = io.StringIO()
+
     class Capture:  # what pytest's capsys gives the replay helper
         def readouterr(self) -> tuple[str, str]:
-            text = sys.stdout.getvalue()  # type: ignore[attr-defined]
-            sys.stdout.seek(0)
-            sys.stdout.truncate()
-            return text, ""
+            return buffer.getvalue(), ""
 
     for case in CASES:
         for fmt in FORMATS:
@@ -176,7 +175,9 @@ def _write_golden(folder: Path) -> None:
     for recording in RECORDINGS:
         for fmt in FORMATS:
             for ts in (False, True):
-                sys.stdout = io.StringIO()
+                buffer.seek(0)
+                buffer.truncate()
+                sys.stdout = buffer
                 try:
                     text = replay(recording, fmt, ts, Capture())  # type: ignore[arg-type]
                 finally:
