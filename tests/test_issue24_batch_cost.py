@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,3 +98,10 @@ def test_a_perf_batch_table_reads_no_idle_state_files_while_json_carries_the_sha
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert reads and records
     assert all(r["cstates"] and r["power_source"]["cstates"] == "cpuidle" for r in records if r["kind"] == "cpu")
+
+
+def test_the_command_line_does_not_load_the_prometheus_exporter_until_a_command_serves() -> None:
+    # Every run parses --listen's default; only `pmutop serve` needs the Prometheus client and an HTTP server.
+    code = "import sys, pmutop.app.main; print(sorted(m for m in ('prometheus_client', 'wsgiref') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"

@@ -26,7 +26,7 @@ from pmutop.engine.task_sampler import TaskSampler
 from pmutop.hw.platform import Platform
 from pmutop.probes.power.monitor import PowerMonitor
 from pmutop.safety.exit_guard import ExitGuard, signal_name
-from pmutop.sinks.exporter import parse_listen
+from pmutop.sinks.listen import parse_listen
 from pmutop.sinks.recorder import Recorder, make_header
 from pmutop.tui.config import Settings, config_path
 from pmutop.tui.config import load as load_settings
