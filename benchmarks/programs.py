@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import time
 from typing import Any
 
@@ -29,24 +30,24 @@ def batch(seconds: float, repeat: int) -> dict[str, Any]:
         ],
         "batch perf stat -I 500": ["perf", "stat", "-a", "-A", "-I", "500", "-e", "cpu-clock,context-switches"],
     }
+    runs: dict[str, list[float]] = {}
     for name, cmd in commands.items():
         if not procs.have(cmd[0]) and not os.path.exists(cmd[0]):
             out[name] = skipped(f"{cmd[0]} is not installed")
-            continue
-        runs = []
-        for _ in range(repeat):
-            p = procs.spawn(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            try:
-                time.sleep(1.0)  # past start-up: the steady state is what is compared
-                if p.poll() is not None:
-                    err = p.stderr.read().decode(errors="replace").strip() if p.stderr else ""
-                    out[name] = skipped(f"exited {p.returncode}: {err.splitlines()[-1] if err else ''}")
-                    break
-                runs.append(procs.cpu_per_minute(p.pid, seconds))
-            finally:
-                procs.stop(p)
-        if runs:
-            out[name] = summary(runs, "cpu-s/min", seconds=seconds)
+        else:
+            runs[name] = []
+    # The two take turns (pmutop, perf stat, pmutop, ...): a machine whose load changes during the benchmark
+    # weighs on both alike.
+    for _ in range(repeat):
+        for name in list(runs):
+            took = _steady_cpu_per_minute(commands[name], seconds)
+            if isinstance(took, str):
+                out[name] = skipped(took)
+                del runs[name]
+            else:
+                runs[name].append(took)
+    for name, values in runs.items():
+        out[name] = summary(values, "cpu-s/min", seconds=seconds)
     mine, perf = (out.get(name, {}).get("median") for name in commands)
     if mine is not None and perf:
         r = out["batch pmutop --backend perf"]
@@ -54,6 +55,23 @@ def batch(seconds: float, repeat: int) -> dict[str, Any]:
         r["target"] = "<= 1.0x perf stat -I 500"
         r["met"] = r["ratio"] <= 1.0
     return out
+
+
+def _steady_cpu_per_minute(cmd: list[str], seconds: float) -> float | str:
+    """CPU s/min of `cmd` over `seconds` once past its start-up, or why it could not run."""
+    # perf stat prints every interval on stderr: into a file, since a pipe nobody reads fills up (64 KiB) and
+    # then blocks it, which would make its figure too low.
+    with tempfile.TemporaryFile() as errors:
+        p = procs.spawn(cmd, stdout=subprocess.DEVNULL, stderr=errors)
+        try:
+            time.sleep(1.0)  # past start-up: the steady state is what is compared
+            if p.poll() is not None:
+                errors.seek(0)
+                err = errors.read().decode(errors="replace").strip()
+                return f"exited {p.returncode}: {err.splitlines()[-1] if err else ''}"
+            return procs.cpu_per_minute(p.pid, seconds)
+        finally:
+            procs.stop(p)
 
 
 def memory(first_s: float, later_s: float, cores: int = 64) -> dict[str, Any]:

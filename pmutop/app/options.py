@@ -11,7 +11,7 @@ from pmutop import __version__
 from pmutop.app.console import PROG
 from pmutop.backends.base import LONGEST_INTERVAL_S
 from pmutop.core.errors import UsageError
-from pmutop.sinks.exporter import DEFAULT_LISTEN
+from pmutop.sinks.listen import DEFAULT_LISTEN
 
 MIN_INTERVAL_S = 0.01
 MAX_INTERVAL_S = LONGEST_INTERVAL_S  # the narrow-counter reads are planned for it

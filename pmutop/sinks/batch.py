@@ -37,7 +37,7 @@ from pmutop.engine.package_sampler import PackageSampler
 
 @dataclass(frozen=True)
 class TableColumn:
-    key: str  # what `_row_values` gives it: a metric column, a tma_* field, a power field or "ev:<event>"
+    key: str  # what the row gives it: a metric column, a tma_* field, a power field or "ev:<event>"
     title: str
     width: int
     cell: Callable[[float | None, int], str]  # (value, width) -> the right-aligned text
@@ -65,18 +65,39 @@ _MIN_WIDTHS = {"util": 6, "ghz": 5, "ipc": 5, "mpki": 6, "busy": 6, "bzy_mhz": 6
 _TMA_TITLES = dict(zip(topdown.LEVEL1, ("Ret%", "Bad%", "FE%", "BE%"), strict=True))
 _CPU_WIDTH = 4
 Hosts = dict[int, tuple[str, int]]  # a fleet's cpu id -> (host, its own CPU number): records say both
+# Where a table column's value comes from (TablePrinter._values fetches only what its columns show).
+_METRIC, _TMA, _POWER, _RATE = range(4)
 
 
 def _column(key: str, title: str, cell: Callable[[float | None, int], str], min_width: int = 0) -> TableColumn:
     return TableColumn(key, title, max(min_width, len(title)), cell)
 
 
-def _row_values(metrics: CoreMetrics, tma: dict[str, float | None], power: dict[str, float | None]) -> dict:
-    values: dict[str, float | None] = {c: getattr(metrics, f) for c, f in titles.METRIC_OF.items()}
-    return values | dict(tma) | power
+class _Printer:
+    """What the three formats share: where they write, the run's events and mode, and a fleet's hosts (a fleet's
+    cpu ids, each record naming its host and that host's own CPU number)."""
+
+    def __init__(
+        self,
+        out: IO[str],
+        keys: list[str],
+        mode: str,
+        tma: bool = False,
+        timestamps: bool = False,
+        hosts: Hosts | None = None,
+    ) -> None:
+        self.out = out
+        self.keys = keys
+        self.mode = mode
+        self.tma = tma
+        self.timestamps = timestamps
+        self.hosts = hosts or None
+
+    def host(self, cpu: int) -> tuple[str, int] | None:
+        return self.hosts.get(cpu) if self.hosts else None
 
 
-class TablePrinter:
+class TablePrinter(_Printer):
     """Human-readable rows with the live view's column titles; the columns are those the counted events can
     fill, the power columns some source measures, and a rate for every event no other column shows. With more
     than one CPU each interval ends with the `all` row, the machine total as the live view's."""
@@ -90,15 +111,17 @@ class TablePrinter:
         timestamps: bool = False,
         hosts: Hosts | None = None,
     ) -> None:
-        self.out = out
-        self.keys = keys
-        self.tma = tma
-        self.timestamps = timestamps
+        super().__init__(out, keys, mode, tma, timestamps, hosts)
         self.simulated = mode == "SIMULATED"
+        self.suffix = "  SIMULATED\n" if self.simulated else "\n"
         # A fleet's rows are "host:cpu" (the live view's row names), in a column wide enough for them.
         self.names = {gid: f"{host}:{cpu}" for gid, (host, cpu) in hosts.items()} if hosts else {}
         self.cpu_width = max([_CPU_WIDTH, *(len(n) for n in self.names.values())])
         self.columns: list[TableColumn] | None = None  # known at the first interval: power needs a sample
+        # Per column, where its value comes from: (source, key, cell, width); and what a row must compute.
+        self._plan: list[tuple[int, str, Callable[[float | None, int], str], int]] = []
+        self._needs: set[int] = set()
+        self._unknown = ""  # the cells of a row whose values must not be shown
 
     def begin(self, batch: list[Sample], power_fields: Collection[str] | None = None) -> None:
         """Choose the columns and print the header, once: the power columns are `power_fields` (what the run
@@ -107,26 +130,33 @@ class TablePrinter:
             return
         shown = titles.metric_columns(self.keys)
         cols = [_column(c, titles.TITLES[c], _CELLS[c], _MIN_WIDTHS.get(c, 0)) for c in shown]
+        plan = [(_METRIC, titles.METRIC_OF[c]) for c in shown]
         if self.tma:
             cols += [_column(f, t, _fixed(".1f", 100), 6) for f, t in _TMA_TITLES.items()]
+            plan += [(_TMA, f) for f in _TMA_TITLES]
         # From samples: all the power columns when the run measured any (as a live run that reads power names
         # them all before its first interval), so a replay prints the live run's header.
         carried = any(v is not None for s in batch for v in power_values(s).values())
         measured = set(power_fields) if power_fields is not None else set(power.SERIES) if carried else set()
-        cols += [_column(k, titles.TITLES[k], _CELLS[k], _MIN_WIDTHS.get(k, 0)) for k in power.SERIES if k in measured]
-        cols += [_column(f"ev:{k}", rate_title(k), _si, 9) for k in titles.rate_events(self.keys, shown)]
+        powered = [k for k in power.SERIES if k in measured]
+        cols += [_column(k, titles.TITLES[k], _CELLS[k], _MIN_WIDTHS.get(k, 0)) for k in powered]
+        plan += [(_POWER, k) for k in powered]
+        rated = titles.rate_events(self.keys, shown)
+        cols += [_column(f"ev:{k}", rate_title(k), _si, 9) for k in rated]
+        plan += [(_RATE, k) for k in rated]
         self.columns = cols
+        self._plan = [(source, key, c.cell, c.width) for (source, key), c in zip(plan, cols, strict=True)]
+        self._needs = {source for source, _ in plan}
+        self._unknown = " ".join("?".rjust(c.width) for c in cols)
         stamp = "timestamp".ljust(24) + " " if self.timestamps else ""
         header = stamp + f"{'time':>8} {'host:cpu' if self.names else titles.TITLES['cpu']:>{self.cpu_width}} "
         header += " ".join(f"{c.title:>{c.width}}" for c in cols) + "  flags"
-        print(header + ("  SIMULATED" if self.simulated else ""), file=self.out)
+        self.out.write(header + self.suffix)
 
     def write(
         self, s: Sample, *, time: float, index: int, timestamp: str | None = None, pkg_instructions: int | None = None
     ) -> None:
         self.begin([s])
-        rates = {f"ev:{k}": (v / s.interval if s.interval else None) for k, v in s.counts.items()}
-        values = _row_values(for_sample(s), topdown.compute(s.topdown, s.counts), power_values(s)) | rates
         flags = []
         if s.overflows:
             flags.append("ovf:" + ",".join(s.overflows))
@@ -134,39 +164,73 @@ class TablePrinter:
             flags.append(f"est:{min(s.estimated.values()):.0%}")
         if s.suspect:
             flags.append("SUSPECT")
-        self._line(self.names.get(s.cpu, str(s.cpu)), values, time, timestamp, flags, unknown=bool(s.suspect))
+            cells = self._unknown
+        else:
+            needs = self._needs
+            interval = s.interval
+            counts = s.counts
+            cells = self._cells(
+                for_sample(s) if _METRIC in needs else None,
+                topdown.compute(s.topdown, counts) if _TMA in needs else None,
+                power_values(s) if _POWER in needs else None,
+                {k: v / interval if interval else None for k, v in counts.items()} if _RATE in needs else None,
+            )
+        self._line(self.names.get(s.cpu, str(s.cpu)), cells, time, timestamp, flags)
 
     def write_total(self, batch: list[Sample], *, time: float, timestamp: str | None = None) -> None:
         """The `all` row: the live view's machine total of this interval (suspect samples left out)."""
         ok = [s for s in batch if not (s.error or s.suspect)]
-        rates: dict[str, float | None] = {}
-        for s in ok:
-            for k, v in s.counts.items():
-                if s.interval > 0:
-                    rates[f"ev:{k}"] = (rates.get(f"ev:{k}") or 0.0) + v / s.interval
-        tma = topdown.combine((s.topdown, s.counts) for s in ok)
-        values = _row_values(combined(ok), tma, combined_power(ok)) | rates
         estimated = [f for s in ok for f in s.estimated.values()]
         flags = [f"est:{min(estimated):.0%}"] if estimated else []
         left_out = len(batch) - len(ok)
         if left_out:
             flags.append(f"{left_out} left out")
-        self._line("all", values, time, timestamp, flags, unknown=not ok)
+        if not ok:
+            self._line("all", self._unknown, time, timestamp, flags)
+            return
+        needs = self._needs
+        rates: dict[str, float | None] | None = None
+        if _RATE in needs:
+            rates = {}
+            for s in ok:
+                if s.interval > 0:
+                    for k, v in s.counts.items():
+                        rates[k] = (rates.get(k) or 0.0) + v / s.interval
+        cells = self._cells(
+            combined(ok) if _METRIC in needs else None,
+            topdown.combine((s.topdown, s.counts) for s in ok) if _TMA in needs else None,
+            combined_power(ok) if _POWER in needs else None,
+            rates,
+        )
+        self._line("all", cells, time, timestamp, flags)
 
-    def _line(
-        self, label: str, values: dict, time: float, timestamp: str | None, flags: list[str], *, unknown: bool
-    ) -> None:
-        assert self.columns is not None
-        if unknown:
-            cells = " ".join("?".rjust(c.width) for c in self.columns)
-        else:
-            cells = " ".join(c.cell(values.get(c.key), c.width) for c in self.columns)
+    def _cells(
+        self,
+        metrics: CoreMetrics | None,
+        tma: dict[str, float | None] | None,
+        power: dict[str, float | None] | None,
+        rates: dict[str, float | None] | None,
+    ) -> str:
+        """One row's cells, each from the source its column names (only the sources shown were computed)."""
+        out = []
+        for source, key, cell, width in self._plan:
+            if source == _METRIC:
+                value = getattr(metrics, key)
+            elif source == _TMA:
+                value = tma.get(key)  # type: ignore[union-attr]
+            elif source == _POWER:
+                value = power[key]  # type: ignore[index]
+            else:
+                value = rates.get(key)  # type: ignore[union-attr]
+            out.append(cell(value, width))
+        return " ".join(out)
+
+    def _line(self, label: str, cells: str, time: float, timestamp: str | None, flags: list[str]) -> None:
         line = (f"{timestamp} " if timestamp else "") + f"{time:8.2f} {label:>{self.cpu_width}} {cells}"
-        line += f"  {' '.join(flags) or '-'}"
-        print(line + ("  SIMULATED" if self.simulated else ""), file=self.out)
+        self.out.write(f"{line}  {' '.join(flags) or '-'}{self.suffix}")
 
 
-class CsvPrinter:
+class CsvPrinter(_Printer):
     def __init__(
         self,
         out: IO[str],
@@ -176,10 +240,7 @@ class CsvPrinter:
         timestamps: bool = False,
         hosts: Hosts | None = None,
     ) -> None:
-        self.mode = mode
-        self.keys = keys
-        self.timestamps = timestamps
-        self.hosts = hosts
+        super().__init__(out, keys, mode, tma, timestamps, hosts)
         self.columns: list[str] | None = None  # known at the first interval: its idle states name columns
         self.writer = csv.writer(out, lineterminator="\n")
 
@@ -193,7 +254,7 @@ class CsvPrinter:
         if self.columns is None:
             self.begin([s])
         assert self.columns is not None
-        rec = record(s, self.mode, keys=self.keys, host=self.hosts.get(s.cpu) if self.hosts else None, **at)
+        rec = record(s, self.mode, host=self.host(s.cpu), **at)  # placed by name in the header's columns
         rec["overflows"] = ";".join(f"{k}={v}" for k, v in rec["overflows"].items())
         rec["estimated"] = ";".join(f"{k}={v:.3g}" for k, v in rec["estimated"].items())
         rec["power_source"] = ";".join(f"{k}={v}" for k, v in rec["power_source"].items())
@@ -204,7 +265,7 @@ class CsvPrinter:
         self.writer.writerow(["" if rec.get(c) is None else rec[c] for c in self.columns])
 
 
-class JsonPrinter:
+class JsonPrinter(_Printer):
     def __init__(
         self,
         out: IO[str],
@@ -214,14 +275,19 @@ class JsonPrinter:
         timestamps: bool = False,
         hosts: Hosts | None = None,
     ) -> None:
-        self.out = out
-        self.mode = mode
-        self.keys = keys
-        self.hosts = hosts
+        super().__init__(out, keys, mode, tma, timestamps, hosts)
+        # A record has exactly the fields records.columns names, in its order: looked up once per (with a
+        # timestamp, with a host), not for every record.
+        self._fields = {
+            (ts, named): columns(keys, timestamps=ts, hosts=named) for ts in (False, True) for named in (False, True)
+        }
+        self._encode = json.JSONEncoder(separators=(",", ":")).encode
 
     def write(self, s: Sample, **at: Any) -> None:
-        host = self.hosts.get(s.cpu) if self.hosts else None
-        print(json.dumps(record(s, self.mode, keys=self.keys, host=host, **at), separators=(",", ":")), file=self.out)
+        host = self.host(s.cpu)
+        rec = record(s, self.mode, host=host, **at)
+        fields = self._fields[at.get("timestamp") is not None, host is not None]
+        self.out.write(self._encode({c: rec.get(c) for c in fields}) + "\n")
 
 
 def _timestamp(seconds: float) -> str:
@@ -356,8 +422,7 @@ def print_interval(
         if s.suspect and warn and (s.cpu, s.suspect) not in warned:
             warned.add((s.cpu, s.suspect))
             warn(f"cpu {s.cpu}: suspect sample at {s.time:.2f} s: {s.suspect}")
-    at = max(s.time for s in batch)
-    stamp = _timestamp(wall0 + at) if wall0 is not None else None
+    at, stamp = _stamp(batch, wall0)
     if hasattr(printer, "begin"):
         printer.begin(batch)
     per_package = package_instructions(batch)
@@ -383,15 +448,15 @@ def _print_tasks(
     if not batch:
         return
     if on_tasks is not None:
-        on_tasks(max(s.seq for s in batch), max(s.time for s in batch), snapshot)
+        on_tasks(max(s.seq for s in batch), _time(batch), snapshot)
     if printer is not None:
         print_snapshot(printer, snapshot, batch, index, wall0)
 
 
 def print_snapshot(printer: Any, snapshot: TaskSnapshot, batch: list[Sample], index: int, wall0: float | None) -> None:
     """One interval's task and cgroup records (live batch and replay --batch alike), stamped as its CPU records."""
-    at = max(s.time for s in batch)
-    printer.write(snapshot, time=at, index=index, timestamp=_timestamp(wall0 + at) if wall0 is not None else None)
+    at, stamp = _stamp(batch, wall0)
+    printer.write(snapshot, time=at, index=index, timestamp=stamp)
 
 
 def _package_readings(
@@ -420,13 +485,20 @@ def print_packages(
 ) -> None:
     """One DRAM reading's package records (live batch and replay --batch alike), stamped as its interval's CPU
     records."""
-    at = _time(batch)
-    printer.write(packages, time=at, index=index, timestamp=_timestamp(wall0 + at) if wall0 is not None else None)
+    at, stamp = _stamp(batch, wall0)
+    printer.write(packages, time=at, index=index, timestamp=stamp)
 
 
 def _time(batch: list[Sample]) -> float:
     """An interval's time: when its last CPU was read."""
     return max(s.time for s in batch)
+
+
+def _stamp(batch: list[Sample], wall0: float | None) -> tuple[float, str | None]:
+    """An interval's time and, given the start's wall-clock time `wall0`, its timestamp: every record of the
+    interval (cpu, task, cgroup, package) carries both."""
+    at = _time(batch)
+    return at, _timestamp(wall0 + at) if wall0 is not None else None
 
 
 def _drain(buf: io.StringIO, out: IO[str]) -> None:

@@ -23,7 +23,6 @@ above zero says the bytes of that window are understated. Never per CPU or per p
 
 from __future__ import annotations
 
-import re
 import socket
 import socketserver
 import threading
@@ -37,7 +36,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from pmutop.core.dram_reading import PackageDram, PackageFeed
-from pmutop.core.errors import PmutopError, UsageError
+from pmutop.core.errors import PmutopError
 from pmutop.core.feed import SampleFeed
 from pmutop.core.run_description import RunInfo
 from pmutop.core.sample import Sample
@@ -56,24 +55,13 @@ from pmutop.derive.prometheus_names import (
     cgroup_metric_name,
     metric_name,
 )
+from pmutop.sinks.listen import DEFAULT_LISTEN as DEFAULT_LISTEN  # re-exported: callers import it from here
+from pmutop.sinks.listen import parse_listen as parse_listen
 
-DEFAULT_LISTEN = "127.0.0.1:9464"
 LANDING_PAGE = (
     b"<!doctype html><html><head><title>pmutop exporter</title></head><body><h1>pmutop exporter</h1>"
     b'<p>Per-CPU hardware counters for Prometheus: <a href="/metrics">/metrics</a></p></body></html>\n'
 )
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """HOST:PORT (IPv6 as [::1]:PORT) -> (host, port); a bad address is a usage error."""
-    m = re.fullmatch(r"\[([0-9a-fA-F:.]+)\]:(\d+)|([^:\s\[\]]+):(\d+)", text.strip())
-    if not m:
-        raise UsageError(f"--listen {text!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN}")
-    host = m.group(1) or m.group(3)
-    port = int(m.group(2) or m.group(4))
-    if not 0 < port < 65536:
-        raise UsageError(f"--listen {text!r}: port must be 1..65535")
-    return host, port
 
 
 @dataclass

@@ -26,7 +26,7 @@ from pmutop.engine.task_sampler import TaskSampler
 from pmutop.hw.platform import Platform
 from pmutop.probes.power.monitor import PowerMonitor
 from pmutop.safety.exit_guard import ExitGuard, signal_name
-from pmutop.sinks.exporter import parse_listen
+from pmutop.sinks.listen import parse_listen
 from pmutop.sinks.recorder import Recorder, make_header
 from pmutop.tui.config import Settings, config_path
 from pmutop.tui.config import load as load_settings
@@ -204,6 +204,9 @@ def _measure(
     settings = load_settings() if not (args.batch or serving) else (Settings(), None)
     interval = args.interval or settings[0].interval or 1.0
     power = PowerMonitor.for_platform(platform, cpus)
+    # A batch table has no idle-state column: their files are not read every interval (CSV, JSON and a
+    # recording carry the shares).
+    power.read_idle_states = not (args.batch and args.format == "table" and not args.record)
     # Batch mode with perf reads every CPU from the main thread, as `perf stat -I` does: perf reads any CPU's
     # counters from anywhere, and no sampler threads means no wake-ups and no GIL hand-offs between them.
     unthreaded = args.batch and isinstance(backend, PerfBackend) and not args.record

@@ -243,6 +243,7 @@ class PerfGroup:
             raise
         per_value = 2 if with_ids else 1
         self._read_size = 8 * (3 + per_value * len(self.events))
+        self._unpack = struct.Struct(f"={self._read_size // 8}Q").unpack  # read() runs every interval
 
     def _open(self, name: str, attr: PerfEventAttr, group_fd: int) -> int:
         try:
@@ -292,7 +293,7 @@ class PerfGroup:
             data = os.read(self.fds[0], self._read_size)
         except OSError as e:
             raise PerfOpenError(f"cpu {self.cpu}: reading the perf group failed: {e.strerror}", e.errno or 0) from e
-        return parse_group_read(data, len(self.events), with_ids=self.with_ids, cpu=self.cpu)
+        return parse_group_read(data, len(self.events), with_ids=self.with_ids, cpu=self.cpu, unpack=self._unpack)
 
     def close(self) -> None:
         fds, self.fds = self.fds, []
@@ -306,8 +307,16 @@ class PerfGroup:
         self.close()
 
 
-def parse_group_read(data: bytes, n_events: int, *, with_ids: bool = False, cpu: int = -1) -> GroupReading:
-    """Decode a PERF_FORMAT_GROUP|TOTAL_TIME_ENABLED|TOTAL_TIME_RUNNING[|ID] read() buffer."""
+def parse_group_read(
+    data: bytes,
+    n_events: int,
+    *,
+    with_ids: bool = False,
+    cpu: int = -1,
+    unpack: Callable[[bytes], tuple[int, ...]] | None = None,
+) -> GroupReading:
+    """Decode a PERF_FORMAT_GROUP|TOTAL_TIME_ENABLED|TOTAL_TIME_RUNNING[|ID] read() buffer (`unpack`: the
+    buffer's struct, made once by the group that reads it every interval)."""
     if not data:
         # The kernel answers EOF for an event in error state, e.g. a pinned group that could not be scheduled.
         raise PerfGroupError(
@@ -318,7 +327,7 @@ def parse_group_read(data: bytes, n_events: int, *, with_ids: bool = False, cpu:
     expected = 8 * (3 + per_value * n_events)
     if len(data) != expected:
         raise PerfGroupError(f"cpu {cpu}: perf group read returned {len(data)} bytes, expected {expected}")
-    words = struct.unpack(f"={len(data) // 8}Q", data)
+    words = unpack(data) if unpack is not None else struct.unpack(f"={len(data) // 8}Q", data)
     nr, enabled, running = words[:3]
     if nr != n_events:
         raise PerfGroupError(f"cpu {cpu}: perf group read reports {nr} events, expected {n_events}")

@@ -69,6 +69,7 @@ class PowerMonitor:
         self._open_msr = open_msr
         self.msr_why = msr_why
         self.cpuidle = CpuIdle(sysroot) if sysroot else None
+        self.read_idle_states = True  # False before start(): the run shows no idle-state shares (a batch table)
         self.hwmon = Hwmon(sysroot) if sysroot else None
         self.powercap = Powercap(sysroot) if sysroot else None
         self.perf = perf  # perf_event_open counts on this host only: None for a captured sysroot
@@ -172,7 +173,7 @@ class PowerMonitor:
         elif self.perf is not None:  # no MSR access: the kernel's perf PMUs, where it lets us open them
             st.perf_groups = self.perf.open(cpu, st.first)
             st.prev_perf = self.perf.read(st.perf_groups)
-        if self.cpuidle is not None:
+        if self.cpuidle is not None and self.read_idle_states:
             st.idle_states = self.cpuidle.states(cpu)
             st.prev_idle = self.cpuidle.read(st.idle_states)
         if self.hwmon is not None and self.sysroot is not None:
@@ -333,6 +334,8 @@ class PowerMonitor:
             out["energy_j"], src["energy_j"] = energy, "perf:power"
 
     def close(self) -> None:
+        if self.cpuidle is not None:
+            self.cpuidle.close()
         for st in self._state.values():
             for group in st.perf_groups.values():
                 group.close()

@@ -3,11 +3,13 @@ powercap (intel-rapl energy counters). Each says what it offers and, if nothing,
 
 from __future__ import annotations
 
+import os
 import re
 
 from pmutop.core.sysroot import Sysroot
 
 CPU_DIR = "sys/devices/system/cpu"
+_KEEP_OPEN = 64  # cpuidle time files held open at most (16 CPUs of 4 idle states)
 HWMON_DIR = "sys/class/hwmon"
 POWERCAP_DIR = "sys/class/powercap"
 HWMON_DRIVERS = ("coretemp", "k10temp")
@@ -37,6 +39,7 @@ class CpuIdle:
 
     def __init__(self, sysroot: Sysroot) -> None:
         self.sysroot = sysroot
+        self._open: dict[str, int] = {}  # time file (relative) -> its fd, kept open: read with one pread()
 
     def states(self, cpu: int) -> list[tuple[str, str]]:
         """(state name, path of its time file) in state order; [] without cpuidle."""
@@ -59,10 +62,40 @@ class CpuIdle:
         """State name -> cumulative microseconds (states whose file vanished are left out)."""
         out = {}
         for name, rel in states:
-            v = _int(self.sysroot.read_text(rel))
+            v = self._read(rel)
             if v is not None:
                 out[name] = v
         return out
+
+    def _read(self, rel: str) -> int | None:
+        # Read every interval for every CPU (batch mode's largest cost through pathlib and a text file): the
+        # first _KEEP_OPEN files stay open and are re-read with pread() at offset 0, which makes sysfs show
+        # the value anew (Documentation/filesystems/sysfs.rst); the rest are opened per read, as the default
+        # limit of 1024 fds is shared with the perf events.
+        fd = self._open.get(rel)
+        try:
+            if fd is None:
+                fd = os.open(self.sysroot.path(rel), os.O_RDONLY | os.O_CLOEXEC)
+                if len(self._open) < _KEEP_OPEN:
+                    self._open[rel] = fd
+                else:
+                    try:
+                        return int(os.read(fd, 64))
+                    finally:
+                        os.close(fd)
+            return int(os.pread(fd, 64, 0))  # int() takes the bytes, newline and all
+        except OSError:
+            if self._open.pop(rel, None) is not None:
+                assert fd is not None
+                os.close(fd)  # a CPU gone offline: its new file, should it come back, is opened anew
+            return None
+        except ValueError:
+            return None
+
+    def close(self) -> None:
+        fds, self._open = self._open, {}
+        for fd in fds.values():
+            os.close(fd)
 
     def status(self, cpus: list[int]) -> tuple[bool, str]:
         names = self.states(cpus[0]) if cpus else []
