@@ -33,7 +33,6 @@ from pmutop.derive.records import extra_events
 from pmutop.probes.tasks import NoTasks, TaskSource, TopTask
 from pmutop.tui import format as fmt
 from pmutop.tui.config import Settings
-from pmutop.tui.config import save as save_settings
 from pmutop.tui.dram_view import POLL_S, DramView
 from pmutop.tui.filter import parse_filter
 from pmutop.tui.header import add_lost_hosts, banner_text, machine_text, status_text
@@ -353,15 +352,6 @@ class PmutopApp(DramView):
             self._follow = key
             self._refresh_panels()
 
-    def table_covered(self) -> bool:
-        """A view covers the table's screen: what is drawn on it waits (Textual repaints the whole screen
-        under a view when a widget of the screen below changes), and is drawn when the table is back."""
-        return isinstance(self.screen, ViewScreen)
-
-    def _top_tasks_hidden(self) -> bool:
-        screen = self.screen
-        return isinstance(screen, ViewScreen) and not isinstance(screen, DetailScreen)
-
     def _screen_changed(self, screen: object) -> None:
         if screen is not self.screen_stack[0]:
             return
@@ -420,21 +410,6 @@ class PmutopApp(DramView):
         if widget.has_class("empty") != empty:
             widget.set_class(empty, "empty")
             self._fit()
-
-    # -- settings
-
-    def _save_settings(self) -> None:
-        if self.settings_path is None:
-            return
-        problem = save_settings(self.settings, self.settings_path)
-        if problem:
-            self.settings_path = None  # say it once
-            self.notify(problem, title="settings", severity="warning", timeout=8)
-
-    def _remember(self, **changes: object) -> None:
-        for k, v in changes.items():
-            setattr(self.settings, k, v)
-        self._save_settings()
 
     # -- sorting, rows, the formulas
 

@@ -32,9 +32,6 @@ class DramView(ViewKeys):
     def _fit(self) -> None:
         raise NotImplementedError
 
-    def table_covered(self) -> bool:
-        raise NotImplementedError
-
     def poll_dram(self) -> None:
         """Every POLL_S and after each update; nothing but one comparison when the feed has not moved (or the
         display is paused: the figures then wait with the rest)."""

@@ -4,6 +4,8 @@ module stays about composing and the table."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from textual.app import App
 from textual.screen import Screen
 
@@ -11,9 +13,12 @@ from pmutop.core.dram_reading import PackageFeed
 from pmutop.core.feed import HostLabels, ReplayControls, SampleFeed
 from pmutop.core.task_reading import TaskFeed
 from pmutop.tui.config import Settings
+from pmutop.tui.config import save as save_settings
 from pmutop.tui.heatmap import DRAM_METRICS, Metric
 from pmutop.tui.model import ViewModel
+from pmutop.tui.screens.base import ViewScreen
 from pmutop.tui.screens.cgroups import CgroupsScreen
+from pmutop.tui.screens.detail import DetailScreen
 from pmutop.tui.screens.heatmap import HeatmapScreen
 from pmutop.tui.screens.memory import MemoryScreen
 from pmutop.tui.screens.pickers import ChoiceScreen, first_measured, measured_metrics
@@ -36,13 +41,33 @@ class ViewKeys(App[int]):
     feed: SampleFeed
     model: ViewModel
     settings: Settings
+    settings_path: Path | None  # None: settings are not saved (tests, screenshots)
     keys: list[str]
     task_feed: TaskFeed | None
     task_note: str | None  # why this run has no per-task counters, when the caller knows better
     package_feed: PackageFeed | None
 
+    def _save_settings(self) -> None:
+        if self.settings_path is None:
+            return
+        problem = save_settings(self.settings, self.settings_path)
+        if problem:
+            self.settings_path = None  # say it once
+            self.notify(problem, title="settings", severity="warning", timeout=8)
+
     def _remember(self, **changes: object) -> None:
-        raise NotImplementedError
+        for k, v in changes.items():
+            setattr(self.settings, k, v)
+        self._save_settings()
+
+    def table_covered(self) -> bool:
+        """A view covers the table's screen: what is drawn on it waits (Textual repaints the whole screen
+        under a view when a widget of the screen below changes), and is drawn when the table is back."""
+        return isinstance(self.screen, ViewScreen)
+
+    def _top_tasks_hidden(self) -> bool:
+        screen = self.screen
+        return isinstance(screen, ViewScreen) and not isinstance(screen, DetailScreen)
 
     def task_unavailable(self, kind: str) -> str:
         """One line: why the process (or cgroup) view has nothing to show, and how to get it."""

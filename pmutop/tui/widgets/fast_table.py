@@ -27,7 +27,6 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.color import Color
-from textual.coordinate import Coordinate
 from textual.filter import ANSIToTruecolor
 from textual.geometry import Region, Size
 from textual.reactive import Reactive
@@ -42,6 +41,7 @@ except ImportError:  # another Textual: the caller clears and adds the rows agai
     TwoWayDict = None  # type: ignore[assignment,misc]
 
 from pmutop.tui.widgets.cell_segments import cut_cells, fitting_layout, styled_cell
+from pmutop.tui.widgets.table_pass import DrawnStyles, RenderPass
 
 # DataTable's private state FastTable reads (textual 8); without it, DataTable draws and `update_cell` updates.
 _PRIVATE_STATE = ("_data", "_row_locations", "_y_offsets", "_update_count", "_show_hover_cursor", "_styles_cache")
@@ -50,51 +50,11 @@ _PRIVATE = (*_PRIVATE_STATE, *_PRIVATE_CACHES, "_get_styles_to_render_cell")
 _MAX_STYLES = 16384  # combined cell styles kept (a style per cell and look: 256 rows x 20 columns x a few)
 
 
-class _DrawnStyles:
-    """A component's styles with its Rich style worked out once per draw (DataTable asks for the header and
-    row styles on every line, and each ask walks the CSS again); anything else is the real object's."""
-
-    __slots__ = ("_styles", "rich_style")
-
-    def __init__(self, styles: object) -> None:
-        self._styles = styles
-        self.rich_style = styles.rich_style  # type: ignore[attr-defined]
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._styles, name)
-
-
-class _Pass:
-    """What every row drawn in one render pass shares (each read of a reactive costs a few µs)."""
-
-    base_style: Style
-    bg_css: bool
-    columns: tuple[tuple[ColumnKey, int], ...]
-    cursor: Coordinate
-    cursor_type: str
-    even_style: Style
-    extend: Color | None
-    fg_css: bool
-    finish: tuple[ANSIToTruecolor, RichColor] | None
-    header_height: int
-    hover: Coordinate
-    key: tuple[object, ...]
-    look: tuple[object, ...]  # the key less DataTable's update count (bumped by every change of rows)
-    odd_style: Style
-    pad: int
-    scroll_x: int
-    scroll_y: int
-    show_cursor: bool
-    show_hover: bool
-    table_width: int
-    width: int
-
-
 class FastTable(DataTable[object]):
     _style_in_render: Style | None = None
-    _components_in_render: dict[str, _DrawnStyles] | None = None
+    _components_in_render: dict[str, DrawnStyles] | None = None
     _columns_in_render: list[Column] | None = None
-    _pass: _Pass | None = None
+    _pass: RenderPass | None = None
     _in_render = False
     _plain_before = False
     _style_filter: tuple[ANSIToTruecolor, RichColor] | None = None  # applied to row styles in this pass
@@ -168,7 +128,7 @@ class FastTable(DataTable[object]):
             return super().get_component_styles(*names)
         styles = drawn.get(names[0])
         if styles is None:
-            styles = drawn[names[0]] = _DrawnStyles(super().get_component_styles(*names))
+            styles = drawn[names[0]] = DrawnStyles(super().get_component_styles(*names))
         return styles
 
     @property
@@ -282,11 +242,11 @@ class FastTable(DataTable[object]):
             and self._one_line_rows()
         )
 
-    def _start_pass(self) -> _Pass | None:
+    def _start_pass(self) -> RenderPass | None:
         """The settings of this render pass, or None when DataTable draws every line itself."""
         if not self._can_draw_rows():
             return None
-        drawn = _Pass()
+        drawn = RenderPass()
         drawn.base_style = self.rich_style
         drawn.pad = self.cell_padding
         drawn.columns = tuple((column.key, column.get_render_width(self)) for column in self.ordered_columns)
@@ -368,7 +328,7 @@ class FastTable(DataTable[object]):
         self._line_is_row = True
         return strip
 
-    def _header_line(self, y: int, drawn: _Pass) -> Strip:
+    def _header_line(self, y: int, drawn: RenderPass) -> Strip:
         """DataTable's header line, kept while the labels and the look stay: a reorder or new rows bump
         DataTable's update count, and with it DataTable renders every header cell through Rich again."""
         labels = tuple(
@@ -386,7 +346,7 @@ class FastTable(DataTable[object]):
         self._header = (key, strip)
         return strip
 
-    def _cell_styles(self, row_index: int, row_style: Style, drawn: _Pass) -> list[tuple[Style, Style, Style]]:
+    def _cell_styles(self, row_index: int, row_style: Style, drawn: RenderPass) -> list[tuple[Style, Style, Style]]:
         """Per column of a row: the style before the text (row style + row/column meta for the mouse +
         cursor/hover style), the padding's style, and the cursor's CSS colours laid over everything
         (DataTable._render_cell's pre and post styles), worked out once and kept."""
@@ -456,7 +416,7 @@ class FastTable(DataTable[object]):
         return found  # type: ignore[return-value]
 
     @staticmethod
-    def _finished(style: Style, drawn: _Pass | None) -> Style:
+    def _finished(style: Style, drawn: RenderPass | None) -> Style:
         """The style as the line filter applied to row styles in this pass leaves it."""
         finish = drawn.finish if drawn is not None else None
         if finish is None:
@@ -464,7 +424,7 @@ class FastTable(DataTable[object]):
         line_filter, background = finish
         return line_filter.truecolor_style(style, background)
 
-    def _draw_row(self, row_key: RowKey, row_index: int, drawn: _Pass) -> Strip | None:
+    def _draw_row(self, row_key: RowKey, row_index: int, drawn: RenderPass) -> Strip | None:
         """The row's line as DataTable draws it (its _render_line_in_row and _render_cell), or None when a
         value is not a one-line Text that fits its column. Only the columns on screen are drawn."""
         data = self._data.get(row_key)
@@ -520,7 +480,7 @@ class FastTable(DataTable[object]):
         self.rows_drawn += 1
         return Strip(segments, max(0, shown)).adjust_cell_length(drawn.width, drawn.base_style)
 
-    def _extend_style(self, row_index: int, row_style: Style, drawn: _Pass) -> Style:
+    def _extend_style(self, row_index: int, row_style: Style, drawn: RenderPass) -> Style:
         """The style of the space right of the last column (DataTable._render_line_in_row)."""
         meta = (("row", row_index), ("column", 0), ("out_of_bounds", True))
         if drawn.cursor_type == "row":
