@@ -219,15 +219,19 @@ async def test_reorder_moves_the_rows_as_sort_does_and_keeps_the_header_drawn() 
         assert [str(row.key.value) for row in table.ordered_rows] == order
 
 
+async def _process_view_on_third_row(pilot: Pilot[int]) -> tuple[TaskListScreen, FastTable]:
+    await pilot.press("4", "down", "down")
+    await pilot.pause()
+    screen = pilot.app.screen
+    assert isinstance(screen, TaskListScreen)
+    return screen, screen.query_one("#tl-table", FastTable)
+
+
 async def test_the_process_view_moves_reordered_rows_and_the_highlight_stays_on_its_process() -> None:
     app, engine, _, _, _ = task_app()
     try:
         async with app.run_test(size=(160, 50)) as pilot:
-            await pilot.press("4", "down", "down")
-            await pilot.pause()
-            screen = app.screen
-            assert isinstance(screen, TaskListScreen)
-            table = screen.query_one("#tl-table", FastTable)
+            screen, table = await _process_view_on_third_row(pilot)
             highlighted, updates = screen._cursor_key(), table._update_count
             rows = screen.rows(screen.tasks.task_feed.latest())  # type: ignore[union-attr,arg-type]
             assert len(rows) > 3 and highlighted == rows[2][0]
@@ -245,11 +249,7 @@ async def test_a_process_entering_and_one_leaving_change_only_their_rows_and_the
     app, engine, _, _, _ = task_app()
     try:
         async with app.run_test(size=(160, 50)) as pilot:
-            await pilot.press("4", "down", "down")
-            await pilot.pause()
-            screen = app.screen
-            assert isinstance(screen, TaskListScreen)
-            table = screen.query_one("#tl-table", FastTable)
+            screen, table = await _process_view_on_third_row(pilot)
             rows = screen.rows(screen.tasks.task_feed.latest())  # type: ignore[union-attr,arg-type]
             highlighted = screen._cursor_key()
             assert len(rows) > 4 and highlighted == rows[2][0]
