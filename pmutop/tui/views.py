@@ -66,7 +66,9 @@ class ViewKeys(App[int]):
         return isinstance(self.screen, ViewScreen)
 
     def _top_tasks_hidden(self) -> bool:
-        screen = self.screen
+        """From the sample watcher's thread: `screen` raises once the app has closed its screens."""
+        stack = self.screen_stack
+        screen = stack[-1] if stack else None
         return isinstance(screen, ViewScreen) and not isinstance(screen, DetailScreen)
 
     def task_unavailable(self, kind: str) -> str:
