@@ -141,9 +141,10 @@ def side_by_side(seconds: float, repeat: int, warmup: float = 3.0) -> dict[str, 
                 out[program.name] = skipped(got)
             else:
                 runs[program.name].append(got)
-    for program in programs:
-        if program.name not in out:
-            out[program.name] = summary(runs[program.name], "cpu-s/min", seconds=seconds, refresh_s=1.0)
+    # In the programs' order whichever were skipped (a skipped peer was noted before the others ran).
+    out = {
+        p.name: out.get(p.name) or summary(runs[p.name], "cpu-s/min", seconds=seconds, refresh_s=1.0) for p in programs
+    }
     htop = out.get("htop -d 10", {}).get("median")
     if htop:
         for r in out.values():
