@@ -59,6 +59,25 @@ class PlotLines(Widget):
         strips = self._drawn()
         return strips[y] if 0 <= y < len(strips) else Strip.blank(self.size.width, self.rich_style)
 
+    def redraw(self) -> None:
+        """A new version of the plot: refresh only the lines that differ from the ones drawn (most of a plot
+        stays: rows wholly under or over every bar, the axes), so the screen composes and sends only those."""
+        drawn, was = self._strips, self._key
+        if not self.is_mounted or was is None or not self.size.area:
+            self.refresh()
+            return
+        strips = self._drawn()
+        if self._key is None or len(drawn) != len(strips) or (was[0], was[1], was[3]) != self._key[:2] + self._key[3:]:
+            self.refresh()
+            return
+        width, start = self.size.width, None
+        for y, (old, new) in enumerate([*zip(drawn, strips, strict=True), (None, None)]):
+            if old is not None and old != new:
+                start = y if start is None else start
+            elif start is not None:
+                self.refresh(Region(0, start, width, y - start))  # one region per run of changed lines
+                start = None
+
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._key = None  # the colours under the plot changed
@@ -143,7 +162,7 @@ class HistoryPlot(Widget):
                 self._bottom_edge_only = False
         self._top = top
         self.version += 1
-        self.body.refresh()
+        self.body.redraw()
 
     def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
         if self._bottom_edge_only and not regions and not layout and not recompose and self.size.height:
