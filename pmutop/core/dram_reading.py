@@ -125,6 +125,9 @@ class PackageFeed(Protocol):
 
     def latest(self) -> list[PackageDram] | None: ...
 
+    def wait_past(self, seq: int, timeout: float) -> bool:
+        """Block until the seq is past `seq` or `timeout` seconds have gone; whether it is."""
+
     def latest_time(self) -> float: ...
 
     def history(self, package: int) -> list[PackageDram]:

@@ -19,11 +19,17 @@ class Timeline(Generic[Reading]):
     def __init__(self, keep: int = KEEP) -> None:
         self._readings: deque[tuple[float, Reading]] = deque(maxlen=keep)
         self._lock = threading.Lock()  # appended by the reader, read by the UI thread
+        self._appended = threading.Condition(self._lock)  # wait_past's wake-up
         self._seq = 0
 
     @property
     def seq(self) -> int:
         return self._seq
+
+    def wait_past(self, seq: int, timeout: float) -> bool:
+        """Block until the seq is past `seq` or `timeout` seconds have gone; whether it is (any thread)."""
+        with self._appended:
+            return self._appended.wait_for(lambda: self._seq > seq, timeout)
 
     def latest(self) -> Reading | None:
         with self._lock:
@@ -49,6 +55,7 @@ class Timeline(Generic[Reading]):
         with self._lock:
             self._readings.append((time, reading))
             self._seq += 1
+            self._appended.notify_all()
             return self._seq
 
     def clear(self) -> None:
@@ -56,3 +63,4 @@ class Timeline(Generic[Reading]):
         with self._lock:
             self._readings.clear()
             self._seq += 1
+            self._appended.notify_all()

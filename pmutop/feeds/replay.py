@@ -268,6 +268,12 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
         self._reader.close()  # its file
 
     def _push(self, group: Group) -> None:
+        # The interval's snapshot and packages first: whoever the samples wake (the view) finds them there.
+        if group.snapshot is not None and self.task_feed is not None:
+            self.task_feed.push(group.snapshot.snapshot)
+        if self.package_feed is not None:
+            for recorded in group.packages:
+                self.package_feed.push(recorded.time, recorded.packages)
         for s, note in group.samples:
             ring = self.rings.get(s.cpu)
             if ring is None:
@@ -282,11 +288,6 @@ class ReplayFeed(SampleFeed, ReplayControls, HostLabels):
             ring.push(dataclasses.replace(s, seq=ring.count + 1))
             if s.error and not self._remote:
                 self._failures[s.cpu] = s.error
-        if group.snapshot is not None and self.task_feed is not None:
-            self.task_feed.push(group.snapshot.snapshot)
-        if self.package_feed is not None:
-            for recorded in group.packages:
-                self.package_feed.push(recorded.time, recorded.packages)
         self._elapsed = max((s.time for s, _ in group.samples), default=self._elapsed)
 
     def _run(self) -> None:

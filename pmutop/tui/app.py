@@ -33,7 +33,7 @@ from pmutop.derive.records import extra_events
 from pmutop.probes.tasks import NoTasks, TaskSource, TopTask
 from pmutop.tui import format as fmt
 from pmutop.tui.config import Settings
-from pmutop.tui.dram_view import POLL_S, DramView
+from pmutop.tui.dram_view import DramView
 from pmutop.tui.filter import parse_filter
 from pmutop.tui.header import add_lost_hosts, banner_text, machine_text, status_text
 from pmutop.tui.model import ViewModel
@@ -194,7 +194,6 @@ class PmutopApp(DramView):
         self._build_table(self.size.width)
         self.apply_update(self._lookup_tasks())
         self.set_interval(1.0, self._tick_clock)
-        self.set_interval(POLL_S, self.poll_dram)
         self._watch_samples()
         table = self.query_one("#cores", DataTable)
         self.watch(table, "scroll_y", self._refresh_stale_rows, init=False)
@@ -270,10 +269,13 @@ class PmutopApp(DramView):
     def _watch_samples(self) -> None:
         """Wait for each interval's samples, look up top tasks off the UI thread, post one update."""
         seen = {cpu: 0 for cpu in self.feed.cpus}
+        dram_seen = self.package_feed.seq if self.package_feed is not None else 0
         while not self._stop.is_set():
             if not self.feed.wait_for_samples(seen, timeout=0.5, stop=self._stop):
                 continue
             seen = {cpu: ring.count for cpu, ring in self.feed.rings.items()}
+            if not self.paused:
+                dram_seen = self.wait_for_dram(dram_seen, self.feed.interval)
             # Nothing to show them on while paused, or while a view without the top-task column covers the table
             # (a scan of every process each interval): the column is blank until the next interval after it.
             tasks = None if self.paused else {} if self._top_tasks_hidden() else self._lookup_tasks()
@@ -373,9 +375,11 @@ class PmutopApp(DramView):
 
     def _tick_clock(self) -> None:
         """The run clock between samples (paused, or intervals over 1 s); an update redraws it anyway, and a
-        second redraw per second would cost a second screen refresh."""
+        second redraw per second would cost a second screen refresh. A DRAM reading that came after its
+        interval's update shows now."""
         if time.monotonic() - self._header_drawn >= 0.9:
             self._refresh_header()
+        self.poll_dram()
 
     def _set_line(self, widget_id: str, text: Text) -> None:
         """Show `text` on a one-line Static: nothing to do when unchanged, no layout pass when changed."""

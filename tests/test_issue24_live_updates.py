@@ -1,0 +1,120 @@
+"""Issue 24, the live view's cost at a 1 s refresh: each interval is one screen update, never two. The DRAM line
+and the package rows show the interval's reading in the same update as its CPU rows (a poll of their own four
+times a second cost a second screen refresh per interval); a history plot redraws only the lines that changed."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from textual.geometry import Region
+from textual.widgets import Static
+
+from pmutop.app.screenshots import demo_app
+from pmutop.core.sample import Sample
+from pmutop.core.timeline import Timeline
+from pmutop.engine.package_sampler import PackageSampler
+from pmutop.feeds.replay import ReplayFeed
+from pmutop.recording.reader import read_recording
+from pmutop.tui.widgets.plot import HistoryPlot, PlotLines
+from tests.helpers.pilot import text_of
+from tests.test_issue22_package_records import record
+from tests.test_tui import WIDE, next_update
+
+
+def test_a_timeline_wait_ends_when_a_reading_comes_and_times_out_when_none_does() -> None:
+    timeline: Timeline[int] = Timeline()
+    assert timeline.wait_past(0, 0.01) is False
+    threading.Timer(0.05, lambda: timeline.append(1.0, 7)).start()
+    assert timeline.wait_past(0, 5.0) is True and timeline.latest() == 7
+    assert timeline.wait_past(0, 0.0) is True  # already past: no wait
+
+
+async def test_one_update_shows_the_intervals_cpu_rows_and_its_dram_reading_that_came_after_them() -> None:
+    app, engine, _, clock = demo_app(cpus=2, e_cores=0, intervals=2, dram=True, model="spr")
+    packages = app.package_feed
+    assert isinstance(packages, PackageSampler)
+    read = packages._read
+
+    def late_read(cpu_samples: list[Sample]) -> object:
+        time.sleep(0.05)  # the uncore's reads take a while: the view's update must not go ahead without them
+        return read(cpu_samples)
+
+    packages._read = late_read  # type: ignore[method-assign,assignment]
+    shown: list[tuple[int, int, str]] = []
+    apply = app.apply_update
+
+    def recorded(tasks: object) -> None:
+        apply(tasks)  # type: ignore[arg-type]
+        shown.append((packages.seq, app._dram_seq, text_of(app.query_one("#dram", Static))))
+
+    app.apply_update = recorded  # type: ignore[method-assign,assignment]
+    async with app.run_test(size=WIDE) as pilot:
+        packages.start()  # its own thread, as in the live view
+        try:
+            for _ in range(3):
+                before = app.updates
+                clock.advance(1.0)
+                engine.tick()
+                await next_update(app, pilot, before)
+        finally:
+            packages.stop()
+    latest = shown[-3:]
+    assert [seq for seq, _, _ in latest] == [3, 4, 5]  # two intervals before the view, then one per interval
+    assert all(seq == on_screen for seq, on_screen, _ in latest)
+    assert len({text for _, _, text in latest}) == 3  # each update drew its interval's figures
+
+
+async def test_a_plot_redraws_only_the_lines_that_changed() -> None:
+    app, *_ = demo_app(cpus=2, e_cores=0, intervals=2)
+    async with app.run_test(size=WIDE) as pilot:
+        plot = app.query(HistoryPlot).first()
+        body = plot.query_one(PlotLines)
+        await pilot.pause()
+        regions: list[Region] = []
+        refresh = body.refresh
+
+        def counted(*given: Region, **kw: object) -> object:
+            regions.extend(given or [Region(0, 0, body.size.width, body.size.height)])
+            return refresh(*given, **kw)  # type: ignore[arg-type]
+
+        body.refresh = counted  # type: ignore[method-assign,assignment]
+        values = [1.0, 1.0, 1.0]
+        plot.set_values(values, 1.0)
+        await pilot.pause()
+        regions.clear()
+        plot.set_values(values, 1.0)  # the same picture: nothing to draw
+        assert regions == []
+        plot.set_values([*values, 1.0], 1.0)  # a new column: only the rows its bar reaches change
+        await pilot.pause()
+        lines = {y for region in regions for y in range(region.y, region.bottom)}
+        height = body.size.height
+        assert lines and len(lines) < height  # not the whole plot
+        assert all(region.width == body.size.width for region in regions)
+
+
+def test_a_replay_pushes_the_intervals_dram_reading_before_the_samples_that_wake_the_view(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "run.jsonl"
+    record(capsys, path)  # 4 intervals of --demo with its simulated DRAM
+    feed = ReplayFeed(read_recording(str(path)), "max")
+    try:
+        packages = feed.package_feed
+        assert packages is not None
+        ring = feed.rings[max(feed.rings)]  # the last CPU's sample ends an interval's group
+        push = ring.push
+        seen_at_push: list[int] = []
+
+        def watched(sample: Sample) -> None:
+            seen_at_push.append(packages.seq)
+            push(sample)
+
+        ring.push = watched  # type: ignore[method-assign]
+        while feed.step():
+            pass
+        assert seen_at_push == [1, 2, 3, 4]
+    finally:
+        feed.close()
