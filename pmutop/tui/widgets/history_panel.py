@@ -111,7 +111,6 @@ class HistoryPanels(Widget):
         `interval` seconds up to the newest interval, marking where the interval changed; `who` prefixes the
         titles."""
         marks = [at for at, _, _ in model.kept_marks()]
-        for spec in self.specs:
-            plot = self.query_one(f"#{self.plot_id(spec)}", HistoryPlot)
+        for spec, plot in zip(self.specs, self.query(HistoryPlot), strict=True):  # composed in this order
             plot.set_title(f"{who} · {spec.title}" if who else spec.title)
             plot.set_values(core.history[spec.series], interval, spans=core.spans, end=model.latest_time, marks=marks)

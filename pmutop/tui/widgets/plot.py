@@ -10,6 +10,7 @@ from typing import Self
 from rich.segment import Segment
 from rich.style import Style
 from textual.app import ComposeResult
+from textual.filter import LineFilter
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
@@ -31,6 +32,20 @@ def bar_column(eighths: int | None, rows: int) -> str:
     return "".join(SPARK[min(max(eighths - (rows - 1 - r) * 8, 0), 8)] for r in range(rows))
 
 
+@lru_cache(maxsize=64)
+def _time_axis_line(gutter: int, cols: int, step: float, marks: tuple[int, ...]) -> tuple[Segment, ...]:
+    """A plot's time axis under `cols` columns of `step` seconds (the same every interval of a run)."""
+    axis = time_axis(cols, step, marks=marks)
+    line = [Segment(" " * (gutter - 1) + "└", _DIM)]
+    start = 0
+    for x, ch in enumerate(axis):
+        if ch == MARK:
+            line += [Segment(axis[start:x], _DIM), Segment(MARK, _MARK)]
+            start = x + 1
+    line.append(Segment(axis[start:], _DIM))
+    return tuple(line)
+
+
 class PlotLines(Widget):
     """A plot's lines inside its box. The box (border, titles, padding) is the HistoryPlot around it, which
     Textual draws and keeps; this draws only the lines, each a Strip built once per update with the app's
@@ -44,12 +59,14 @@ class PlotLines(Widget):
         self._plot = plot
         self._key: tuple[object, ...] | None = None
         self._strips: list[Strip] = []
+        # A segment's style as drawn, by its plot style, for one set of line filters (emptied on a style change).
+        self._styles: dict[Style | None, Style] = {}
+        self._styles_for: tuple[LineFilter, ...] = ()
 
     def render_lines(self, crop: Region) -> list[Strip]:
         strips = self._drawn()
         width = self.size.width
-        blank = Strip.blank(width, self.rich_style)
-        lines = [strips[y] if 0 <= y < len(strips) else blank for y in crop.line_range]
+        lines = [strips[y] if 0 <= y < len(strips) else Strip.blank(width, self.rich_style) for y in crop.line_range]
         if crop.column_span != (0, width):
             start, end = crop.column_span
             lines = [line.crop(start, end) for line in lines]
@@ -81,6 +98,7 @@ class PlotLines(Widget):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._key = None  # the colours under the plot changed
+        self._styles = {}
 
     def _drawn(self) -> list[Strip]:
         size = self.size
@@ -88,18 +106,30 @@ class PlotLines(Widget):
         key = (size.width, size.height, self._plot.version, filters)
         if self._key != key:
             self._key = key
-            base = self.rich_style
-            background = self.background_colors[1]
+            if filters != self._styles_for:
+                self._styles, self._styles_for = {}, filters
+            styles = self._styles
             strips = []
-            # The widget's style under each segment, as Strip.apply_style would put it.
             for line in self._plot.lines(size.width, size.height):
-                strip = Strip([Segment(text, base + style if style else base) for text, style, _ in line], size.width)
-                strip = strip.adjust_cell_length(size.width, base)
-                for line_filter in filters:
-                    strip = strip.apply_filter(line_filter, background)
-                strips.append(strip)
+                segments = []
+                for text, style, _ in line:
+                    drawn = styles.get(style)
+                    if drawn is None:
+                        drawn = styles[style] = self._drawn_style(style, filters)
+                    segments.append(Segment(text, drawn))
+                strips.append(Strip(segments, size.width))
             self._strips = strips
         return self._strips
+
+    def _drawn_style(self, style: Style | None, filters: tuple[LineFilter, ...]) -> Style:
+        """A segment's style as drawn: the widget's style under it (as Strip.apply_style puts it), then the app's
+        line filters. Each filter maps a segment's style alone, whatever its text, so this is worked out once
+        per style, not for every segment of every line (a plot has three styles and a dozen lines a second)."""
+        drawn = self.rich_style + style if style else self.rich_style
+        background = self.background_colors[1]
+        for line_filter in filters:
+            drawn = line_filter.apply([Segment(" ", drawn)], background)[0].style or drawn
+        return drawn
 
 
 class HistoryPlot(Widget):
@@ -207,15 +237,7 @@ class HistoryPlot(Widget):
             line.extend(self._marked(cells, marks, bar))
             out.append(line)
         if axes:
-            axis = time_axis(cols, step, marks=marks)
-            line = [Segment(" " * (gutter - 1) + "└", dim)]
-            start = 0
-            for x, ch in enumerate(axis):
-                if ch == MARK:
-                    line += [Segment(axis[start:x], dim), Segment(MARK, _MARK)]
-                    start = x + 1
-            line.append(Segment(axis[start:], dim))
-            out.append(line)
+            out.append(list(_time_axis_line(gutter, cols, step, tuple(marks))))
         return out
 
     @staticmethod
