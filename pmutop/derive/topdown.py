@@ -367,14 +367,23 @@ def weighed(method: str | None, counts: Counts) -> tuple[int | float | None, Fra
 def combine_weighed(parts: Iterable[tuple[int | float | None, Fractions]]) -> Fractions:
     """combine() of CPUs whose slots and fractions are already known (see `weighed`)."""
     out: Fractions = dict.fromkeys(TMA_FIELDS)
-    weighted = [(slots, f) for slots, f in parts if f[LEVEL1[0]] is not None and slots is not None and slots > 0]
-    if not weighted:
+    sums: dict[str, float | None] = dict.fromkeys(TMA_FIELDS, 0.0)
+    total = 0.0
+    for slots, f in parts:  # one pass, field by field (the all row of hundreds of CPUs, every interval)
+        if f[LEVEL1[0]] is None or slots is None or slots <= 0:
+            continue
+        total += slots
+        for name, sum_so_far in sums.items():
+            value = f[name]
+            if value is None or sum_so_far is None:
+                sums[name] = None  # a CPU left in did not measure it: not given
+            else:
+                sums[name] = sum_so_far + slots * value
+    if not total:
         return out
-    total = sum(s for s, _ in weighted)
-    for name in TMA_FIELDS:
-        values = [(s, f[name]) for s, f in weighted]
-        if all(v is not None for _, v in values):
-            out[name] = sum(s * v for s, v in values if v is not None) / total
+    for name, weighted_sum in sums.items():
+        if weighted_sum is not None:
+            out[name] = weighted_sum / total
     return out
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from pmutop.core.dram_reading import PackageDram, package_totals
 from pmutop.core.ring import SampleRing
@@ -23,6 +24,7 @@ HISTORY = 120  # intervals kept for sparklines, plots and the heatmap (a 250-col
 SERIES = ("ipc", "ghz", "util", "llc_misses_per_s")
 TMA_SERIES = topdown.LEVEL1
 Span = tuple[float, float]  # (start, end) of a history point, in seconds since the run started
+Result = TypeVar("Result")
 
 
 @dataclass
@@ -136,11 +138,12 @@ def package_cpu(package: int) -> int:
     return -2 - package
 
 
-def package_sample(package: int, samples: list[Sample]) -> Sample | None:
+def package_sample(package: int, samples: list[Sample], total: Sample | None = None) -> Sample | None:
     """A package's CPUs' latest samples as one, as turbostat's package line: counts added (as the all row), the
     busy share and clock averaged, each idle state's mean residency, the hottest core, the package's own
-    temperature and energy (read on its first CPU), every throttle reason of its CPUs."""
-    total = summed(samples)
+    temperature and energy (read on its first CPU), every throttle reason of its CPUs. `total`: summed(samples),
+    when the caller has it."""
+    total = summed(samples) if total is None else total
     if total is None:
         return None
 
@@ -219,6 +222,7 @@ class ViewModel:
         self._uniform: tuple[float, bool] | None = None  # (step, one point per column?) since the last ingest
         # Each sample's top-down slots and fractions during one ingest (the sample is kept: ids are reused).
         self._weighings: dict[int, tuple[Sample, tuple[int | float | None, topdown.Fractions]]] = {}
+        self._results: dict[tuple[object, tuple[int, ...]], object] = {}  # _once's, during one ingest
 
     def _core(self, cpu: int, core_type: str | None) -> CoreState:
         return CoreState(
@@ -267,25 +271,25 @@ class ViewModel:
             end = max(s.time for s in by_interval[seq])
             self.total.spans.append((end - max(s.interval for s in by_interval[seq]), end))
             self.latest_time = end
-            m = combined(ok)
+            m = self._once(combined, ok)
             self.total.metrics = m
             for k in SERIES:
                 self.total.history[k].append(getattr(m, k))
             for k, v in combined_power(ok).items():
                 self.total.history[k].append(v)
             if self.measures_topdown:
-                tma = topdown.combine_weighed(self._weighed(s) for s in ok)
+                tma = self._once(self._combined_tma, ok)
                 for k in TMA_SERIES:
                     self.total.history[k].append(tma[k])
             if self.rate_keys:
-                self._append_rates(self.total, summed(ok))
+                self._append_rates(self.total, self._once(summed, ok))
             if self.track_packages:
                 self._package_interval(ok, end)
         live = [c.latest for c in self.cores.values() if c.latest is not None and c.error is None]
-        self.total.metrics = combined(live)
-        self.total.latest = summed(live)
+        self.total.metrics = self._once(combined, live)
+        self.total.latest = self._once(summed, live)
         if self.measures_topdown:
-            self.total.tma = topdown.combine_weighed(self._weighed(s) for s in live if not s.suspect)
+            self.total.tma = self._once(self._combined_tma, [s for s in live if not s.suspect])
         self.total.overflow_totals = {}
         for core in self.cores.values():
             for k, v in core.overflow_totals.items():
@@ -294,14 +298,28 @@ class ViewModel:
         if self.track_packages:
             for number, members in self._by_package(live).items():
                 state = self._package(number)
-                state.latest = package_sample(number, members)
-                state.metrics = combined(members)
+                state.latest = package_sample(number, members, self._once(summed, members))
+                state.metrics = self._once(combined, members)
                 if self.measures_topdown:
-                    state.tma = topdown.combine_weighed(self._weighed(s) for s in members if not s.suspect)
+                    state.tma = self._once(self._combined_tma, [s for s in members if not s.suspect])
         self._tops = {}
         self._uniform = None
         self._weighings = {}
+        self._results = {}
         return True
+
+    def _once(self, compute: Callable[[list[Sample]], Result], samples: list[Sample]) -> Result:
+        """compute(samples), once per ingest for the same samples: with one interval per ingest (the usual
+        case) the all row's and each package's history point and latest values are of the same samples, and at
+        hundreds of CPUs each sum is a good part of the ingest. (Ids are safe keys during one ingest: the
+        rings hold every sample; the results are dropped at its end.)"""
+        key = (compute, tuple(map(id, samples)))
+        if key not in self._results:
+            self._results[key] = compute(samples)
+        return self._results[key]  # type: ignore[return-value]
+
+    def _combined_tma(self, samples: list[Sample]) -> topdown.Fractions:
+        return topdown.combine_weighed(self._weighed(s) for s in samples)
 
     @staticmethod
     def _by_package(samples: list[Sample]) -> dict[int, list[Sample]]:
@@ -324,7 +342,7 @@ class ViewModel:
         for number, members in self._by_package(ok).items():
             state = self._package(number)
             state.spans.append((end - max(s.interval for s in members), end))
-            m = combined(members)
+            m = self._once(combined, members)
             for k in SERIES:
                 state.history[k].append(getattr(m, k))
             power = combined_power(members)
@@ -334,11 +352,11 @@ class ViewModel:
             for k, v in power.items():
                 state.history[k].append(v)
             if self.measures_topdown:
-                tma = topdown.combine_weighed(self._weighed(s) for s in members)
+                tma = self._once(self._combined_tma, members)
                 for k in TMA_SERIES:
                     state.history[k].append(tma[k])
             if self.rate_keys:
-                self._append_rates(state, summed(members))
+                self._append_rates(state, self._once(summed, members))
 
     def set_dram(self, packages: list[PackageDram]) -> None:
         """The latest DRAM traffic per package (and on the all row, every package's added up)."""

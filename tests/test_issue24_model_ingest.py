@@ -1,0 +1,71 @@
+"""Issue 24, the view model's ingest at hundreds of CPUs: the all row's and each package's sums are worked out
+once per ingest where their samples are the same ones (history point and latest values). These tests pin the
+numbers the rows show to the formulas themselves, in the cases where the samples differ: a suspect sample, a
+failed CPU, two intervals in one ingest (a paused view catching up)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pmutop.app.screenshots import demo_app
+from pmutop.core.ring import SampleRing
+from pmutop.core.sample import Sample
+from pmutop.derive import topdown
+from pmutop.derive.metrics import combined
+from pmutop.tui.model import ViewModel, package_sample, summed
+
+
+def _rings_after(intervals: int, cpus: int = 8) -> tuple[dict[int, SampleRing], list[int]]:
+    """Real simulated samples (Sapphire Rapids: top-down, packages, power) of `intervals` intervals."""
+    _, engine, _, clock = demo_app(cpus=cpus, e_cores=0, intervals=0, model="spr")
+    for _ in range(intervals):
+        clock.advance(1.0)
+        engine.tick()
+    engine.stop()
+    return engine.rings, engine.cpus
+
+
+def _expected(model: ViewModel, live: list[Sample]) -> None:
+    assert model.total.metrics == combined(live)
+    assert model.total.latest == summed(live)
+    assert model.total.tma == topdown.combine(
+        (s.topdown, s.counts) for s in live if not s.suspect
+    )  # the all row weighs each CPU by its slots
+    for number, state in model.packages.items():
+        members = [s for s in live if s.package == number]
+        assert state.latest == package_sample(number, members)
+        assert state.metrics == combined(members)
+
+
+def test_the_all_and_package_rows_are_the_formulas_of_the_latest_samples() -> None:
+    rings, cpus = _rings_after(3)
+    model = ViewModel(cpus)
+    assert model.ingest(rings)
+    live = [rings[cpu].latest() for cpu in cpus]
+    _expected(model, live)  # type: ignore[arg-type]
+    # Two intervals in one ingest: the history gets one all-row point per interval, each of its own samples.
+    assert model.total.history["ipc"][-1] == combined([rings[c].since(2)[0] for c in cpus]).ipc
+    assert model.total.history["ipc"][-2] == combined([rings[c].since(1)[0] for c in cpus]).ipc
+    assert model.total.history["ipc"][-3] == combined([rings[c].since(0)[0] for c in cpus]).ipc
+
+
+def test_a_suspect_sample_and_a_failed_cpu_change_the_all_row_as_the_formulas_say() -> None:
+    rings, cpus = _rings_after(2)
+    model = ViewModel(cpus)
+    model.ingest(rings)
+    suspect_cpu, failed_cpu = cpus[1], cpus[2]
+    for cpu in cpus:  # one more interval: the same counts again, one suspect, one failed
+        s = rings[cpu].latest()
+        assert s is not None
+        s = dataclasses.replace(s, seq=s.seq + 1, time=s.time + 1.0)
+        if cpu == suspect_cpu:
+            s = dataclasses.replace(s, suspect="counts beyond what the clock allows")
+        if cpu == failed_cpu:
+            s = dataclasses.replace(s, counts={}, error="cpu 2: the msr file went away")
+        rings[cpu].push(s)
+    assert model.ingest(rings)
+    live = [rings[cpu].latest() for cpu in cpus if cpu != failed_cpu]
+    _expected(model, live)  # type: ignore[arg-type]
+    ok = [s for s in live if s is not None and not s.suspect]
+    assert model.total.history["ipc"][-1] == combined(ok).ipc  # the history point: neither the suspect nor failed
+    assert model.total.history["ipc"][-1] != model.total.history["ipc"][-2]  # with them it would be the same
