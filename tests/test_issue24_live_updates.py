@@ -4,6 +4,8 @@ times a second cost a second screen refresh per interval); a history plot redraw
 
 from __future__ import annotations
 
+import re
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,8 +21,10 @@ from pmutop.engine.package_sampler import PackageSampler
 from pmutop.feeds.replay import ReplayFeed
 from pmutop.recording.reader import read_recording
 from pmutop.tui.widgets.plot import HistoryPlot, PlotLines
+from tests.helpers.flags import needs_tmux
 from tests.helpers.pilot import text_of
 from tests.test_issue22_package_records import record
+from tests.test_tmux import Tmux
 from tests.test_tui import WIDE, next_update
 
 
@@ -118,3 +122,32 @@ def test_a_replay_pushes_the_intervals_dram_reading_before_the_samples_that_wake
         assert seen_at_push == [1, 2, 3, 4]
     finally:
         feed.close()
+
+
+@pytest.mark.integration
+@needs_tmux
+def test_in_a_real_terminal_each_plots_now_follows_the_all_row(tmp_path: Path) -> None:
+    """What the terminal shows, not a fresh render: the plots' "now · max" is redrawn with every interval (it
+    once stayed at the first interval's value while the bars moved on)."""
+    tmux = Tmux(tmp_path)
+    try:
+        cmd = f"{sys.executable} -m pmutop --demo --sim-cpus 2 --interval 0.5"
+        tmux("new-session", "-d", "-s", "t", "-x", "120", "-y", "40", cmd)
+        tmux.wait_for("now ·", timeout=60)
+        shown: list[tuple[str, str]] = []
+        deadline = time.monotonic() + 30
+        while len({ipc for ipc, _ in shown}) < 3 and time.monotonic() < deadline:
+            time.sleep(0.37)
+            screen = tmux.screen()
+            all_row = next((line.split() for line in screen.splitlines() if line.split()[:1] == ["all"]), None)
+            now = re.search(r"([\d.]+) now · [\d.]+ max", screen)
+            if all_row and now:
+                shown.append((all_row[3], now.group(1)))  # the all row's IPC, the IPC plot's "now"
+        assert len({ipc for ipc, _ in shown}) >= 3, shown  # the simulated IPC moves
+        # A capture can fall between the table's and the plot's part of one frame: most must agree, each of the
+        # later ones too (the plot's "now" never stays behind).
+        agree = [ipc == now for ipc, now in shown]
+        assert sum(agree) >= len(agree) - 2 and agree[-1], shown
+        assert len({now for _, now in shown}) >= 3, shown
+    finally:
+        tmux.kill()
