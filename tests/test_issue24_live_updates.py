@@ -9,9 +9,13 @@ import sys
 import threading
 import time
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
+from textual.app import App, ComposeResult
 from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import Static
 
 from pmutop.app.screenshots import demo_app
@@ -20,6 +24,7 @@ from pmutop.core.timeline import Timeline
 from pmutop.engine.package_sampler import PackageSampler
 from pmutop.feeds.replay import ReplayFeed
 from pmutop.recording.reader import read_recording
+from pmutop.tui.widgets.kept_lines import KeptFooter, KeptStatic
 from pmutop.tui.widgets.plot import HistoryPlot, PlotLines
 from tests.helpers.flags import needs_tmux
 from tests.helpers.pilot import text_of
@@ -151,3 +156,39 @@ def test_in_a_real_terminal_each_plots_now_follows_the_all_row(tmp_path: Path) -
         assert len({now for _, now in shown}) >= 3, shown
     finally:
         tmux.kill()
+
+
+class _Kept(App[None]):
+    def compose(self) -> ComposeResult:
+        yield KeptStatic("kept", id="kept")
+        yield Static("kept", id="plain")
+        yield KeptFooter()
+
+
+async def test_a_kept_widget_looks_as_its_textual_class_and_draws_a_line_again_only_after_a_change() -> None:
+    app = _Kept()
+    async with app.run_test(size=(40, 8)) as pilot:
+        kept, plain = app.query_one("#kept", KeptStatic), app.query_one("#plain", Static)
+        footer = app.query_one(KeptFooter)
+        assert (footer.styles.dock, footer.region.height, footer.region.y) == ("bottom", 1, 7)  # Footer's own CSS
+        assert kept.styles.height == plain.styles.height  # Static's
+        whole = Region(0, 0, 40, 1)
+        assert kept.render_lines(whole) == plain.render_lines(whole)
+        drawn = 0
+        draw = Widget.render_lines
+
+        def counted(widget: Widget, crop: Region) -> list[Strip]:
+            nonlocal drawn
+            drawn += widget is kept
+            return draw(widget, crop)
+
+        with patch.object(Widget, "render_lines", counted):
+            for _ in range(3):
+                kept.render_lines(whole)  # the screen asks again: nothing changed
+            assert drawn == 0
+            kept.update("changed")
+            plain.update("changed")
+            assert kept.render_lines(whole) == plain.render_lines(whole) and drawn == 1
+            app.theme = "textual-light" if app.theme != "textual-light" else "nord"  # every colour changes
+            await pilot.pause()
+            assert kept.render_lines(whole) == plain.render_lines(whole) and drawn == 2

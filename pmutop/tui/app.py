@@ -20,7 +20,8 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.screen import Screen
+from textual.widgets import DataTable, Input, Static
 
 from pmutop.core.dram_reading import PackageFeed
 from pmutop.core.errors import PmutopError
@@ -48,6 +49,7 @@ from pmutop.tui.textual_private import end_after_error, quick_exit_driver
 from pmutop.tui.widgets.fast_table import FastTable
 from pmutop.tui.widgets.filter_bar import FilterBar
 from pmutop.tui.widgets.history_panel import HistoryPanels, plot_specs
+from pmutop.tui.widgets.kept_lines import KeptFooter, KeptScreen, KeptStatic
 
 INTERVAL_STEPS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 PLOT_MIN_ROWS = 6  # a history panel: border, 3 plot rows, the time axis
@@ -173,10 +175,10 @@ class PmutopApp(DramView):
     # -- building
 
     def compose(self) -> ComposeResult:
-        yield Static(machine_text(self.info), id="machine")
-        yield Static(id="status")
-        yield Static(id="banner")
-        yield Static(id="dram")
+        yield KeptStatic(machine_text(self.info), id="machine")
+        yield KeptStatic(id="status")
+        yield KeptStatic(id="banner")
+        yield KeptStatic(id="dram")
         yield FastTable(id="cores", cursor_type="row", zebra_stripes=True)
         yield HistoryPanels(self.plot_specs, id="history")
         bar = FilterBar(
@@ -184,7 +186,10 @@ class PmutopApp(DramView):
         )
         bar.display = False
         yield bar
-        yield Footer()
+        yield KeptFooter()
+
+    def get_default_screen(self) -> Screen[object]:
+        return KeptScreen(id="_default")
 
     async def on_mount(self) -> None:
         self._loop = asyncio.get_running_loop()

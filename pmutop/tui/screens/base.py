@@ -13,6 +13,7 @@ from pmutop.core.feed import SampleFeed
 from pmutop.core.run_description import RunInfo
 from pmutop.tui.model import ViewModel
 from pmutop.tui.widgets.history_panel import PlotSpec
+from pmutop.tui.widgets.kept_lines import KeptLines
 
 ResultT = TypeVar("ResultT")
 
@@ -34,7 +35,7 @@ class LiveView(Protocol):
     def shown_formulas(self) -> list[tuple[str, str]]: ...
 
 
-class ViewScreen(Screen[None]):
+class ViewScreen(Screen[None], KeptLines):
     """A view that replaces the table (detail, top-down, heatmap): while one is on top the app hands it
     each interval's model instead of updating the hidden table."""
 

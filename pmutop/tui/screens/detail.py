@@ -13,7 +13,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from pmutop.core.sample import Sample
 from pmutop.core.task_reading import TaskFeed
@@ -25,6 +25,7 @@ from pmutop.tui.screens.memory import package_block
 from pmutop.tui.screens.processes import ProcessDetailScreen
 from pmutop.tui.topdown_view import COLOURS
 from pmutop.tui.widgets.history_panel import HistoryPanels
+from pmutop.tui.widgets.kept_lines import KeptFooter
 
 HISTORY_WIDTH = 40  # cells of the detail view's top-down history
 
@@ -115,7 +116,7 @@ class DetailScreen(ViewScreen):
             if self._task_feed() is not None and self.cpu >= 0:
                 yield Static(Text("processes on this CPU", style="bold"), id="cpu-procs-title")
                 yield DataTable(id="cpu-procs", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield KeptFooter()
 
     def _task_feed(self) -> TaskFeed | None:
         return getattr(self.app, "task_feed", None)

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from pmutop.tui.format import MARK
 from pmutop.tui.heatmap import (
@@ -31,6 +31,7 @@ from pmutop.tui.heatmap import (
 from pmutop.tui.model import CoreState, ViewModel, one_point_per_column, resample
 from pmutop.tui.screens.base import VIEW_KEYS, ViewScreen
 from pmutop.tui.widgets.heatmap_rows import HeatmapRows
+from pmutop.tui.widgets.kept_lines import KeptFooter
 
 
 class HeatmapScreen(ViewScreen):
@@ -52,7 +53,7 @@ class HeatmapScreen(ViewScreen):
         yield Static(id="hm-legend")
         yield HeatmapRows(id="hm-rows")
         yield Static(id="hm-axis")
-        yield Footer()
+        yield KeptFooter()
 
     def on_mount(self) -> None:
         self.refresh_from(self.live.model)

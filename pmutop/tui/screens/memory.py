@@ -13,12 +13,13 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from pmutop.core.dram_reading import SOURCE_SIMULATED, PackageDram
 from pmutop.tui.dram_text import channel_table, estimate_line, package_line, rate_text
 from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.base import VIEW_KEYS, ViewScreen
+from pmutop.tui.widgets.kept_lines import KeptFooter
 from pmutop.tui.widgets.plot import HistoryPlot
 
 PLOT_FLOOR = 1e9  # bytes/s: an idle bus is not drawn as a full one
@@ -38,7 +39,7 @@ class MemoryScreen(ViewScreen):
         with VerticalScroll():
             yield Static(id="mem-channels")
             yield Vertical(id="mem-plots")
-        yield Footer()
+        yield KeptFooter()
 
     def on_mount(self) -> None:
         self._plots: dict[int, tuple[HistoryPlot, HistoryPlot]] = {}

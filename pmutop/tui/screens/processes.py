@@ -13,7 +13,7 @@ from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from pmutop.core.task_reading import TaskReading, TaskSnapshot
 from pmutop.tui import format as fmt
@@ -34,6 +34,7 @@ from pmutop.tui.task_columns import (
     title_of,
     values,
 )
+from pmutop.tui.widgets.kept_lines import KeptFooter
 from pmutop.tui.widgets.plot import HistoryPlot
 
 # The detail view's plots: (value key, title, scale floor, style, value format), the first four counted.
@@ -94,7 +95,7 @@ class ReadingDetailScreen(ViewScreen):
                     yield HistoryPlot(title, show, floor, style, id=f"rd-{key}")
             yield Static(id="rd-facts")
             yield from self.more()
-        yield Footer()
+        yield KeptFooter()
 
     def more(self) -> ComposeResult:
         yield from ()

@@ -12,7 +12,7 @@ from rich.text import Span, Text
 from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Input, Static
 from textual.widgets.data_table import RowDoesNotExist, RowKey
 
 from pmutop.core.errors import PmutopError
@@ -35,6 +35,7 @@ from pmutop.tui.task_columns import (
     values,
 )
 from pmutop.tui.widgets.fast_table import FastTable
+from pmutop.tui.widgets.kept_lines import KeptFooter
 
 POLL_S = 0.25  # how soon a new snapshot shows (it comes just after the CPU samples the app redraws on)
 SCROLLBAR = 2
@@ -110,7 +111,7 @@ class TaskListScreen(ViewScreen):
         bar = TaskFilterBar(placeholder=self.PLACEHOLDER, id="tl-filter")
         bar.display = False
         yield bar
-        yield Footer()
+        yield KeptFooter()
 
     def on_mount(self) -> None:
         self.set_interval(POLL_S, self._poll)

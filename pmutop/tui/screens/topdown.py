@@ -8,11 +8,12 @@ from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.base import VIEW_KEYS, ViewScreen
 from pmutop.tui.topdown_view import FIXED_COLUMNS, SHORT, legend, row_cells
+from pmutop.tui.widgets.kept_lines import KeptFooter
 
 
 class TopdownScreen(ViewScreen):
@@ -24,7 +25,7 @@ class TopdownScreen(ViewScreen):
         yield Static(legend(self.app.no_color), id="tma-legend")
         # The cells' colours win over the cursor's: the highlighted row keeps its breakdown.
         yield DataTable(id="tma", cursor_type="row", zebra_stripes=True, cursor_foreground_priority="renderable")
-        yield Footer()
+        yield KeptFooter()
 
     def on_mount(self) -> None:
         self._bar_width = 0

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 from textual import events
 from textual.app import ComposeResult
-from textual.widget import Widget
 
 from pmutop.derive.records import rate_title
 from pmutop.tui import format as fmt
 from pmutop.tui.model import CoreState, ViewModel, rate_series
+from pmutop.tui.widgets.kept_lines import KeptLines
 from pmutop.tui.widgets.plot import HistoryPlot
 
 
@@ -70,12 +70,12 @@ def plot_specs(keys: list[str], rate_keys: tuple[str, ...]) -> list[PlotSpec]:
     return specs[:4]
 
 
-class HistoryPanels(Widget):
+class HistoryPanels(KeptLines):
     """The plots in a grid: two rows of two when tall enough, else one row (of as many as fit the width);
-    follows one core or the all row."""
+    follows one core or the all row. Its own lines (the background under the plots) are kept (KeptLines)."""
 
     def __init__(self, specs: list[PlotSpec], *, prefix: str = "hist", **kw: object) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
+        super().__init__(**kw)
         self.specs = specs
         self.prefix = prefix
         self._arranged: tuple[int, int] | None = None

@@ -17,6 +17,7 @@ from textual.widget import Widget
 
 from pmutop.tui.format import MARK, SPARK, nice_ceiling, time_axis
 from pmutop.tui.model import Span, resample
+from pmutop.tui.widgets.kept_lines import KeptLines
 
 _DIM = Style(dim=True)
 _MARK = Style(color="yellow")
@@ -132,13 +133,14 @@ class PlotLines(Widget):
         return drawn
 
 
-class HistoryPlot(Widget):
-    """A plot in a box with its title on the top edge and "now · max" on the bottom one."""
+class HistoryPlot(KeptLines):
+    """A plot in a box with its title on the top edge and "now · max" on the bottom one. The box keeps its
+    drawn lines (KeptLines): the plot inside is drawn again every interval, the box only when its titles change."""
 
     _bottom_edge_only = False  # a change of the subtitle: only the bottom edge is drawn again
 
     def __init__(self, title: str, fmt: Callable[[float], str], floor: float, style: str, **kw: object) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
+        super().__init__(**kw)
         self.border_title = title
         self._fmt = fmt
         self._floor = floor
@@ -152,8 +154,6 @@ class HistoryPlot(Widget):
         self.version = 0  # bumped by each update: the drawn lines are for one version and size
         self.body = PlotLines(self)
         self._subtitle: str | None = None
-        self._box_lines: dict[int, Strip] = {}  # the box's drawn lines by y, for one size and set of line filters
-        self._box_key: tuple[object, ...] | None = None
 
     def compose(self) -> ComposeResult:
         yield self.body
@@ -197,42 +197,12 @@ class HistoryPlot(Widget):
         self.body.redraw()
 
     def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
-        box_lines: dict[int, Strip] | None = getattr(self, "_box_lines", None)  # None: still in __init__
         if self._bottom_edge_only and not regions and not layout and not recompose and self.size.height:
             # A region given to refresh is of the content, inside the edges: the bottom edge is below it.
             left, top = self.content_offset
             outer = self.outer_size
             regions = (Region(-left, outer.height - 1 - top, outer.width, 1),)
-            if box_lines is not None:
-                box_lines.pop(outer.height - 1, None)
-        elif box_lines is not None:
-            box_lines.clear()
         return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._box_lines.clear()
-
-    def render_lines(self, crop: Region) -> list[Strip]:
-        """The box's lines (edges, titles, padding), kept between frames. The plot inside is drawn again every
-        interval, and each time the screen asks the box under it for those lines too: Textual's StylesCache would
-        work them out again, most of what a plot's new interval costs. A line is drawn again only after a
-        refresh of the box that covers it (a title, "now · max"), a style change or a new size."""
-        outer = self.outer_size
-        key = (outer, tuple(self.get_line_filters()))
-        if key != self._box_key:
-            self._box_key = key
-            self._box_lines.clear()
-        lines = self._box_lines
-        missing = [y for y in crop.line_range if y not in lines]
-        if missing:
-            first, end = min(missing), max(missing) + 1
-            drawn = super().render_lines(Region(0, first, outer.width, end - first))
-            lines.update(zip(range(first, end), drawn, strict=True))
-        if crop.column_span == (0, outer.width):
-            return [lines[y] for y in crop.line_range]
-        start, end = crop.column_span
-        return [lines[y].crop(start, end) for y in crop.line_range]
 
     def lines(self, width: int, height: int) -> list[list[Segment]]:
         """The plot's lines for a `width` x `height` box: value axis, bars and time axis."""
