@@ -248,7 +248,12 @@ async def test_replay_view_shows_the_badge_position_and_seeks(
         assert shown.strip() not in ("", "-")
         await pilot.press("space")
         assert not feed.paused
-        for key, screen in (("2", "TopdownScreen"), ("3", "HeatmapScreen"), ("1", "KeptScreen"), ("enter", "DetailScreen")):
+        for key, screen in (
+            ("2", "TopdownScreen"),
+            ("3", "HeatmapScreen"),
+            ("1", "KeptScreen"),
+            ("enter", "DetailScreen"),
+        ):
             await pilot.press(key)
             await pilot.pause(0.05)
             assert type(app.screen).__name__ == screen

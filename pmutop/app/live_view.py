@@ -15,7 +15,7 @@ from pmutop.core.run_description import RunInfo
 from pmutop.core.task_reading import TaskFeed
 from pmutop.engine.engine import Engine
 from pmutop.hw.platform import Platform
-from pmutop.probes.tasks import NoTasks, ProcTasks, SimTasks, TaskSource, TopTask
+from pmutop.probes.tasks import NoTasks, ProcTasks, SimTasks, TaskSource, TopTask, close_tasks
 from pmutop.safety.exit_guard import ExitGuard, signal_name
 from pmutop.tui.config import Settings, config_path
 
@@ -41,6 +41,9 @@ class SharedTasks:
         self._lock = threading.Lock()
         self._interval: int | None = None
         self._tasks: dict[int, TopTask] = {}
+
+    def close(self) -> None:
+        close_tasks(self.source)
 
     def top_per_cpu(self) -> dict[int, TopTask]:
         failed = self.feed.failures()
@@ -75,10 +78,11 @@ def run_live_view(
     from pmutop.tui.app import PmutopApp
 
     LIVE_VIEW_RAN.set()
+    own_tasks = task_source(platform, cpus) if tasks is None else None
     app = PmutopApp(
         engine,
         info,
-        tasks or task_source(platform, cpus),
+        tasks or own_tasks,
         settings=settings[0],
         settings_path=config_path(),
         settings_problem=settings[1],
@@ -89,7 +93,11 @@ def run_live_view(
         own_cost=ProcessCost(),
     )
     guard.on_stop(app.exit_soon)  # a signal, or an error in another thread: close the UI, then restore
-    app.run()
+    try:
+        app.run()
+    finally:
+        if own_tasks is not None:
+            close_tasks(own_tasks)
     if app.failure:
         raise PmutopError(app.failure)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import pwd
+import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -117,11 +118,72 @@ def parse_stat(data: bytes) -> tuple[str, bytes, list[bytes]]:
 _UTIME, _STIME, _THREADS, _START, _PROCESSOR = 14 - 3, 15 - 3, 20 - 3, 22 - 3, 39 - 3
 
 
+class StatFiles:
+    """/proc/PID/stat and /proc/PID/task/TID/stat files kept open between scans and read again with one pread:
+    half the system time of opening, reading and closing each file every interval. An open file stays the
+    process's (or thread's) it was opened on: once that one has exited, a read fails (ESRCH) and the path is
+    opened again, so a reused PID is read as the new process. At most `budget` files are kept (the rest are
+    opened each time): a few of the open-files limit, which the per-task counters need."""
+
+    def __init__(self, budget: int) -> None:
+        self._budget = budget
+        self._fds: dict[str, int] = {}
+        self._seen: set[str] = set()  # paths read since the last sweep
+
+    def read(self, path: str) -> bytes | None:
+        """The file's bytes, None when it is gone (its process exited) or unreadable."""
+        self._seen.add(path)
+        fd = self._fds.get(path)
+        if fd is not None:
+            try:
+                data = os.pread(fd, 4096, 0)
+                if data:
+                    return data
+            except OSError:
+                pass
+            del self._fds[path]  # what it was opened on has exited
+            os.close(fd)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            data = b""
+        if data and len(self._fds) < self._budget:
+            self._fds[path] = fd
+        else:
+            os.close(fd)
+        return data or None
+
+    def sweep(self) -> None:
+        """Close the files not read since the last sweep (their processes and threads are gone)."""
+        for path in [path for path in self._fds if path not in self._seen]:
+            os.close(self._fds.pop(path))
+        self._seen = set()
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds = {}
+
+
+def _stat_budget() -> int:
+    """How many stat files a scan keeps open: a sixteenth of the soft open-files limit, at most 512."""
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (OSError, ValueError):
+        return 0
+    return 512 if soft == resource.RLIM_INFINITY else min(512, soft // 16)
+
+
 class ProcessScan:
     """The real ProcessSource: /proc. `root` is for tests (a fake /proc tree)."""
 
     def __init__(self, root: str = "/proc", now: Callable[[], float] = time.monotonic) -> None:
         self._root = root
+        self._files = StatFiles(_stat_budget())
         self._now = now
         self._boot = psutil.boot_time()
         self._stat = ProcStat(f"{root}/stat")
@@ -149,7 +211,7 @@ class ProcessScan:
         for name in os.listdir(root):
             if not name.isdigit():
                 continue
-            data = read_proc_file(f"{root}/{name}/stat")
+            data = self._files.read(f"{root}/{name}/stat")
             if not data:
                 continue  # exited since the listing
             comm, state, f = parse_stat(data)
@@ -172,6 +234,7 @@ class ProcessScan:
                 p.cpus[int(f[_PROCESSOR])] = p.cpu_seconds
             else:
                 threads_seen[key] = self._split_threads(p, int(f[_PROCESSOR]), delta, self._prev_threads.get(key))
+        self._files.sweep()
         self._prev_ticks, self._prev_threads = ticks, threads_seen
         self._users = {k: v for k, v in self._users.items() if k in ticks}
         busy = self._cpu_busy()
@@ -189,7 +252,7 @@ class ProcessScan:
             tids = []
         explained = 0
         for tid in tids:
-            data = read_proc_file(f"{task_dir}/{tid}/stat")
+            data = self._files.read(f"{task_dir}/{tid}/stat")
             if not data:
                 continue
             _, _, f = parse_stat(data)
@@ -246,6 +309,7 @@ class ProcessScan:
 
     def close(self) -> None:
         self._stat.close()
+        self._files.close()
 
 
 def cgroup_of(pid: int, root: str = "/proc") -> str:

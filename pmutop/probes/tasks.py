@@ -49,6 +49,10 @@ class ProcTasks:
             self._names = {k: v for k, v in self._names.items() if k[0] in scan.processes}
         return {cpu: TopTask(self._name(p), p.pid, seconds) for cpu, (seconds, p) in best.items()}
 
+    def close(self) -> None:
+        """Close the /proc files the scan keeps open."""
+        self._scan.close()
+
     def _name(self, p: ProcessUse) -> str:
         """As psutil's name(): the kernel's comm, cut at 15 characters, completed from the command line."""
         if len(p.comm) < 15:
@@ -81,3 +85,9 @@ class SimTasks:
         out = {cpu: TopTask(name, pid, seconds) for cpu, (name, pid, seconds) in tops.items()}
         self._last = (now, out)
         return out
+
+
+def close_tasks(source: TaskSource) -> None:
+    """Close what a task source keeps open (a /proc scan's files), when it keeps anything."""
+    if isinstance(source, ProcTasks):
+        source.close()

@@ -211,6 +211,7 @@ def _measure(
     # counters from anywhere, and no sampler threads means no wake-ups and no GIL hand-offs between them.
     unthreaded = args.batch and isinstance(backend, PerfBackend) and not args.record
     failed_cpus: dict[int, str] = {}
+    tasks: SharedTasks | None = None  # the recording's and the live view's task lookup, when recording
     with session.open(backend, argv, interval=interval, power=power, threaded=not unthreaded) as engine:
         guard.on_stop(engine.wake_waiters)  # a signal ends the batch loop's wait at once (it does not poll)
         engine.start(guard.stop_requested)
@@ -222,7 +223,6 @@ def _measure(
         if not guard.stop_requested.is_set():
             release_command(task_counters)  # -- COMMAND runs from now on
         info = collect(platform, backend, cpus)
-        tasks: SharedTasks | None = None
         recorder: Recorder | None = None
         if args.record and not guard.stop_requested.is_set():
             task_events = task_counters.events if task_counters is not None else None
@@ -288,6 +288,8 @@ def _measure(
             failed_cpus = engine.failures()
             for cpu, why in failed_cpus.items():
                 warn(f"cpu {cpu} dropped: {why}")
+    if tasks is not None:
+        tasks.close()  # the /proc files its scan keeps open
     if guard.failure:
         raise PmutopError(guard.failure)
     if session.recording_error:
