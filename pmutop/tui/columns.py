@@ -190,103 +190,110 @@ def layout(width: int, columns: tuple[Column, ...] = COLUMNS) -> dict[str, int]:
     return {c.key: widths[c.key] for c in columns if c.key in widths}
 
 
-def _dram_cell(key: str, core: CoreState, width: int) -> Text:
+Cell = tuple[str, str]  # a cell's text and its style ("": none)
+
+
+def _styled(text: str, style: str | None) -> Cell:
+    return (text, style or "")
+
+
+def _dram_cell(key: str, core: CoreState, width: int) -> Cell:
     """A package's (or the all row's) DRAM bytes/s: '12.3G'; '≥' first when a counter saturated; blank on a
     CPU's row."""
     dram = core.dram
     if dram is None:
-        return Text(("" if core.cpu >= 0 else fmt.MISSING).rjust(width), style="dim")
+        return (("" if core.cpu >= 0 else fmt.MISSING).rjust(width), "dim")
     value = dram.read_bytes_per_s if key == "dram_read" else dram.write_bytes_per_s
     text = fmt.si(value, 0)
     if dram.saturated and value is not None:
-        return Text(("≥" + text).rjust(width), style="bold red")
-    return Text(text.rjust(width), style="dim" if value is None else "")
+        return (("≥" + text).rjust(width), "bold red")
+    return (text.rjust(width), "dim" if value is None else "")
 
 
-def _estimate_mark(text: Text, key: str, core: CoreState) -> Text:
+def _estimate_mark(cell: Cell, key: str, core: CoreState) -> Cell:
     """Prefix '~' when an input of this cell was multiplexed or rotated (an estimate)."""
     s = core.latest
     if s is None or not s.estimated:
-        return text
+        return cell
     inputs = (key[3:],) if key.startswith("ev:") else ESTIMATE_INPUTS.get(key, ())
     if not any(k in s.estimated for k in inputs):
-        return text
-    plain = text.plain
+        return cell
+    plain, style = cell
     stripped = plain.lstrip()
     pad = max(0, len(plain) - len(stripped) - 1)
-    return Text(" " * pad + "~" + stripped, style=text.style)
+    return (" " * pad + "~" + stripped, style)
 
 
 def render_cell(key: str, core: CoreState, model: ViewModel, width: int) -> Text:
     """The text of one cell. A failed core shows its state instead of numbers; a suspect sample '?'."""
+    plain, style = cell_parts(key, core, model, width)
+    return Text(plain, style=style)
+
+
+def cell_parts(key: str, core: CoreState, model: ViewModel, width: int) -> Cell:
+    """A cell's text and style, without building a Text (the table builds one only for a cell that changed)."""
     return _estimate_mark(_render(key, core, model, width), key, core)
 
 
-def _render(key: str, core: CoreState, model: ViewModel, width: int) -> Text:
+def _render(key: str, core: CoreState, model: ViewModel, width: int) -> Cell:
     m = core.metrics
     if key == "cpu":
         label = "all" if core.cpu == -1 else core.label  # below -1: a package's row ("pkg0")
-        return Text(label.ljust(width), style="bold" if core.cpu < 0 else "")
+        return (label.ljust(width), "bold" if core.cpu < 0 else "")
     if key in DRAM_KEYS:
         return _dram_cell(key, core, width)
     if core.error is not None:
-        return Text("failed".rjust(width) if key == "util" else "".rjust(width), style="bold red reverse")
+        return ("failed".rjust(width) if key == "util" else "".rjust(width), "bold red reverse")
     if key == "task":
         if core.cpu < 0 or core.task is None:
-            return Text("".ljust(width))
+            return ("".ljust(width), "")
         t = core.task
         pid = str(t.pid)
         room = max(1, width - len(pid) - 1)
         name = t.name if len(t.name) <= room else t.name[: room - 1] + "…"  # say that it was cut
-        return Text(f"{name} {pid}"[:width].ljust(width), style="dim")
+        return (f"{name} {pid}"[:width].ljust(width), "dim")
     if key == "ipc_hist":
         top = fmt.nice_ceiling(model.series_top("ipc", core), 4.0)
-        return Text(fmt.sparkline(model.columns_of(core, "ipc", width), width, top), style="cyan")
+        return (fmt.sparkline(model.columns_of(core, "ipc", width), width, top), "cyan")
     if key == "llc_hist":
         top = fmt.nice_ceiling(model.series_top("llc_misses_per_s", core), 1e6)
-        return Text(fmt.sparkline(model.columns_of(core, "llc_misses_per_s", width), width, top), style="magenta")
+        return (fmt.sparkline(model.columns_of(core, "llc_misses_per_s", width), width, top), "magenta")
     if key == "avg_mhz" or key.startswith(CSTATE_PREFIX):
         s = core.latest
         v = avg_mhz(core) if key == "avg_mhz" else s.cstates.get(key[len(CSTATE_PREFIX) :]) if s else None
-        return Text(
-            fmt.MISSING.rjust(width) if v is None else f"{v:.0f}".rjust(width), style="dim" if v is None else ""
-        )
+        return (fmt.MISSING.rjust(width) if v is None else f"{v:.0f}".rjust(width), "dim" if v is None else "")
     if key == "throttle":
         s = core.latest
         if s is None or "throttle" not in s.power_src:
-            return Text(fmt.MISSING.ljust(width), style="dim")
-        return (
-            Text(",".join(s.throttle)[:width].ljust(width), style="bold red")
-            if s.throttle
-            else Text("none".ljust(width), style="dim")
-        )
+            return (fmt.MISSING.ljust(width), "dim")
+        return (",".join(s.throttle)[:width].ljust(width), "bold red") if s.throttle else ("none".ljust(width), "dim")
     if key in POWER_KEYS:
         h = core.history.get(key)
         v = h[-1] if h else None
         if v is None:
-            return Text(fmt.MISSING.rjust(width), style="dim")
-        return Text(f"{v:.0f}".rjust(width) if key != "pkg_watts" else f"{v:.1f}".rjust(width))
+            return (fmt.MISSING.rjust(width), "dim")
+        return (f"{v:.0f}".rjust(width) if key != "pkg_watts" else f"{v:.1f}".rjust(width), "")
     if m is None:
         text = "?" if core.suspect_count and core.latest is not None else fmt.MISSING
-        return Text(text.rjust(width), style="yellow" if text == "?" else "dim")
+        return (text.rjust(width), "yellow" if text == "?" else "dim")
     if key == "util":
-        return fmt.styled(fmt.fixed(m.util, ".1f", width, 100), fmt.util_style(m.util))
+        return _styled(fmt.fixed(m.util, ".1f", width, 100), fmt.util_style(m.util))
     if key == "ghz":
-        return fmt.styled(fmt.fixed(m.ghz, ".2f", width), None)
+        return _styled(fmt.fixed(m.ghz, ".2f", width), None)
     if key == "ipc":
-        return fmt.styled(fmt.fixed(m.ipc, ".2f", width), fmt.ipc_style(m.ipc))
+        return _styled(fmt.fixed(m.ipc, ".2f", width), fmt.ipc_style(m.ipc))
     if key == "llc_per_s":
-        return fmt.styled(fmt.si(m.llc_misses_per_s, width), None)
+        return _styled(fmt.si(m.llc_misses_per_s, width), None)
     if key == "mpki":
-        return fmt.styled(fmt.fixed(m.llc_mpki, ".2f", width), fmt.mpki_style(m.llc_mpki))
+        return _styled(fmt.fixed(m.llc_mpki, ".2f", width), fmt.mpki_style(m.llc_mpki))
     if key == "llc_ratio":
-        return fmt.styled(fmt.fixed(m.llc_miss_ratio, ".1f", width, 100), fmt.miss_ratio_style(m.llc_miss_ratio))
+        return _styled(fmt.fixed(m.llc_miss_ratio, ".1f", width, 100), fmt.miss_ratio_style(m.llc_miss_ratio))
     if key == "br_ratio":
-        return fmt.styled(fmt.fixed(m.branch_miss_ratio, ".2f", width, 100), fmt.branch_style(m.branch_miss_ratio))
+        return _styled(fmt.fixed(m.branch_miss_ratio, ".2f", width, 100), fmt.branch_style(m.branch_miss_ratio))
     if key.startswith("ev:"):
         s = core.latest
         name = key[3:]
         if s is None or name not in s.counts or not s.interval:
-            return Text(fmt.MISSING.rjust(width), style="dim")
-        return Text(fmt.si(s.counts[name] / s.interval, width))
+            return (fmt.MISSING.rjust(width), "dim")
+        return (fmt.si(s.counts[name] / s.interval, width), "")
     raise KeyError(key)

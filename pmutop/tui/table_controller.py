@@ -18,6 +18,7 @@ from pmutop.tui.columns import (
     CSTATE_PREFIX,
     POWER_KEYS,
     TURBOSTAT_KEYS,
+    cell_parts,
     columns_for,
     layout,
     off_by_default,
@@ -232,13 +233,14 @@ class CoreTable:
 
     def update_rows(self, rows: set[str]) -> None:
         changes = []
+        cells, model = self._cells, self.model
         for row_key in rows:
             core = self.core_for(row_key)
             for key, w in self.widths.items():
-                cell = render_cell(key, core, self.model, w)
-                if self._cells.get((row_key, key)) != cell.plain:
-                    self._cells[(row_key, key)] = cell.plain
-                    changes.append((row_key, key, cell))
+                plain, style = cell_parts(key, core, model, w)
+                if cells.get((row_key, key)) != plain:  # a Text only for a cell that changed
+                    cells[(row_key, key)] = plain
+                    changes.append((row_key, key, Text(plain, style=style)))
         self._table().set_cells(changes)
 
     def take_visible_stale(self) -> set[str]:
