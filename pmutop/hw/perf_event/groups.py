@@ -287,13 +287,29 @@ class PerfGroup:
 
     def read(self) -> GroupReading:
         """All counts at one instant: one read() of the leader fd."""
+        return parse_group_read(
+            self._read_leader(), len(self.events), with_ids=self.with_ids, cpu=self.cpu, unpack=self._unpack
+        )
+
+    def read_words(self) -> tuple[int, ...]:
+        """read() as the kernel's words, (nr, time_enabled, time_running, value, [id,] value, ...), checked
+        as read() checks them: no GroupReading made (the perf backend reads every group every interval)."""
+        data = self._read_leader()
+        if len(data) != self._read_size:
+            parse_group_read(data, len(self.events), with_ids=self.with_ids, cpu=self.cpu)  # raises: says why
+        words = self._unpack(data)
+        if words[0] != len(self.events):
+            n = len(self.events)
+            raise PerfGroupError(f"cpu {self.cpu}: perf group read reports {words[0]} events, expected {n}")
+        return words
+
+    def _read_leader(self) -> bytes:
         if not self.fds:
             raise PerfGroupError(f"cpu {self.cpu}: perf group is closed")
         try:
-            data = os.read(self.fds[0], self._read_size)
+            return os.read(self.fds[0], self._read_size)
         except OSError as e:
             raise PerfOpenError(f"cpu {self.cpu}: reading the perf group failed: {e.strerror}", e.errno or 0) from e
-        return parse_group_read(data, len(self.events), with_ids=self.with_ids, cpu=self.cpu, unpack=self._unpack)
 
     def close(self) -> None:
         fds, self.fds = self.fds, []
