@@ -27,9 +27,11 @@ def stat_rows(text: bytes) -> list[tuple[float, float]]:
         if not v or not v[0].startswith(b"cpu"):
             continue
         # user nice system idle iowait irq softirq steal [guest guest_nice]; an old kernel's missing ones are 0
-        t = [float(x) / c for x in v[1:9]] + [0.0] * (9 - len(v))
-        busy = t[0] + t[1] + t[2] + t[5] + t[6] + t[7]  # BUSY_FIELDS, left to right like sum()
-        rows.append((busy, busy + (t[3] + t[4])))
+        if len(v) < 9:
+            v = v + [b"0"] * (9 - len(v))
+        # BUSY_FIELDS, left to right like sum(); named, not a list per line (this runs every interval)
+        busy = float(v[1]) / c + float(v[2]) / c + float(v[3]) / c + float(v[6]) / c + float(v[7]) / c + float(v[8]) / c
+        rows.append((busy, busy + (float(v[4]) / c + float(v[5]) / c)))
     return rows
 
 
