@@ -17,7 +17,7 @@ from pmutop.core.dram_reading import PackageDram
 from pmutop.core.errors import HardwareError
 from pmutop.core.feed import SampleFeed
 from pmutop.core.heap_freeze import freeze_startup_heap
-from pmutop.core.numfmt import fixed as _fmt
+from pmutop.core.numfmt import fixed_cell
 from pmutop.core.numfmt import si as _si
 from pmutop.core.sample import Sample
 from pmutop.core.task_reading import TaskCounterSource, TaskSnapshot
@@ -43,23 +43,19 @@ class TableColumn:
     cell: Callable[[float | None, int], str]  # (value, width) -> the right-aligned text
 
 
-def _fixed(spec: str, scale: float = 1.0) -> Callable[[float | None, int], str]:
-    return lambda v, w: _fmt(v, spec, w, scale)
-
-
 # The live view's formats (pmutop.tui.columns) for the same columns.
 _CELLS: dict[str, Callable[[float | None, int], str]] = {
-    "util": _fixed(".1f", 100),
-    "ghz": _fixed(".2f"),
-    "ipc": _fixed(".2f"),
+    "util": fixed_cell(".1f", 100),
+    "ghz": fixed_cell(".2f"),
+    "ipc": fixed_cell(".2f"),
     "llc_per_s": _si,
-    "mpki": _fixed(".2f"),
-    "llc_ratio": _fixed(".1f", 100),
-    "br_ratio": _fixed(".2f", 100),
-    "busy": _fixed(".0f"),
-    "bzy_mhz": _fixed(".0f"),
-    "temp_c": _fixed(".0f"),
-    "pkg_watts": _fixed(".1f"),
+    "mpki": fixed_cell(".2f"),
+    "llc_ratio": fixed_cell(".1f", 100),
+    "br_ratio": fixed_cell(".2f", 100),
+    "busy": fixed_cell(".0f"),
+    "bzy_mhz": fixed_cell(".0f"),
+    "temp_c": fixed_cell(".0f"),
+    "pkg_watts": fixed_cell(".1f"),
 }
 _MIN_WIDTHS = {"util": 6, "ghz": 5, "ipc": 5, "mpki": 6, "busy": 6, "bzy_mhz": 6, "temp_c": 4, "pkg_watts": 6}
 _TMA_TITLES = dict(zip(topdown.LEVEL1, ("Ret%", "Bad%", "FE%", "BE%"), strict=True))
@@ -121,6 +117,7 @@ class TablePrinter(_Printer):
         # Per column, where its value comes from: (source, key, cell, width); and what a row must compute.
         self._plan: list[tuple[int, str, Callable[[float | None, int], str], int]] = []
         self._needs: set[int] = set()
+        self._rated: list[str] = []  # the events shown as their own rate
         self._unknown = ""  # the cells of a row whose values must not be shown
 
     def begin(self, batch: list[Sample], power_fields: Collection[str] | None = None) -> None:
@@ -132,7 +129,7 @@ class TablePrinter(_Printer):
         cols = [_column(c, titles.TITLES[c], _CELLS[c], _MIN_WIDTHS.get(c, 0)) for c in shown]
         plan = [(_METRIC, titles.METRIC_OF[c]) for c in shown]
         if self.tma:
-            cols += [_column(f, t, _fixed(".1f", 100), 6) for f, t in _TMA_TITLES.items()]
+            cols += [_column(f, t, fixed_cell(".1f", 100), 6) for f, t in _TMA_TITLES.items()]
             plan += [(_TMA, f) for f in _TMA_TITLES]
         # From samples: all the power columns when the run measured any (as a live run that reads power names
         # them all before its first interval), so a replay prints the live run's header.
@@ -147,6 +144,7 @@ class TablePrinter(_Printer):
         self.columns = cols
         self._plan = [(source, key, c.cell, c.width) for (source, key), c in zip(plan, cols, strict=True)]
         self._needs = {source for source, _ in plan}
+        self._rated = rated
         self._unknown = " ".join("?".rjust(c.width) for c in cols)
         stamp = "timestamp".ljust(24) + " " if self.timestamps else ""
         header = stamp + f"{'time':>8} {'host:cpu' if self.names else titles.TITLES['cpu']:>{self.cpu_width}} "
@@ -156,7 +154,8 @@ class TablePrinter(_Printer):
     def write(
         self, s: Sample, *, time: float, index: int, timestamp: str | None = None, pkg_instructions: int | None = None
     ) -> None:
-        self.begin([s])
+        if self.columns is None:
+            self.begin([s])
         flags = []
         if s.overflows:
             flags.append("ovf:" + ",".join(s.overflows))
@@ -167,21 +166,34 @@ class TablePrinter(_Printer):
             cells = self._unknown
         else:
             needs = self._needs
-            interval = s.interval
-            counts = s.counts
+            rates: dict[str, float | None] | None = None
+            if _RATE in needs:
+                # Only the events shown as rates (a loop: no comprehension to run every row).
+                rates = {}
+                interval, counts = s.interval, s.counts
+                if interval:
+                    for k in self._rated:
+                        if k in counts:
+                            rates[k] = counts[k] / interval
             cells = self._cells(
                 for_sample(s) if _METRIC in needs else None,
-                topdown.compute(s.topdown, counts) if _TMA in needs else None,
+                topdown.compute(s.topdown, s.counts) if _TMA in needs else None,
                 power_values(s) if _POWER in needs else None,
-                {k: v / interval if interval else None for k, v in counts.items()} if _RATE in needs else None,
+                rates,
             )
         self._line(self.names.get(s.cpu, str(s.cpu)), cells, time, timestamp, flags)
 
     def write_total(self, batch: list[Sample], *, time: float, timestamp: str | None = None) -> None:
         """The `all` row: the live view's machine total of this interval (suspect samples left out)."""
-        ok = [s for s in batch if not (s.error or s.suspect)]
-        estimated = [f for s in ok for f in s.estimated.values()]
-        flags = [f"est:{min(estimated):.0%}"] if estimated else []
+        ok = []
+        least: float | None = None  # the smallest share any event of them was counted
+        for s in batch:
+            if not (s.error or s.suspect):
+                ok.append(s)
+                if s.estimated:
+                    share = min(s.estimated.values())
+                    least = share if least is None else min(least, share)
+        flags = [f"est:{least:.0%}"] if least is not None else []
         left_out = len(batch) - len(ok)
         if left_out:
             flags.append(f"{left_out} left out")
@@ -425,9 +437,13 @@ def print_interval(
     at, stamp = _stamp(batch, wall0)
     if hasattr(printer, "begin"):
         printer.begin(batch)
-    per_package = package_instructions(batch)
+    per_package: dict[int, int] | None = None  # summed only where a sample has energy to divide
     for s in batch:
-        pkg = per_package.get(s.package) if s.energy_j and s.package is not None else None
+        pkg = None
+        if s.energy_j and s.package is not None:
+            if per_package is None:
+                per_package = package_instructions(batch)
+            pkg = per_package.get(s.package)
         printer.write(s, time=at, index=index, timestamp=stamp, pkg_instructions=pkg)
     if len(batch) > 1 and hasattr(printer, "write_total"):
         printer.write_total(batch, time=at, timestamp=stamp)
@@ -491,7 +507,11 @@ def print_packages(
 
 def _time(batch: list[Sample]) -> float:
     """An interval's time: when its last CPU was read."""
-    return max(s.time for s in batch)
+    at = batch[0].time
+    for s in batch:  # max() over a loop: no generator to run every interval
+        if s.time > at:
+            at = s.time
+    return at
 
 
 def _stamp(batch: list[Sample], wall0: float | None) -> tuple[float, str | None]:
