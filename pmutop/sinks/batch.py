@@ -366,6 +366,9 @@ def run_batch(
     if isinstance(printer, TablePrinter):
         printer.begin([], power_fields)
     _drain(buf, out)
+    # Start-up is over: its heap leaves the collector's way now, with its one full collection (some ms), in the
+    # wait for the first interval rather than in the middle of the run (a batch shows nothing it could delay).
+    freeze_startup_heap()
     # Wall-clock time of the engine's start, for absolute timestamps.
     wall0 = time.time() - feed.elapsed()
     seen = {cpu: 0 for cpu in feed.cpus}
@@ -414,8 +417,6 @@ def run_batch(
         _drain(buf, out)
         out.flush()
         done += 1
-        if done == 1:
-            freeze_startup_heap()
     return failed
 
 
