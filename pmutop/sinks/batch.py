@@ -22,7 +22,7 @@ from pmutop.core.numfmt import si as _si
 from pmutop.core.sample import Sample
 from pmutop.core.task_reading import TaskCounterSource, TaskSnapshot
 from pmutop.derive import power, titles, topdown
-from pmutop.derive.metrics import CoreMetrics, combined, for_sample
+from pmutop.derive.metrics import CoreMetrics, combined, for_sample, utilisation
 from pmutop.derive.power import combined_power, power_values
 from pmutop.derive.records import (
     columns,
@@ -62,7 +62,7 @@ _TMA_TITLES = dict(zip(topdown.LEVEL1, ("Ret%", "Bad%", "FE%", "BE%"), strict=Tr
 _CPU_WIDTH = 4
 Hosts = dict[int, tuple[str, int]]  # a fleet's cpu id -> (host, its own CPU number): records say both
 # Where a table column's value comes from (TablePrinter._values fetches only what its columns show).
-_METRIC, _TMA, _POWER, _RATE = range(4)
+_METRIC, _TMA, _POWER, _RATE, _UTIL = range(5)
 
 
 def _column(key: str, title: str, cell: Callable[[float | None, int], str], min_width: int = 0) -> TableColumn:
@@ -128,6 +128,9 @@ class TablePrinter(_Printer):
         shown = titles.metric_columns(self.keys)
         cols = [_column(c, titles.TITLES[c], _CELLS[c], _MIN_WIDTHS.get(c, 0)) for c in shown]
         plan = [(_METRIC, titles.METRIC_OF[c]) for c in shown]
+        if shown == ["util"]:
+            # Util% alone (software events): no row computes the other metrics only to drop them.
+            plan = [(_UTIL, "util")]
         if self.tma:
             cols += [_column(f, t, fixed_cell(".1f", 100), 6) for f, t in _TMA_TITLES.items()]
             plan += [(_TMA, f) for f in _TMA_TITLES]
@@ -180,6 +183,7 @@ class TablePrinter(_Printer):
                 topdown.compute(s.topdown, s.counts) if _TMA in needs else None,
                 power_values(s) if _POWER in needs else None,
                 rates,
+                utilisation(s.counts, s.tsc, s.util) if _UTIL in needs else None,
             )
         self._line(self.names.get(s.cpu, str(s.cpu)), cells, time, timestamp, flags)
 
@@ -208,11 +212,19 @@ class TablePrinter(_Printer):
                 if s.interval > 0:
                     for k, v in s.counts.items():
                         rates[k] = (rates.get(k) or 0.0) + v / s.interval
+        util = None
+        if _UTIL in needs:
+            if any("ref_cycles" in s.counts for s in ok):
+                util = combined(ok).util
+            else:  # combined()'s util without reference cycles: the mean of the kernel's busy fractions
+                utils = [s.util for s in ok if s.util is not None]
+                util = sum(utils) / len(utils) if utils else None
         cells = self._cells(
             combined(ok) if _METRIC in needs else None,
             topdown.combine((s.topdown, s.counts) for s in ok) if _TMA in needs else None,
             combined_power(ok) if _POWER in needs else None,
             rates,
+            util,
         )
         self._line("all", cells, time, timestamp, flags)
 
@@ -222,11 +234,14 @@ class TablePrinter(_Printer):
         tma: dict[str, float | None] | None,
         power: dict[str, float | None] | None,
         rates: dict[str, float | None] | None,
+        util: float | None,
     ) -> str:
         """One row's cells, each from the source its column names (only the sources shown were computed)."""
         out = []
         for source, key, cell, width in self._plan:
-            if source == _METRIC:
+            if source == _UTIL:
+                value = util
+            elif source == _METRIC:
                 value = getattr(metrics, key)
             elif source == _TMA:
                 value = tma.get(key)  # type: ignore[union-attr]
