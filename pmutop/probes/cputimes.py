@@ -79,9 +79,7 @@ class CpuBusy:
         self._generation = 0
         self._used: dict[int, int] = {}  # cpu -> the snapshot generation it last used
 
-    def _rows(self) -> list[tuple[float, float]]:
-        if self._stat is not None:
-            return stat_rows(self._stat.read())
+    def _given_rows(self) -> list[tuple[float, float]]:
         assert self._cpu_times is not None
         rows = []
         for t in self._cpu_times(percpu=True):
@@ -90,7 +88,7 @@ class CpuBusy:
         return rows
 
     def _totals(self) -> dict[int, tuple[float, float]]:
-        rows = self._rows()
+        rows = stat_rows(self._stat.read()) if self._stat is not None else self._given_rows()
         if len(rows) != len(self._online):  # a CPU went on/offline: positions no longer match
             return {}
         return dict(zip(self._online, rows, strict=True))

@@ -191,12 +191,17 @@ class TablePrinter(_Printer):
         """The `all` row: the live view's machine total of this interval (suspect samples left out)."""
         ok = []
         least: float | None = None  # the smallest share any event of them was counted
+        utils = []  # the kernel's busy fractions, and whether any sample counted reference cycles
+        ref_cycles = False
         for s in batch:
             if not (s.error or s.suspect):
                 ok.append(s)
                 if s.estimated:
                     share = min(s.estimated.values())
                     least = share if least is None else min(least, share)
+                if s.util is not None:
+                    utils.append(s.util)
+                ref_cycles = ref_cycles or "ref_cycles" in s.counts
         flags = [f"est:{least:.0%}"] if least is not None else []
         left_out = len(batch) - len(ok)
         if left_out:
@@ -214,11 +219,10 @@ class TablePrinter(_Printer):
                         rates[k] = (rates.get(k) or 0.0) + v / s.interval
         util = None
         if _UTIL in needs:
-            if any("ref_cycles" in s.counts for s in ok):
+            if ref_cycles:
                 util = combined(ok).util
-            else:  # combined()'s util without reference cycles: the mean of the kernel's busy fractions
-                utils = [s.util for s in ok if s.util is not None]
-                util = sum(utils) / len(utils) if utils else None
+            elif utils:  # combined()'s util without reference cycles: the mean of the kernel's busy fractions
+                util = sum(utils) / len(utils)
         cells = self._cells(
             combined(ok) if _METRIC in needs else None,
             topdown.combine((s.topdown, s.counts) for s in ok) if _TMA in needs else None,
