@@ -4,6 +4,7 @@ idle-state column, does not read them at all while CSV and JSON still carry the 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -105,3 +106,43 @@ def test_the_command_line_does_not_load_the_prometheus_exporter_until_a_command_
     code = "import sys, pmutop.app.main; print(sorted(m for m in ('prometheus_client', 'wsgiref') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [["context_switches"], ["ref_cycles", "context_switches"]],
+)
+def test_a_table_showing_util_alone_prints_the_util_of_the_full_metrics(keys: list[str]) -> None:
+    # Such a table takes Util% without computing the other metrics: the same numbers, reference cycles or not.
+    from pmutop.core.sample import Sample
+    from pmutop.derive.metrics import combined, for_sample
+    from pmutop.derive.titles import metric_columns
+    from pmutop.sinks.batch import TablePrinter, print_interval
+
+    assert metric_columns(keys) == ["util"]
+
+    def sample(cpu: int, counts: dict[str, int], tsc: int | None, util: float | None) -> Sample:
+        return Sample(cpu=cpu, seq=1, time=0.5, interval=0.5, tsc=tsc, tsc_hz=None, counts=counts, util=util)
+
+    counted = "ref_cycles" in keys
+    batches = [
+        [sample(0, {"context_switches": 9}, None, 0.25), sample(1, {"context_switches": 5}, None, 0.5)],
+        [sample(0, {"context_switches": 9}, None, None), sample(1, {"context_switches": 5}, None, 0.123)],
+        [sample(0, {"context_switches": 9}, None, None), sample(1, {"context_switches": 5}, None, None)],
+    ]
+    if counted:  # ref cycles / TSC, capped at 1; without a TSC the kernel's fraction
+        batches.append(
+            [
+                sample(0, {"ref_cycles": 400_000, "context_switches": 9}, 1_000_000, 0.9),
+                sample(1, {"ref_cycles": 2_000_000, "context_switches": 5}, 1_000_000, 0.1),
+                sample(2, {"ref_cycles": 7, "context_switches": 5}, None, 0.3),
+            ]
+        )
+    for batch in batches:
+        out = io.StringIO()
+        print_interval(TablePrinter(out, keys, "perf"), batch, 1, None, None, set())
+        lines = out.getvalue().splitlines()
+        assert lines[0].split()[2] == "Util%"
+        shown = [line.split()[2] for line in lines[1:]]
+        values = [for_sample(s).util for s in batch] + [combined(batch).util]
+        assert shown == ["-" if v is None else f"{v * 100:.1f}" for v in values]

@@ -81,3 +81,12 @@ def test_as_dict_has_every_field_as_dataclasses_would_give_it() -> None:
     values = CoreMetrics(*(0.5 + i for i in range(len(dataclasses.fields(CoreMetrics)))))
     assert values.as_dict() == dataclasses.asdict(values)
     assert list(values.as_dict()) == [f.name for f in dataclasses.fields(CoreMetrics)]
+
+
+def test_a_bound_fixed_cell_prints_what_fixed_prints() -> None:
+    from pmutop.core.numfmt import fixed, fixed_cell
+
+    for spec, scale in ((".1f", 100.0), (".2f", 1.0), (".0f", 1.0)):
+        cell = fixed_cell(spec, scale)
+        for value in (None, 0.0, 0.12345, 0.99951, -3.5, 1e9):
+            assert cell(value, 7) == fixed(value, spec, 7, scale)

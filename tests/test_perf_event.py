@@ -482,6 +482,42 @@ def test_parse_group_read_layouts_and_failures() -> None:
         perf_event.parse_group_read(data + data[:8], 3)
 
 
+def test_read_words_gives_the_kernel_words_and_fails_as_read_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    write_ends: list[int] = []
+
+    def fake_open(attr: object, pid: int, cpu: int, group_fd: int = -1, flags: int = 0) -> int:
+        r, w = os.pipe()  # the leader's read end answers read(); members are never read
+        write_ends.append(w)
+        return r
+
+    monkeypatch.setattr(perf_event.groups, "perf_event_open", fake_open)
+    group = perf_event.PerfGroup(5, [("a", 1, 0), ("b", 1, 3)])
+
+    def kernel_says(*words: int) -> None:
+        os.write(write_ends[0], b"".join(w.to_bytes(8, "little") for w in words))
+
+    try:
+        kernel_says(2, 1000, 900, 11, 22)
+        assert group.read_words() == (2, 1000, 900, 11, 22)
+        kernel_says(2, 1000, 900, 11, 22)
+        assert group.read() == perf_event.GroupReading(1000, 900, [11, 22])
+        kernel_says(3, 1000, 900, 11, 22)
+        with pytest.raises(perf_event.PerfGroupError, match="cpu 5: perf group read reports 3 events, expected 2"):
+            group.read_words()
+        kernel_says(2, 1000, 900, 11)
+        with pytest.raises(perf_event.PerfGroupError, match="returned 32 bytes, expected 40"):
+            group.read_words()
+        os.close(write_ends.pop(0))  # EOF: what the kernel answers for a group in error state
+        with pytest.raises(perf_event.PerfGroupError, match="cpu 5: the perf group is in error state"):
+            group.read_words()
+    finally:
+        group.close()
+        for w in write_ends:
+            os.close(w)
+    with pytest.raises(perf_event.PerfGroupError, match="closed"):
+        group.read_words()
+
+
 def test_scaled_delta_multiplexed_scales_by_enabled_over_running() -> None:
     prev = perf_event.GroupReading(5000, 3000, [100, 10])
     cur = perf_event.GroupReading(6000, 3250, [200, 17])

@@ -3,8 +3,9 @@
 Nearly everything pmutop builds at start-up (event tables, the register plan, widgets, the simulated
 machine, history buffers) lives until it exits. Left in the collector's generations, every full collection
 walks all of it: about 75 ms at 64 simulated cores, on whichever thread allocates at that moment, the UI's
-included (a key press then waits). Once the first interval is on screen we collect once and move what is
-alive into the permanent generation (gc.freeze); later garbage is collected as before.
+included (a key press then waits). Once the first interval is on screen (batch: once start-up is over, before
+the first interval) we collect once and move what is alive into the permanent generation (gc.freeze); later
+garbage is collected as before.
 """
 
 from __future__ import annotations

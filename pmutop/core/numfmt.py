@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 MISSING = "-"
 _UNITS = (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3))
 
@@ -24,3 +26,12 @@ def si(value: float | None, width: int = 6) -> str:
 def fixed(value: float | None, spec: str, width: int, scale: float = 1.0) -> str:
     """A fixed-point value (percent columns pass scale=100), '-' when absent."""
     return MISSING.rjust(width) if value is None else format(value * scale, spec).rjust(width)
+
+
+def fixed_cell(spec: str, scale: float = 1.0) -> Callable[[float | None, int], str]:
+    """fixed() with its spec and scale bound, for a table column: one call a cell, not two."""
+
+    def cell(value: float | None, width: int) -> str:
+        return MISSING.rjust(width) if value is None else format(value * scale, spec).rjust(width)
+
+    return cell

@@ -31,6 +31,9 @@ class SampleRing:
     def since(self, count: int) -> list[Sample]:
         """Samples pushed after the reader had seen `count` of them (oldest first, at most `capacity`)."""
         end = self._count
+        if end == count + 1:  # one new sample, as each interval of a batch run: no list of slots to filter
+            s = self._slots[count % self.capacity]
+            return [s] if s is not None and s.seq > count else []
         start = max(count, end - self.capacity)
         out = [self._slots[i % self.capacity] for i in range(start, end)]
         # A slot overwritten while we copied holds a newer sample; drop anything out of order.

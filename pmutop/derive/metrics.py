@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from pmutop.core.sample import Sample
 
@@ -52,24 +52,43 @@ def compute(
     counts: dict[str, int], tsc: int | None, tsc_hz: float | None, interval: float, util: float | None = None
 ) -> CoreMetrics:
     """`util` is the kernel's busy fraction, used only where there are no reference cycles."""
+    misses = counts.get("llc_misses")
+    return _metrics(counts, tsc, tsc_hz, _ratio(misses, interval), util)
+
+
+def _metrics(
+    counts: dict[str, int], tsc: int | None, tsc_hz: float | None, misses_per_s: float | None, util: float | None
+) -> CoreMetrics:
+    # Each ratio written out as _ratio's test (None or a zero divisor gives None): this runs for every row
+    # of every interval, and a call each costs more than the division.
     ref = counts.get("ref_cycles")
     cycles = counts.get("cycles")
     instructions = counts.get("instructions")
     misses = counts.get("llc_misses")
     if ref is not None and tsc:
-        util = _ratio(ref, tsc)
-        if util is not None:
-            util = min(util, 1.0)  # ref cycles and TSC are read a few ns apart
-    speed = _ratio(cycles, ref)
+        util = min(ref / tsc, 1.0)  # utilisation(), written out here too: this runs for every row
+    speed = cycles / ref if cycles is not None and ref else None
+    references = counts.get("llc_references")
+    branch_misses = counts.get("branch_misses")
+    branches = counts.get("branches")
     return CoreMetrics(
         util=util,
         ghz=speed * tsc_hz / 1e9 if speed is not None and tsc_hz else None,
-        ipc=_ratio(instructions, cycles),
-        llc_misses_per_s=_ratio(misses, interval),
-        llc_mpki=_ratio(None if misses is None else 1000 * misses, instructions),
-        llc_miss_ratio=_ratio(misses, counts.get("llc_references")),
-        branch_miss_ratio=_ratio(counts.get("branch_misses"), counts.get("branches")),
+        ipc=instructions / cycles if instructions is not None and cycles else None,
+        llc_misses_per_s=misses_per_s,
+        llc_mpki=1000 * misses / instructions if misses is not None and instructions else None,
+        llc_miss_ratio=misses / references if misses is not None and references else None,
+        branch_miss_ratio=branch_misses / branches if branch_misses is not None and branches else None,
     )
+
+
+def utilisation(counts: dict[str, int], tsc: int | None, util: float | None) -> float | None:
+    """compute()'s util alone: reference cycles / TSC where both were counted, else `util`, the kernel's busy
+    fraction (what a table showing no other metric needs)."""
+    ref = counts.get("ref_cycles")
+    if ref is not None and tsc:
+        return min(ref / tsc, 1.0)  # ref cycles and TSC are read a few ns apart
+    return util
 
 
 def for_sample(s: Sample) -> CoreMetrics:
@@ -101,5 +120,4 @@ def combined(samples: Iterable[Sample]) -> CoreMetrics:
     if not n:
         return CoreMetrics()
     util = sum(utils) / len(utils) if utils else None
-    m = compute(counts, tsc or None, weighted_hz / tsc if tsc else None, 0.0, util)  # 0.0: rates come next
-    return replace(m, llc_misses_per_s=misses_per_s)
+    return _metrics(counts, tsc or None, weighted_hz / tsc if tsc else None, misses_per_s, util)

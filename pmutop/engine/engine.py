@@ -409,7 +409,8 @@ class Engine:
                 try:
                     sample = sampler.take()
                     out.append(sample)
-                    self.published(sampler.cpu, sample.seq)
+                    if self._waiters:  # published()'s own test, here: a batch tick has no waiters
+                        self.published(sampler.cpu, sample.seq)
                 except Exception as e:
                     sampler.fail(e)
                     self.published(sampler.cpu, None)

@@ -27,9 +27,11 @@ def stat_rows(text: bytes) -> list[tuple[float, float]]:
         if not v or not v[0].startswith(b"cpu"):
             continue
         # user nice system idle iowait irq softirq steal [guest guest_nice]; an old kernel's missing ones are 0
-        t = [float(x) / c for x in v[1:9]] + [0.0] * (9 - len(v))
-        busy = t[0] + t[1] + t[2] + t[5] + t[6] + t[7]  # BUSY_FIELDS, left to right like sum()
-        rows.append((busy, busy + (t[3] + t[4])))
+        if len(v) < 9:
+            v = v + [b"0"] * (9 - len(v))
+        # BUSY_FIELDS, left to right like sum(); named, not a list per line (this runs every interval)
+        busy = float(v[1]) / c + float(v[2]) / c + float(v[3]) / c + float(v[6]) / c + float(v[7]) / c + float(v[8]) / c
+        rows.append((busy, busy + (float(v[4]) / c + float(v[5]) / c)))
     return rows
 
 
@@ -77,9 +79,7 @@ class CpuBusy:
         self._generation = 0
         self._used: dict[int, int] = {}  # cpu -> the snapshot generation it last used
 
-    def _rows(self) -> list[tuple[float, float]]:
-        if self._stat is not None:
-            return stat_rows(self._stat.read())
+    def _given_rows(self) -> list[tuple[float, float]]:
         assert self._cpu_times is not None
         rows = []
         for t in self._cpu_times(percpu=True):
@@ -88,7 +88,7 @@ class CpuBusy:
         return rows
 
     def _totals(self) -> dict[int, tuple[float, float]]:
-        rows = self._rows()
+        rows = stat_rows(self._stat.read()) if self._stat is not None else self._given_rows()
         if len(rows) != len(self._online):  # a CPU went on/offline: positions no longer match
             return {}
         return dict(zip(self._online, rows, strict=True))
@@ -99,12 +99,15 @@ class CpuBusy:
 
     def busy(self, cpu: int) -> float | None:
         """Fraction of time `cpu` was busy since the previous call for it (None on the first call)."""
-        with self._lock:
+        self._lock.acquire()  # acquire/release, not `with`: a little less to run for every CPU every interval
+        try:
             if self._generation == 0 or self._used.get(cpu) == self._generation:
                 self._snapshot = self._totals()
                 self._generation += 1
             self._used[cpu] = self._generation
             now = self._snapshot.get(cpu)
+        finally:
+            self._lock.release()
         prev = self._prev.get(cpu)
         if now is None:
             return None

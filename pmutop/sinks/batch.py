@@ -17,12 +17,12 @@ from pmutop.core.dram_reading import PackageDram
 from pmutop.core.errors import HardwareError
 from pmutop.core.feed import SampleFeed
 from pmutop.core.heap_freeze import freeze_startup_heap
-from pmutop.core.numfmt import fixed as _fmt
+from pmutop.core.numfmt import fixed_cell
 from pmutop.core.numfmt import si as _si
 from pmutop.core.sample import Sample
 from pmutop.core.task_reading import TaskCounterSource, TaskSnapshot
 from pmutop.derive import power, titles, topdown
-from pmutop.derive.metrics import CoreMetrics, combined, for_sample
+from pmutop.derive.metrics import CoreMetrics, combined, for_sample, utilisation
 from pmutop.derive.power import combined_power, power_values
 from pmutop.derive.records import (
     columns,
@@ -43,30 +43,26 @@ class TableColumn:
     cell: Callable[[float | None, int], str]  # (value, width) -> the right-aligned text
 
 
-def _fixed(spec: str, scale: float = 1.0) -> Callable[[float | None, int], str]:
-    return lambda v, w: _fmt(v, spec, w, scale)
-
-
 # The live view's formats (pmutop.tui.columns) for the same columns.
 _CELLS: dict[str, Callable[[float | None, int], str]] = {
-    "util": _fixed(".1f", 100),
-    "ghz": _fixed(".2f"),
-    "ipc": _fixed(".2f"),
+    "util": fixed_cell(".1f", 100),
+    "ghz": fixed_cell(".2f"),
+    "ipc": fixed_cell(".2f"),
     "llc_per_s": _si,
-    "mpki": _fixed(".2f"),
-    "llc_ratio": _fixed(".1f", 100),
-    "br_ratio": _fixed(".2f", 100),
-    "busy": _fixed(".0f"),
-    "bzy_mhz": _fixed(".0f"),
-    "temp_c": _fixed(".0f"),
-    "pkg_watts": _fixed(".1f"),
+    "mpki": fixed_cell(".2f"),
+    "llc_ratio": fixed_cell(".1f", 100),
+    "br_ratio": fixed_cell(".2f", 100),
+    "busy": fixed_cell(".0f"),
+    "bzy_mhz": fixed_cell(".0f"),
+    "temp_c": fixed_cell(".0f"),
+    "pkg_watts": fixed_cell(".1f"),
 }
 _MIN_WIDTHS = {"util": 6, "ghz": 5, "ipc": 5, "mpki": 6, "busy": 6, "bzy_mhz": 6, "temp_c": 4, "pkg_watts": 6}
 _TMA_TITLES = dict(zip(topdown.LEVEL1, ("Ret%", "Bad%", "FE%", "BE%"), strict=True))
 _CPU_WIDTH = 4
 Hosts = dict[int, tuple[str, int]]  # a fleet's cpu id -> (host, its own CPU number): records say both
 # Where a table column's value comes from (TablePrinter._values fetches only what its columns show).
-_METRIC, _TMA, _POWER, _RATE = range(4)
+_METRIC, _TMA, _POWER, _RATE, _UTIL = range(5)
 
 
 def _column(key: str, title: str, cell: Callable[[float | None, int], str], min_width: int = 0) -> TableColumn:
@@ -121,6 +117,7 @@ class TablePrinter(_Printer):
         # Per column, where its value comes from: (source, key, cell, width); and what a row must compute.
         self._plan: list[tuple[int, str, Callable[[float | None, int], str], int]] = []
         self._needs: set[int] = set()
+        self._rated: list[str] = []  # the events shown as their own rate
         self._unknown = ""  # the cells of a row whose values must not be shown
 
     def begin(self, batch: list[Sample], power_fields: Collection[str] | None = None) -> None:
@@ -131,8 +128,11 @@ class TablePrinter(_Printer):
         shown = titles.metric_columns(self.keys)
         cols = [_column(c, titles.TITLES[c], _CELLS[c], _MIN_WIDTHS.get(c, 0)) for c in shown]
         plan = [(_METRIC, titles.METRIC_OF[c]) for c in shown]
+        if shown == ["util"]:
+            # Util% alone (software events): no row computes the other metrics only to drop them.
+            plan = [(_UTIL, "util")]
         if self.tma:
-            cols += [_column(f, t, _fixed(".1f", 100), 6) for f, t in _TMA_TITLES.items()]
+            cols += [_column(f, t, fixed_cell(".1f", 100), 6) for f, t in _TMA_TITLES.items()]
             plan += [(_TMA, f) for f in _TMA_TITLES]
         # From samples: all the power columns when the run measured any (as a live run that reads power names
         # them all before its first interval), so a replay prints the live run's header.
@@ -147,6 +147,7 @@ class TablePrinter(_Printer):
         self.columns = cols
         self._plan = [(source, key, c.cell, c.width) for (source, key), c in zip(plan, cols, strict=True)]
         self._needs = {source for source, _ in plan}
+        self._rated = rated
         self._unknown = " ".join("?".rjust(c.width) for c in cols)
         stamp = "timestamp".ljust(24) + " " if self.timestamps else ""
         header = stamp + f"{'time':>8} {'host:cpu' if self.names else titles.TITLES['cpu']:>{self.cpu_width}} "
@@ -156,7 +157,8 @@ class TablePrinter(_Printer):
     def write(
         self, s: Sample, *, time: float, index: int, timestamp: str | None = None, pkg_instructions: int | None = None
     ) -> None:
-        self.begin([s])
+        if self.columns is None:
+            self.begin([s])
         flags = []
         if s.overflows:
             flags.append("ovf:" + ",".join(s.overflows))
@@ -167,21 +169,40 @@ class TablePrinter(_Printer):
             cells = self._unknown
         else:
             needs = self._needs
-            interval = s.interval
-            counts = s.counts
+            rates: dict[str, float | None] | None = None
+            if _RATE in needs:
+                # Only the events shown as rates (a loop: no comprehension to run every row).
+                rates = {}
+                interval, counts = s.interval, s.counts
+                if interval:
+                    for k in self._rated:
+                        if k in counts:
+                            rates[k] = counts[k] / interval
             cells = self._cells(
                 for_sample(s) if _METRIC in needs else None,
-                topdown.compute(s.topdown, counts) if _TMA in needs else None,
+                topdown.compute(s.topdown, s.counts) if _TMA in needs else None,
                 power_values(s) if _POWER in needs else None,
-                {k: v / interval if interval else None for k, v in counts.items()} if _RATE in needs else None,
+                rates,
+                utilisation(s.counts, s.tsc, s.util) if _UTIL in needs else None,
             )
         self._line(self.names.get(s.cpu, str(s.cpu)), cells, time, timestamp, flags)
 
     def write_total(self, batch: list[Sample], *, time: float, timestamp: str | None = None) -> None:
         """The `all` row: the live view's machine total of this interval (suspect samples left out)."""
-        ok = [s for s in batch if not (s.error or s.suspect)]
-        estimated = [f for s in ok for f in s.estimated.values()]
-        flags = [f"est:{min(estimated):.0%}"] if estimated else []
+        ok = []
+        least: float | None = None  # the smallest share any event of them was counted
+        utils = []  # the kernel's busy fractions, and whether any sample counted reference cycles
+        ref_cycles = False
+        for s in batch:
+            if not (s.error or s.suspect):
+                ok.append(s)
+                if s.estimated:
+                    share = min(s.estimated.values())
+                    least = share if least is None else min(least, share)
+                if s.util is not None:
+                    utils.append(s.util)
+                ref_cycles = ref_cycles or "ref_cycles" in s.counts
+        flags = [f"est:{least:.0%}"] if least is not None else []
         left_out = len(batch) - len(ok)
         if left_out:
             flags.append(f"{left_out} left out")
@@ -196,11 +217,18 @@ class TablePrinter(_Printer):
                 if s.interval > 0:
                     for k, v in s.counts.items():
                         rates[k] = (rates.get(k) or 0.0) + v / s.interval
+        util = None
+        if _UTIL in needs:
+            if ref_cycles:
+                util = combined(ok).util
+            elif utils:  # combined()'s util without reference cycles: the mean of the kernel's busy fractions
+                util = sum(utils) / len(utils)
         cells = self._cells(
             combined(ok) if _METRIC in needs else None,
             topdown.combine((s.topdown, s.counts) for s in ok) if _TMA in needs else None,
             combined_power(ok) if _POWER in needs else None,
             rates,
+            util,
         )
         self._line("all", cells, time, timestamp, flags)
 
@@ -210,11 +238,14 @@ class TablePrinter(_Printer):
         tma: dict[str, float | None] | None,
         power: dict[str, float | None] | None,
         rates: dict[str, float | None] | None,
+        util: float | None,
     ) -> str:
         """One row's cells, each from the source its column names (only the sources shown were computed)."""
         out = []
         for source, key, cell, width in self._plan:
-            if source == _METRIC:
+            if source == _UTIL:
+                value = util
+            elif source == _METRIC:
                 value = getattr(metrics, key)
             elif source == _TMA:
                 value = tma.get(key)  # type: ignore[union-attr]
@@ -354,6 +385,9 @@ def run_batch(
     if isinstance(printer, TablePrinter):
         printer.begin([], power_fields)
     _drain(buf, out)
+    # Start-up is over: its heap leaves the collector's way now, with its one full collection (some ms), in the
+    # wait for the first interval rather than in the middle of the run (a batch shows nothing it could delay).
+    freeze_startup_heap()
     # Wall-clock time of the engine's start, for absolute timestamps.
     wall0 = time.time() - feed.elapsed()
     seen = {cpu: 0 for cpu in feed.cpus}
@@ -402,8 +436,6 @@ def run_batch(
         _drain(buf, out)
         out.flush()
         done += 1
-        if done == 1:
-            freeze_startup_heap()
     return failed
 
 
@@ -425,9 +457,13 @@ def print_interval(
     at, stamp = _stamp(batch, wall0)
     if hasattr(printer, "begin"):
         printer.begin(batch)
-    per_package = package_instructions(batch)
+    per_package: dict[int, int] | None = None  # summed only where a sample has energy to divide
     for s in batch:
-        pkg = per_package.get(s.package) if s.energy_j and s.package is not None else None
+        pkg = None
+        if s.energy_j and s.package is not None:
+            if per_package is None:
+                per_package = package_instructions(batch)
+            pkg = per_package.get(s.package)
         printer.write(s, time=at, index=index, timestamp=stamp, pkg_instructions=pkg)
     if len(batch) > 1 and hasattr(printer, "write_total"):
         printer.write_total(batch, time=at, timestamp=stamp)
@@ -491,7 +527,11 @@ def print_packages(
 
 def _time(batch: list[Sample]) -> float:
     """An interval's time: when its last CPU was read."""
-    return max(s.time for s in batch)
+    at = batch[0].time
+    for s in batch:  # max() over a loop: no generator to run every interval
+        if s.time > at:
+            at = s.time
+    return at
 
 
 def _stamp(batch: list[Sample], wall0: float | None) -> tuple[float, str | None]:

@@ -287,13 +287,28 @@ class PerfGroup:
 
     def read(self) -> GroupReading:
         """All counts at one instant: one read() of the leader fd."""
+        words = self.read_words()
+        rest = words[3:]
+        if self.with_ids:
+            return GroupReading(words[1], words[2], list(rest[::2]), list(rest[1::2]))
+        return GroupReading(words[1], words[2], list(rest))
+
+    def read_words(self) -> tuple[int, ...]:
+        """read() as the kernel's words, (nr, time_enabled, time_running, value, [id,] value, ...), checked
+        as read() checks them: no GroupReading made (the perf backend reads every group every interval)."""
         if not self.fds:
             raise PerfGroupError(f"cpu {self.cpu}: perf group is closed")
         try:
             data = os.read(self.fds[0], self._read_size)
         except OSError as e:
             raise PerfOpenError(f"cpu {self.cpu}: reading the perf group failed: {e.strerror}", e.errno or 0) from e
-        return parse_group_read(data, len(self.events), with_ids=self.with_ids, cpu=self.cpu, unpack=self._unpack)
+        if len(data) != self._read_size:
+            parse_group_read(data, len(self.events), with_ids=self.with_ids, cpu=self.cpu)  # raises: says why
+        words = self._unpack(data)
+        if words[0] != len(self.events):
+            n = len(self.events)
+            raise PerfGroupError(f"cpu {self.cpu}: perf group read reports {words[0]} events, expected {n}")
+        return words
 
     def close(self) -> None:
         fds, self.fds = self.fds, []
@@ -313,10 +328,8 @@ def parse_group_read(
     *,
     with_ids: bool = False,
     cpu: int = -1,
-    unpack: Callable[[bytes], tuple[int, ...]] | None = None,
 ) -> GroupReading:
-    """Decode a PERF_FORMAT_GROUP|TOTAL_TIME_ENABLED|TOTAL_TIME_RUNNING[|ID] read() buffer (`unpack`: the
-    buffer's struct, made once by the group that reads it every interval)."""
+    """Decode a PERF_FORMAT_GROUP|TOTAL_TIME_ENABLED|TOTAL_TIME_RUNNING[|ID] read() buffer."""
     if not data:
         # The kernel answers EOF for an event in error state, e.g. a pinned group that could not be scheduled.
         raise PerfGroupError(
@@ -327,7 +340,7 @@ def parse_group_read(
     expected = 8 * (3 + per_value * n_events)
     if len(data) != expected:
         raise PerfGroupError(f"cpu {cpu}: perf group read returned {len(data)} bytes, expected {expected}")
-    words = unpack(data) if unpack is not None else struct.unpack(f"={len(data) // 8}Q", data)
+    words = struct.unpack(f"={len(data) // 8}Q", data)
     nr, enabled, running = words[:3]
     if nr != n_events:
         raise PerfGroupError(f"cpu {cpu}: perf group read reports {nr} events, expected {n_events}")
