@@ -18,11 +18,15 @@ from tests.test_tui import WIDE, tick
 
 @pytest.fixture
 def fresh_process_heap(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """As in a new process: nothing frozen yet; what the test freezes is unfrozen after it."""
+    """As in a new process: nothing frozen yet, Python's collection thresholds; what the test freezes is unfrozen
+    after it, and the thresholds are put back."""
+    thresholds = gc.get_threshold()
     gc.unfreeze()
+    gc.set_threshold(700, 10, 10)
     monkeypatch.setattr(heap, "_frozen", False)
     yield
     gc.unfreeze()
+    gc.set_threshold(*thresholds)
 
 
 @pytest.mark.usefixtures("fresh_process_heap")
@@ -36,9 +40,12 @@ async def test_the_live_view_freezes_the_start_up_heap_once_the_first_interval_i
     async with app.run_test(size=WIDE) as pilot:
         await pilot.pause()
         assert gc.get_freeze_count() == 0  # up, but no interval shown yet
+        assert gc.get_threshold()[0] == 700
         await tick(app, pilot, engine, clock)
         await pilot.pause()
         assert gc.get_freeze_count() > 0
+        # From now on the young generation is collected every 10,000 allocations, not 700 (the other two as before).
+        assert gc.get_threshold() == (heap.YOUNG_COLLECTION_EVERY, 10, 10)
         await tick(app, pilot, engine, clock)
         await pilot.pause()
         assert len(freezes) == 1  # once, not every interval
