@@ -13,10 +13,11 @@ turns the same register values into the same fields.
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pmutop.core.errors import PmutopError
 from pmutop.core.sysroot import Sysroot
@@ -28,6 +29,15 @@ from pmutop.probes.power.sysfs import CpuIdle, Hwmon, Powercap, core_of, package
 # Most registers PowerMonitor.msr_registers lists for one CPU: APERF, MPERF, TSC, the C-state residencies, the
 # two thermal status registers and the energy domains.
 MAX_MSR_REGISTERS = 3 + len(regs.CORE_CSTATE_MSRS) + 2 + max(len(regs.INTEL_ENERGY), len(regs.AMD_ENERGY))
+
+
+def _percent(part: int, whole: int) -> float:
+    """round(min(100.0, 100 * part / whole), 3), for whole > 0: a state not entered (0) or the whole interval
+    (100) without round(), which costs ~0.2 µs a call (it rounds through the decimal digits)."""
+    if not part:
+        return 0.0
+    share = 100 * part / whole
+    return 100.0 if share >= 100.0 else round(share, 3)
 
 
 @dataclass
@@ -54,6 +64,8 @@ class _Cpu:
     pkg_therm_at: int = -1
     energy_at: tuple[tuple[str, int], ...] = ()  # (domain, position)
     prev_core: list[int | None] = field(default_factory=list)  # the last core registers read (None: failed)
+    prev_gap: bool = False  # one of them failed
+    deep_names: tuple[str, ...] = ()  # the C-state residencies among them
     idle_states: list[tuple[str, str]] = field(default_factory=list)
     prev_idle: dict[str, int] = field(default_factory=dict)
     hwmon_core: str | None = None
@@ -97,6 +109,7 @@ class PowerMonitor:
             pkg = package_of(sysroot, cpu) if sysroot else 0
             self._state[cpu] = _Cpu(pkg, pkg not in seen)
             seen.add(pkg)
+        self._tag = "msr (SIMULATED)" if simulated else "msr"
         self.msr_ok = False
         if open_msr is not None:
             try:
@@ -215,7 +228,9 @@ class PowerMonitor:
         core = {"aperf": regs.IA32_APERF, "mperf": regs.IA32_MPERF, "tsc": regs.IA32_TIME_STAMP_COUNTER}
         core.update(st.core_regs)
         st.core_names = tuple(core)
+        st.deep_names = st.core_names[3:]
         st.prev_core = [self._try(st, address) for address in core.values()]
+        st.prev_gap = None in st.prev_core
         if st.first:
             unit_reg = regs.MSR_AMD_RAPL_POWER_UNIT if self.amd else regs.MSR_RAPL_POWER_UNIT
             unit = self._try(st, unit_reg)
@@ -313,12 +328,16 @@ class PowerMonitor:
         """The fields from one interval's msr_registers: `values`, of which those in `failed` did not answer
         (a core register then has no delta this interval or the next, as it has no reading to subtract)."""
         n = len(st.core_names)
-        now: list[int | None] = (
-            [*values[:n]] if not failed else [None if failed >> j & 1 else values[j] for j in range(n)]
-        )
-        d = [None if a is None or b is None else a - b for a, b in zip(now, st.prev_core, strict=True)]
+        now: list[int | None]
+        if failed or st.prev_gap:
+            now = [None if failed >> j & 1 else values[j] for j in range(n)]
+            d = [None if a is None or b is None else a - b for a, b in zip(now, st.prev_core, strict=True)]
+            st.prev_gap = None in now
+        else:  # every register answered, now and last time (the usual case)
+            now = cast("list[int | None]", values[:n])
+            d = list(map(operator.sub, now, st.prev_core))
         st.prev_core = now
-        tag = "msr (SIMULATED)" if self.simulated else "msr"
+        tag = self._tag
         aperf, mperf, tsc = d[0], d[1], d[2] or 0
         if aperf is not None and mperf is not None and tsc > 0:
             busy, mhz = regs.busy_and_mhz(aperf, mperf, tsc, tsc_hz)
@@ -327,17 +346,21 @@ class PowerMonitor:
             if mhz is not None:
                 out["bzy_mhz"], src["bzy_mhz"] = round(mhz, 1), tag
             if st.core_regs:
+                names, deep = st.deep_names, d[3:]
+                if None in deep:
+                    names = tuple(name for name, v in zip(names, deep, strict=True) if v is not None)
+                    deep = [v for v in deep if v is not None]
+                shares = cast("list[int]", deep)  # none missing now
                 # turbostat: C1 is what is left of the TSC after C0 (MPERF) and the deeper residencies.
-                deep = {name: v for name, v in zip(st.core_names[3:], d[3:], strict=True) if v is not None}
-                c1 = max(0, tsc - mperf - sum(deep.values()))
-                out["cstates"] = {n: round(min(100.0, 100 * v / tsc), 3) for n, v in {"C1": c1, **deep}.items()}
+                c1 = max(0, tsc - mperf - sum(shares))
+                out["cstates"] = {name: _percent(v, tsc) for name, v in zip(("C1", *names), (c1, *shares), strict=True)}
                 src["cstates"] = tag
         if st.therm_at >= 0 and not failed >> st.therm_at & 1 and st.tjmax is not None:
             raw = values[st.therm_at]
             t = regs.temperature_c(raw, st.tjmax)
             if t is not None:
                 out["temp_c"], src["temp_c"] = t, tag
-            out["throttle"], src["throttle"] = tuple(regs.throttle_flags(raw)), tag
+            out["throttle"], src["throttle"] = regs.THROTTLE[raw & regs.THROTTLE_BITS], tag
         if st.pkg_therm_at >= 0 and not failed >> st.pkg_therm_at & 1 and st.tjmax is not None:
             t = regs.temperature_c(values[st.pkg_therm_at], st.tjmax)
             if t is not None:
