@@ -226,19 +226,18 @@ class NativeDrive:
 
     def drain(self) -> None:
         published: list[tuple[int, int | None]] = []
+        seen, live, power = self._seen, self._live, self._power
         for i, reading in enumerate(self.group.read()):
-            if not self._live[i] or reading.published <= self._seen[i]:
+            count, at, status, err, _, checked, foreign, extra_failed, tsc, values, extra = reading
+            if count <= seen[i] or not live[i]:
                 continue
-            self._seen[i] = reading.published
+            seen[i] = count
             sampler = self.samplers[i]
             try:
-                if reading.errno:
+                if err:
                     self._check(sampler, reading)
-                foreign = reading.foreign if reading.checked else None
-                counted = self.counters[i].read_from(
-                    reading.at_ns, reading.tsc, reading.values, reading.status, foreign
-                )
-                sample = sampler.publish(counted, (reading.extra, reading.extra_failed) if self._power[i] else None)
+                counted = self.counters[i].read_from(at, tsc, values, status, foreign if checked else None)
+                sample = sampler.publish(counted, (extra, extra_failed) if power[i] else None)
                 published.append((sampler.cpu, sample.seq))
             except Exception as e:
                 sampler.fail(e)
