@@ -92,7 +92,12 @@ class Sampler:
             tsc_hz = self._tsc_total / elapsed if elapsed > 0 and self._tsc_total else None
         suspect = reading.suspect or impossible(reading.counts, reading.tsc, tsc_hz)
         power = self.engine.power
-        extra = power.sample(self.cpu, interval, tsc_hz, msr) if power is not None else {}
+        if power is None:
+            extra = {}
+        elif msr is None:  # the Python samplers: the power monitor reads its registers itself
+            extra = power.sample(self.cpu, interval, tsc_hz)
+        else:
+            extra = power.sample(self.cpu, interval, tsc_hz, msr)
         sample = Sample(
             cpu=self.cpu,
             seq=self.ring.count + 1,
