@@ -2,10 +2,10 @@
  * deadline of one shared schedule (epoch + k * interval, missed deadlines skipped), reads the TSC and the
  * counters (rdpmc burst, or one pread per register of the core's msr file), then GLOBAL_STATUS, then the
  * core's extra registers (the power monitor's: APERF, MPERF, C-state residencies, thermal status, RAPL; a
- * failed one is flagged, not fatal), and publishes the reading in its slot. Nothing here writes a register: status clearing, programming and
- * restoring stay in Python, behind its MSR write gate. One Python thread drains every slot once per
- * interval; the thread whose reading completes the round the drain waits for wakes it (one wake-up per
- * interval, not one per core). See pmutop_shim.h. */
+ * failed one is flagged, not fatal), and publishes the reading in its slot. Nothing here writes a
+ * register: status clearing, programming and restoring stay in Python, behind its MSR write gate. One
+ * Python thread drains every slot once per interval; the thread whose reading completes the round the drain
+ * waits for wakes it (one wake-up per interval, not one per core). See pmutop_shim.h. */
 #define _GNU_SOURCE
 #include "pmutop_shim.h"
 

@@ -80,6 +80,8 @@ class NativeSamplerGroup:
 
     def __init__(self, cores: list[NativeCore], n_extra: int = 0) -> None:
         """`n_extra`: room for that many extra registers per core (set_extra), at most MAX_EXTRA."""
+        if not 0 <= n_extra <= MAX_EXTRA:
+            raise ValueError(f"room for {n_extra} extra registers per core: at most {MAX_EXTRA}")
         ffi, lib = shim.ffi, shim.lib
         self.cores = cores
         self._n_values = max((c.n_values for c in cores), default=1)
