@@ -13,6 +13,7 @@ And the real read path as it grows (threaded_sysroot): the threaded engine on an
 256 CPUs at 1 s, the stand-in PMU (pmu_emulator.py) in another process moving the counters, one reader
 draining every interval as the live view does; CPU seconds per minute of this process, with pmutop's
 default, the native samplers (pmutop.engine.native_samplers), and one Python thread per CPU, alternated.
+The threaded figures run the power monitor as pmutop does (its MSRs, beside the counters, every interval).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pmutop.engine.engine import Engine
 from pmutop.hw import native_sampler
 from pmutop.hw.platform import HostPlatform
 from pmutop.pmu import registers
+from pmutop.probes.power.monitor import PowerMonitor
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
 
@@ -161,8 +163,9 @@ def read_path(cpus: int = 64, ticks: int = 10, repeat: int = 5) -> dict[str, Any
 
 def native_read_path(cpus: int = 64, seconds: float = 2.0, repeat: int = 3, interval: float = 0.1) -> dict[str, Any]:
     """µs of process CPU time per core-sample of pmutop's default read path on the same msr sysroot: the
-    native sampler threads (their preads of the counters and GLOBAL_STATUS) and the Python drain that turns
-    their readings into Samples (delta math, ring insert), on a real clock."""
+    native sampler threads (their preads of the counters, GLOBAL_STATUS and the power monitor's MSRs) and the
+    Python drain that turns their readings into Samples (delta math, power fields, ring insert), on a real
+    clock."""
     if not native_sampler.available():
         return {"sampler sysroot-msr native (default)": {"skipped": "the shim is built without the native samplers"}}
     per_sample: list[float] = []
@@ -173,7 +176,9 @@ def native_read_path(cpus: int = 64, seconds: float = 2.0, repeat: int = 3, inte
         for _ in range(repeat):
             clock = MonotonicClock()
             platform = HostPlatform(Sysroot(root))
-            engine = Engine(MsrBackend(platform, clock), platform, clock, list(range(cpus)), interval, native=True)
+            power = PowerMonitor.for_platform(platform, list(range(cpus)))
+            backend = MsrBackend(platform, clock)
+            engine = Engine(backend, platform, clock, list(range(cpus)), interval, native=True, power=power)
             try:
                 engine.start()
                 engine.wait_for_samples(dict.fromkeys(engine.cpus, 0), timeout=30)
@@ -236,10 +241,12 @@ def threaded(cpus: int = 256, seconds: float = 5.0, repeat: int = 3, interval: f
 
 
 def _read_path_cost(root: Path, cpus: int, seconds: float, native: bool) -> float:
-    """CPU s per minute of this process: the threaded engine on the sysroot and one reader draining it."""
+    """CPU s per minute of this process: the threaded engine on the sysroot (with the power monitor, as pmutop
+    runs it) and one reader draining it."""
     clock = MonotonicClock()
     platform = HostPlatform(Sysroot(root))
-    engine = Engine(MsrBackend(platform, clock), platform, clock, list(range(cpus)), 1.0, native=native)
+    power = PowerMonitor.for_platform(platform, list(range(cpus)))
+    engine = Engine(MsrBackend(platform, clock), platform, clock, list(range(cpus)), 1.0, native=native, power=power)
     stop = threading.Event()
 
     def drain() -> None:  # what the live view does each interval: wait for every CPU, take the new samples

@@ -1,10 +1,11 @@
 /* Native sampler threads: one pthread per core (pinned where the CPUs are this host's) that, on every
  * deadline of one shared schedule (epoch + k * interval, missed deadlines skipped), reads the TSC and the
- * counters (rdpmc burst, or one pread per register of the core's msr file) and then GLOBAL_STATUS, and
- * publishes the reading in its slot. Nothing here writes a register: status clearing, programming and
- * restoring stay in Python, behind its MSR write gate. One Python thread drains every slot once per
- * interval; the thread whose reading completes the round the drain waits for wakes it (one wake-up per
- * interval, not one per core). See pmutop_shim.h. */
+ * counters (rdpmc burst, or one pread per register of the core's msr file), then GLOBAL_STATUS, then the
+ * core's extra registers (the power monitor's: APERF, MPERF, C-state residencies, thermal status, RAPL; a
+ * failed one is flagged, not fatal), and publishes the reading in its slot. Nothing here writes a
+ * register: status clearing, programming and restoring stay in Python, behind its MSR write gate. One
+ * Python thread drains every slot once per interval; the thread whose reading completes the round the drain
+ * waits for wakes it (one wake-up per interval, not one per core). See pmutop_shim.h. */
 #define _GNU_SOURCE
 #include "pmutop_shim.h"
 
@@ -21,6 +22,7 @@
 
 #define MAX_ADDRESSES 64
 #define MAX_CHECKS 64
+#define MAX_EXTRA 16
 #define PMUTOP_SHORT_READ 0x10000  /* not an errno: the read returned less than 8 bytes (see native_sampler.py) */
 #define PMUTOP_PIN_FAILED 0xFFFFFFFFu  /* the failed "address" when the thread could not be pinned to its CPU */
 
@@ -34,10 +36,14 @@ struct pmutop_core {
     uint64_t check_mask[MAX_CHECKS], check_expected[MAX_CHECKS];
     int64_t check_ns, checked_at;
     uint64_t foreign;  /* bit j: check j differed at the last check */
+    /* extra registers read after GLOBAL_STATUS at every scheduled reading; set before the schedule. One the
+     * counters read from the msr file too (the TSC) is taken from that read: extra_from its index, else -1. */
+    uint32_t n_extra, extra_addr[MAX_EXTRA];
+    int extra_from[MAX_EXTRA];
     /* published reading, under the seqlock `lock_seq` (odd while being written) */
     _Atomic uint64_t lock_seq;
-    uint64_t seq, at_ns, status, err, err_address, checked, foreign_seen;
-    uint64_t values[MAX_ADDRESSES + 1];
+    uint64_t seq, at_ns, status, err, err_address, checked, foreign_seen, extra_failed;
+    uint64_t values[MAX_ADDRESSES + 1], extra[MAX_EXTRA];
     /* sleeping: the core's own mutex and condition, so waking at a deadline contends with nobody */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -51,7 +57,7 @@ struct pmutop_core {
 };
 
 struct pmutop_group {
-    uint32_t n_cores, n_values;
+    uint32_t n_cores, n_values, n_extra;  /* n_extra: room per core for extra registers (at most MAX_EXTRA) */
     struct pmutop_core *cores;
     /* schedule: epoch, interval, generation, written under `sched_lock` (seqlock) */
     _Atomic uint64_t sched_lock;
@@ -87,11 +93,11 @@ static void init_cond(pthread_cond_t *cv)
     pthread_condattr_destroy(&attr);
 }
 
-pmutop_group *pmutop_group_new(uint32_t n_cores, uint32_t n_values)
+pmutop_group *pmutop_group_new(uint32_t n_cores, uint32_t n_values, uint32_t n_extra)
 {
     pmutop_group *g;
     uint32_t i;
-    if (n_values > MAX_ADDRESSES + 1)
+    if (n_values > MAX_ADDRESSES + 1 || n_extra > MAX_EXTRA)
         return NULL;
     g = calloc(1, sizeof(*g));
     if (!g)
@@ -103,6 +109,7 @@ pmutop_group *pmutop_group_new(uint32_t n_cores, uint32_t n_values)
     }
     g->n_cores = n_cores;
     g->n_values = n_values;
+    g->n_extra = n_extra;
     pthread_mutex_init(&g->mu, NULL);
     init_cond(&g->cv);
     for (i = 0; i < n_cores; i++) {
@@ -158,6 +165,34 @@ int pmutop_group_checks(pmutop_group *g, uint32_t i, const uint32_t *addresses, 
     return 0;
 }
 
+/* Extra registers core i's thread reads after GLOBAL_STATUS at every scheduled reading (not the baseline): read
+ * only, a failed one flagged in its reading and the thread going on. Only before pmutop_group_schedule: the
+ * thread reads them after it has seen a schedule, so it never sees a half-written list. */
+int pmutop_group_extra(pmutop_group *g, uint32_t i, const uint32_t *addresses, uint32_t n)
+{
+    struct pmutop_core *c;
+    uint32_t j, k;
+    int rc = 0;
+    if (i >= g->n_cores || n > g->n_extra)
+        return -EINVAL;
+    c = &g->cores[i];
+    pthread_mutex_lock(&c->mu);
+    if (atomic_load(&g->gen) != 0) {
+        rc = -EBUSY;
+    } else {
+        memcpy(c->extra_addr, addresses, n * sizeof(uint32_t));
+        for (j = 0; j < n; j++) {
+            c->extra_from[j] = -1;
+            for (k = 0; !c->rdpmc && k < c->n_addr && c->extra_from[j] < 0; k++)
+                if (c->addr[k] == addresses[j])
+                    c->extra_from[j] = (int)k;
+        }
+        c->n_extra = n;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 static int read_msr(struct pmutop_core *c, uint32_t address, uint64_t *out)
 {
     ssize_t n = pread(c->fd, out, 8, (off_t)address * c->stride);
@@ -186,6 +221,23 @@ static int take(struct pmutop_core *c, uint64_t *values, uint64_t *status, uint6
     return read_msr(c, c->status_address, status);
 }
 
+/* The extra registers, after the counters (`values`): bit j of the result set when register j could not be
+ * read (its value then 0). A failure here is the power monitor's missing value for the interval, never the
+ * core's end. */
+static uint64_t take_extra(struct pmutop_core *c, const uint64_t *values, uint64_t *extra)
+{
+    uint32_t j;
+    uint64_t failed = 0;
+    for (j = 0; j < c->n_extra; j++)
+        if (c->extra_from[j] >= 0)
+            extra[j] = values[c->extra_from[j]];  /* read a moment ago, with the counters */
+        else if (pread(c->fd, &extra[j], 8, (off_t)c->extra_addr[j] * c->stride) != 8) {
+            extra[j] = 0;
+            failed |= 1ull << j;
+        }
+    return failed;
+}
+
 /* The foreign-use check, when due: 0 or errno; *checked 1 when it ran. */
 static int check(struct pmutop_core *c, uint64_t at, uint64_t *checked)
 {
@@ -208,7 +260,7 @@ static int check(struct pmutop_core *c, uint64_t at, uint64_t *checked)
 }
 
 static void publish(struct pmutop_core *c, const uint64_t *values, uint64_t status, uint64_t at, int err,
-                    uint64_t checked)
+                    uint64_t checked, const uint64_t *extra, uint64_t extra_failed)
 {
     pmutop_group *g = c->group;
     atomic_fetch_add_explicit(&c->lock_seq, 1, memory_order_acq_rel);
@@ -220,6 +272,8 @@ static void publish(struct pmutop_core *c, const uint64_t *values, uint64_t stat
     c->checked = checked;
     c->foreign_seen = c->foreign;
     memcpy(c->values, values, g->n_values * sizeof(uint64_t));
+    c->extra_failed = extra_failed;
+    memcpy(c->extra, extra, g->n_extra * sizeof(uint64_t));
     atomic_thread_fence(memory_order_release);
     atomic_fetch_add_explicit(&c->lock_seq, 1, memory_order_acq_rel);
     atomic_fetch_add(&g->total, 1);
@@ -257,6 +311,7 @@ static void *core_main(void *arg)
     struct pmutop_core *c = arg;
     pmutop_group *g = c->group;
     uint64_t values[MAX_ADDRESSES + 1] = {0}, status = 0, at = 0, gen, my_gen = 0, checked = 0;
+    uint64_t extra[MAX_EXTRA] = {0}, extra_failed = 0;
     int64_t epoch, interval, deadline, k = 1;
     int err = 0;
     char name[16];
@@ -279,7 +334,7 @@ static void *core_main(void *arg)
     if (!err)
         err = take(c, values, &status, &at);  /* the baseline */
     c->checked_at = (int64_t)at;  /* Python just programmed these registers: the first check is due later */
-    publish(c, values, status, at, err, 0);
+    publish(c, values, status, at, err, 0, extra, 0);
     if (err)
         goto out;
     pthread_mutex_lock(&c->mu);
@@ -304,8 +359,10 @@ static void *core_main(void *arg)
         pthread_mutex_unlock(&c->mu);
         err = take(c, values, &status, &at);
         if (!err)
+            extra_failed = take_extra(c, values, extra);
+        if (!err)
             err = check(c, at, &checked);
-        publish(c, values, status, at, err, checked);
+        publish(c, values, status, at, err, checked, extra, extra_failed);
         pthread_mutex_lock(&c->mu);
         if (err)
             break;
@@ -413,13 +470,14 @@ void pmutop_group_kick(pmutop_group *g) { wake_drain(g); }
 
 uint64_t pmutop_group_total(pmutop_group *g) { return atomic_load(&g->total); }
 
-/* Every core's latest reading, consistent per core: out[i * (5 + n_values) ...] = readings published (0:
- * none yet, 1: the baseline, 1 + k: sample k),
- * clock ns, GLOBAL_STATUS, errno (0: fine), the address that failed, 1 if the foreign-use check ran at
- * this reading, the checks that differed (bit j: check j), then the n_values values. */
+/* Every core's latest reading, consistent per core: out[i * (8 + n_values + n_extra) ...] = readings
+ * published (0: none yet, 1: the baseline, 1 + k: sample k), clock ns, GLOBAL_STATUS, errno (0: fine), the
+ * address that failed, 1 if the foreign-use check ran at this reading, the checks that differed (bit j:
+ * check j), the extra registers that failed (bit j: extra j), then the n_values values, then the n_extra
+ * extra registers. */
 void pmutop_group_read(pmutop_group *g, uint64_t *out)
 {
-    uint32_t i, stride = 7 + g->n_values;
+    uint32_t i, stride = 8 + g->n_values + g->n_extra;
     for (i = 0; i < g->n_cores; i++) {
         struct pmutop_core *c = &g->cores[i];
         uint64_t *o = out + (uint64_t)i * stride, s;
@@ -432,7 +490,9 @@ void pmutop_group_read(pmutop_group *g, uint64_t *out)
             o[4] = c->err_address;
             o[5] = c->checked;
             o[6] = c->foreign_seen;
-            memcpy(o + 7, c->values, g->n_values * sizeof(uint64_t));
+            o[7] = c->extra_failed;
+            memcpy(o + 8, c->values, g->n_values * sizeof(uint64_t));
+            memcpy(o + 8 + g->n_values, c->extra, g->n_extra * sizeof(uint64_t));
             atomic_thread_fence(memory_order_acquire);
         } while ((s & 1) || s != atomic_load_explicit(&c->lock_seq, memory_order_acquire));
     }

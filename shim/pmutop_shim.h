@@ -30,12 +30,13 @@ uint64_t pmutop_wl_jumps(uint64_t passes);
 /* Native sampler threads (pmutop_sampler.c): one thread per core reading the counters and GLOBAL_STATUS on
  * a shared deadline schedule into its slot; one Python thread drains the slots once per interval. */
 typedef struct pmutop_group pmutop_group;
-pmutop_group *pmutop_group_new(uint32_t n_cores, uint32_t n_values);
+pmutop_group *pmutop_group_new(uint32_t n_cores, uint32_t n_values, uint32_t n_extra);
 int pmutop_group_core(pmutop_group *g, uint32_t i, int cpu, int pin, int fd, uint32_t stride, int rdpmc,
                       uint32_t n_fixed, uint32_t n_gp, int metrics, const uint32_t *addresses, uint32_t n_addresses,
                       uint32_t status_address);
 int pmutop_group_checks(pmutop_group *g, uint32_t i, const uint32_t *addresses, const uint64_t *masks,
                         const uint64_t *expected, uint32_t n, int64_t check_ns);
+int pmutop_group_extra(pmutop_group *g, uint32_t i, const uint32_t *addresses, uint32_t n);
 int pmutop_group_start(pmutop_group *g);
 void pmutop_group_schedule(pmutop_group *g, int64_t epoch_ns, int64_t interval_ns);
 int pmutop_group_wait(pmutop_group *g, const uint64_t *need, int64_t deadline_ns);

@@ -367,3 +367,58 @@ def test_a_refused_perf_open_is_reported_and_the_sysfs_sources_take_over(tmp_pat
     status = {x.name: x for x in mon.sources()}
     assert not status["perf:cstate_core"].available
     assert "permission denied" in status["perf:cstate_core"].detail
+
+
+class _Registers:
+    """An msr device over a dict; addresses in `failing` fault as a missing register does (EIO)."""
+
+    def __init__(self, values: dict[int, int], failing: set[int]) -> None:
+        self.values, self.failing = values, failing
+
+    def read(self, address: int) -> int:
+        from pmutop.hw.msr import MsrAccessError
+
+        if address in self.failing or address not in self.values:
+            raise MsrAccessError(0, address, "read", 5)
+        return self.values[address]
+
+    def close(self) -> None:
+        pass
+
+
+def test_registers_read_elsewhere_give_the_fields_the_monitor_gives_reading_them_itself() -> None:
+    """The native sampler threads read msr_registers(cpu) and hand the values to sample(): the same fields,
+    a failed register (bit j) included, which leaves its delta out this interval and the next."""
+    values = {
+        regs.IA32_TIME_STAMP_COUNTER: 10,
+        regs.IA32_APERF: 20,
+        regs.IA32_MPERF: 30,
+        regs.MSR_CORE_C6_RESIDENCY: 40,
+        regs.IA32_THERM_STATUS: regs.THERM_READING_VALID | 30 << 16,
+        regs.IA32_PACKAGE_THERM_STATUS: regs.THERM_READING_VALID | 20 << 16,
+        regs.MSR_RAPL_POWER_UNIT: 0xA0E03,
+        regs.MSR_PKG_ENERGY_STATUS: 100,
+    }
+    failing: set[int] = set()
+    device = _Registers(values, failing)
+    itself = PowerMonitor([0], sysroot=None, open_msr=lambda c: device)
+    fed = PowerMonitor([0], sysroot=None, open_msr=lambda c: device)
+    itself.start(0)
+    fed.start(0)
+    found = fed.msr_registers(0)
+    assert found is not None and found[0] is device
+    addresses = found[1]
+    assert addresses[:4] == (regs.IA32_APERF, regs.IA32_MPERF, regs.IA32_TIME_STAMP_COUNTER, regs.MSR_CORE_C6_RESIDENCY)
+    steps = [set(), {regs.IA32_MPERF, regs.MSR_PKG_ENERGY_STATUS}, set(), {regs.IA32_THERM_STATUS}, set()]
+    for k, fails in enumerate(steps, 1):
+        values.update({a: v + k * 1_000_000 * (i + 1) for i, (a, v) in enumerate(values.items()) if a < 0x100})
+        values[regs.MSR_CORE_C6_RESIDENCY] += 500_000 * k
+        values[regs.MSR_PKG_ENERGY_STATUS] += 16384 * k
+        failing.clear()
+        failing.update(fails)
+        read = [0 if a in fails else values[a] for a in addresses]
+        failed = sum(1 << j for j, a in enumerate(addresses) if a in fails)
+        expected = itself.sample(0, 1.0, 2e9)
+        assert fed.sample(0, 1.0, 2e9, (read, failed)) == expected
+        assert ("busy" in expected) == (k not in (2, 3))  # MPERF missing: no delta then, nor the interval after
+        assert ("temp_c" in expected) == (k != 4)

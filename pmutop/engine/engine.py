@@ -79,8 +79,9 @@ class Sampler:
     def take(self) -> Sample:
         return self.publish(self.counters.read())
 
-    def publish(self, reading: Reading) -> Sample:
-        """Turn one reading into this CPU's next Sample and push it into the ring."""
+    def publish(self, reading: Reading, msr: tuple[list[int], int] | None = None) -> Sample:
+        """Turn one reading into this CPU's next Sample and push it into the ring. `msr`: the power monitor's
+        registers of this interval as the native sampler thread read them (PowerMonitor.sample)."""
         self._last_read_ns = reading.at_ns
         interval = (reading.at_ns - self._prev_ns) / NS
         self._prev_ns = reading.at_ns
@@ -91,7 +92,12 @@ class Sampler:
             tsc_hz = self._tsc_total / elapsed if elapsed > 0 and self._tsc_total else None
         suspect = reading.suspect or impossible(reading.counts, reading.tsc, tsc_hz)
         power = self.engine.power
-        extra = power.sample(self.cpu, interval, tsc_hz) if power is not None else {}
+        if power is None:
+            extra = {}
+        elif msr is None:  # the Python samplers: the power monitor reads its registers itself
+            extra = power.sample(self.cpu, interval, tsc_hz)
+        else:
+            extra = power.sample(self.cpu, interval, tsc_hz, msr)
         sample = Sample(
             cpu=self.cpu,
             seq=self.ring.count + 1,

@@ -6,6 +6,11 @@ backend on MSR files, without rotation, PERF_METRICS or narrow counters), the sh
 the real monotonic one; otherwise the engine runs its Python sampler threads. Programming happens here, once
 per CPU, before the threads start; the arithmetic, the GLOBAL_STATUS clearing, the foreign-use check and the
 restore stay in Python (MsrCpuCounters). A CPU whose read or arithmetic fails is dropped alone.
+
+Each native thread also reads its CPU's power registers (PowerMonitor.msr_registers: APERF, MPERF, TSC, the
+C-state residencies, thermal status, RAPL energy) right after its counters, on the same deadline, where they
+are in the same msr file; the drain hands their values to the power monitor, which then reads nothing itself.
+A power register that fails is missing from that interval, as when the power monitor reads it.
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ from pmutop.core.clock import Clock, MonotonicClock
 from pmutop.core.errors import HardwareError
 from pmutop.core.sample import Sample
 from pmutop.hw import native_sampler
-from pmutop.hw.msr import MsrAccessError
+from pmutop.hw.msr import MsrAccessError, MsrDevice, MsrFile
 from pmutop.hw.native_sampler import NativeCore, NativeReading, NativeSamplerGroup
 from pmutop.hw.platform import Platform
+from pmutop.probes.power.monitor import MAX_MSR_REGISTERS
 
 NS = 1_000_000_000
 
@@ -39,7 +45,13 @@ class Sampler(Protocol):
 
     def fail(self, e: BaseException) -> None: ...
     def started_at(self, at_ns: int) -> None: ...
-    def publish(self, reading: Reading) -> Sample: ...
+    def publish(self, reading: Reading, msr: tuple[list[int], int] | None = None) -> Sample: ...
+
+
+class PowerSource(Protocol):
+    """What the drive uses of pmutop.probes.power.monitor.PowerMonitor."""
+
+    def msr_registers(self, cpu: int) -> tuple[MsrDevice, tuple[int, ...]] | None: ...
 
 
 class Engine(Protocol):
@@ -48,6 +60,9 @@ class Engine(Protocol):
     clock: Clock
     platform: Platform
     stopping: bool
+
+    @property
+    def power(self) -> PowerSource | None: ...
 
     @property
     def samplers(self) -> Mapping[int, Sampler]: ...
@@ -78,10 +93,12 @@ class NativeDrive:
         self.engine = engine
         self.samplers = samplers
         self.counters: list[NativeCounters] = [_native(s.counters) for s in samplers]  # type: ignore[misc]
-        self.group = NativeSamplerGroup(cores)
+        # Room for the power monitor's registers beside each core's counters (read from the same file).
+        self.group = NativeSamplerGroup(cores, MAX_MSR_REGISTERS if engine.power is not None else 0)
         self.thread: threading.Thread | None = None
         self._seen = [1] * len(samplers)  # readings of each core handled (1: its baseline)
         self._live = [True] * len(samplers)
+        self._power = [False] * len(samplers)  # the thread reads the CPU's power registers too
 
     @classmethod
     def for_engine(cls, engine: Engine) -> NativeDrive | str:
@@ -141,11 +158,30 @@ class NativeDrive:
                 sampler.fail(e)
                 self._drop(i)
         self._raise_failure()
+        for i in range(len(self.samplers)):
+            if self._live[i]:
+                self._read_power_natively(i)
         engine.begin_schedule()
         epoch, interval_ns, _ = engine.schedule()
         self.group.schedule(epoch, interval_ns)
         self.thread = threading.Thread(target=self.run, name="pmutop-samplers", daemon=True)
         self.thread.start()
+
+    def _read_power_natively(self, i: int) -> None:
+        """Core i's thread reads its CPU's power registers from now on, where the power monitor reads them from
+        the same msr file as the counters (after started_at: the power monitor has probed which answer)."""
+        power = self.engine.power
+        found = power.msr_registers(self.samplers[i].cpu) if power is not None else None
+        if found is None:
+            return
+        dev, addresses = found
+        if not isinstance(dev, MsrFile) or dev.fd < 0 or not _same_file(dev.fd, self.group.cores[i].fd):
+            return  # the power monitor goes on reading them itself
+        try:
+            self.group.set_extra(i, list(addresses))
+        except OSError:
+            return
+        self._power[i] = True
 
     def _raise_failure(self) -> None:
         failed = [sampler.error for sampler in self.samplers if sampler.error]
@@ -190,19 +226,18 @@ class NativeDrive:
 
     def drain(self) -> None:
         published: list[tuple[int, int | None]] = []
+        seen, live, power = self._seen, self._live, self._power
         for i, reading in enumerate(self.group.read()):
-            if not self._live[i] or reading.published <= self._seen[i]:
+            count, at, status, err, _, checked, foreign, extra_failed, tsc, values, extra = reading
+            if count <= seen[i] or not live[i]:
                 continue
-            self._seen[i] = reading.published
+            seen[i] = count
             sampler = self.samplers[i]
             try:
-                if reading.errno:
+                if err:
                     self._check(sampler, reading)
-                foreign = reading.foreign if reading.checked else None
-                counted = self.counters[i].read_from(
-                    reading.at_ns, reading.tsc, reading.values, reading.status, foreign
-                )
-                sample = sampler.publish(counted)
+                counted = self.counters[i].read_from(at, tsc, values, status, foreign if checked else None)
+                sample = sampler.publish(counted, (extra, extra_failed) if power[i] else None)
                 published.append((sampler.cpu, sample.seq))
             except Exception as e:
                 sampler.fail(e)
@@ -219,3 +254,8 @@ class NativeDrive:
             self.thread.join(timeout=max(0.0, deadline - time.monotonic()))
         drained = self.thread is None or not self.thread.is_alive()
         self.group.stop(max(0.0, deadline - time.monotonic()), free=drained)
+
+
+def _same_file(a: int, b: int) -> bool:
+    first, second = os.fstat(a), os.fstat(b)
+    return (first.st_dev, first.st_ino, first.st_rdev) == (second.st_dev, second.st_ino, second.st_rdev)

@@ -4,14 +4,20 @@ Order per value: MSRs (root; reads only) first; without them the kernel's perf P
 power (perf_power.py); then the root-free files: cpuidle for idle-state residency, hwmon for temperatures,
 powercap for energy. Every value carries its source name (`Sample.power_src`); a value no source measured is
 absent, never guessed.
+
+A CPU's MSRs are read once per interval, all in one list (`msr_registers`): by this module, or, on the
+engine's native read path, by that CPU's native sampler thread right after its counters (which costs the
+Python thread that makes the Samples no pread at all) and handed to `sample`. Either way the same arithmetic
+turns the same register values into the same fields.
 """
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pmutop.core.errors import PmutopError
 from pmutop.core.sysroot import Sysroot
@@ -19,6 +25,19 @@ from pmutop.hw.msr import MsrDevice
 from pmutop.probes.power import regs
 from pmutop.probes.power.perf_power import ENERGY_DOMAIN, PerfPower
 from pmutop.probes.power.sysfs import CpuIdle, Hwmon, Powercap, core_of, package_of, perf_pmus
+
+# Most registers PowerMonitor.msr_registers lists for one CPU: APERF, MPERF, TSC, the C-state residencies, the
+# two thermal status registers and the energy domains.
+MAX_MSR_REGISTERS = 3 + len(regs.CORE_CSTATE_MSRS) + 2 + max(len(regs.INTEL_ENERGY), len(regs.AMD_ENERGY))
+
+
+def _percent(part: int, whole: int) -> float:
+    """round(min(100.0, 100 * part / whole), 3), for whole > 0: a state not entered (0) or the whole interval
+    (100) without round(), which costs ~0.2 µs a call (it rounds through the decimal digits)."""
+    if not part:
+        return 0.0
+    share = 100 * part / whole
+    return 100.0 if share >= 100.0 else round(share, 3)
 
 
 @dataclass
@@ -36,7 +55,17 @@ class _Cpu:
     core_regs: dict[str, int] = field(default_factory=dict)  # C-state name -> MSR still answering
     has_therm: bool = False
     tjmax: int | None = None
-    prev_msr: dict[str, int] = field(default_factory=dict)
+    # The MSRs read each interval, in this order: APERF, MPERF, TSC, the answering C-state residencies (the
+    # "core" registers, whose deltas count), then THERM_STATUS, PACKAGE_THERM_STATUS and the RAPL energy
+    # registers where this CPU reads them; where each of the last three is in the list (-1: not read).
+    addresses: tuple[int, ...] = ()
+    core_names: tuple[str, ...] = ()
+    therm_at: int = -1
+    pkg_therm_at: int = -1
+    energy_at: tuple[tuple[str, int], ...] = ()  # (domain, position)
+    prev_core: list[int | None] = field(default_factory=list)  # the last core registers read (None: failed)
+    prev_gap: bool = False  # one of them failed
+    deep_names: tuple[str, ...] = ()  # the C-state residencies among them
     idle_states: list[tuple[str, str]] = field(default_factory=list)
     prev_idle: dict[str, int] = field(default_factory=dict)
     hwmon_core: str | None = None
@@ -80,6 +109,7 @@ class PowerMonitor:
             pkg = package_of(sysroot, cpu) if sysroot else 0
             self._state[cpu] = _Cpu(pkg, pkg not in seen)
             seen.add(pkg)
+        self._tag = "msr (SIMULATED)" if simulated else "msr"
         self.msr_ok = False
         if open_msr is not None:
             try:
@@ -195,7 +225,12 @@ class PowerMonitor:
         st.has_therm = self._try(st, regs.IA32_THERM_STATUS) is not None
         target = self._try(st, regs.MSR_TEMPERATURE_TARGET)
         st.tjmax = regs.tjmax(target) if target is not None else regs.DEFAULT_TJMAX
-        st.prev_msr = self._read_core(st)
+        core = {"aperf": regs.IA32_APERF, "mperf": regs.IA32_MPERF, "tsc": regs.IA32_TIME_STAMP_COUNTER}
+        core.update(st.core_regs)
+        st.core_names = tuple(core)
+        st.deep_names = st.core_names[3:]
+        st.prev_core = [self._try(st, address) for address in core.values()]
+        st.prev_gap = None in st.prev_core
         if st.first:
             unit_reg = regs.MSR_AMD_RAPL_POWER_UNIT if self.amd else regs.MSR_RAPL_POWER_UNIT
             unit = self._try(st, unit_reg)
@@ -207,32 +242,47 @@ class PowerMonitor:
                     if v is not None:
                         st.energy_regs[domain] = address
                         st.prev_energy[domain] = v & 0xFFFFFFFF
+        addresses = list(core.values())
+        if st.has_therm:
+            st.therm_at = len(addresses)
+            addresses.append(regs.IA32_THERM_STATUS)
+        if st.first and not self.amd:  # AMD has no IA32_PACKAGE_THERM_STATUS (hwmon k10temp says)
+            st.pkg_therm_at = len(addresses)
+            addresses.append(regs.IA32_PACKAGE_THERM_STATUS)
+        st.energy_at = tuple((domain, len(addresses) + k) for k, domain in enumerate(st.energy_regs))
+        addresses += st.energy_regs.values()
+        st.addresses = tuple(addresses)
 
-    def _read_core(self, st: _Cpu) -> dict[str, int]:
-        assert st.dev is not None
-        out = {}
-        for name, address in (
-            ("aperf", regs.IA32_APERF),
-            ("mperf", regs.IA32_MPERF),
-            ("tsc", regs.IA32_TIME_STAMP_COUNTER),
-        ):
-            v = self._try(st, address)
-            if v is not None:
-                out[name] = v
-        for name, address in st.core_regs.items():
-            v = self._try(st, address)
-            if v is not None:
-                out[name] = v
-        return out
+    def msr_registers(self, cpu: int) -> tuple[MsrDevice, tuple[int, ...]] | None:
+        """The msr device and the registers sample() reads for this CPU every interval (after start(cpu)),
+        for whoever reads them for it (the native sampler thread of the CPU, pmutop.engine.native_samplers):
+        sample() then takes their values. None where this CPU's values do not come from MSRs."""
+        st = self._state[cpu]
+        return (st.dev, st.addresses) if st.dev is not None and st.addresses else None
 
-    def sample(self, cpu: int, interval: float, tsc_hz: float | None) -> dict[str, Any]:
+    def _read_msrs(self, st: _Cpu) -> tuple[list[int], int]:
+        """One interval's msr_registers read here: their values and which failed (bit j: register j)."""
+        values, failed = [], 0
+        for j, address in enumerate(st.addresses):
+            v = self._try(st, address)
+            if v is None:
+                failed |= 1 << j
+            values.append(v or 0)
+        return values, failed
+
+    def sample(
+        self, cpu: int, interval: float, tsc_hz: float | None, msr: tuple[list[int], int] | None = None
+    ) -> dict[str, Any]:
         """Sample fields for this interval: busy, bzy_mhz, cstates, temp_c, throttle, package, and on the
-        package's first CPU pkg_temp_c and energy_j; power_src names each value's source."""
+        package's first CPU pkg_temp_c and energy_j; power_src names each value's source. `msr`: this
+        interval's msr_registers(cpu) as another thread read them, with those that failed (bit j: register
+        j); None: read here."""
         st = self._state[cpu]
         out: dict[str, Any] = {"package": st.package}
         src: dict[str, str] = {}
         if st.dev is not None:
-            self._sample_msr(st, out, src, tsc_hz)
+            values, failed = msr if msr is not None else self._read_msrs(st)
+            self._sample_msr(st, out, src, tsc_hz, values, failed)
         elif st.perf_groups and self.perf is not None:
             self._sample_perf(st, out, src, interval, tsc_hz)
         if "cstates" not in out and st.idle_states and self.cpuidle is not None and interval > 0:
@@ -266,47 +316,64 @@ class PowerMonitor:
         out["power_src"] = src
         return out
 
-    def _sample_msr(self, st: _Cpu, out: dict[str, Any], src: dict[str, str], tsc_hz: float | None) -> None:
-        now = self._read_core(st)
-        d = {k: now[k] - st.prev_msr[k] for k in now if k in st.prev_msr}
-        st.prev_msr = now
-        tag = "msr (SIMULATED)" if self.simulated else "msr"
-        tsc = d.get("tsc", 0)
-        if "aperf" in d and "mperf" in d and tsc > 0:
-            busy, mhz = regs.busy_and_mhz(d["aperf"], d["mperf"], tsc, tsc_hz)
+    def _sample_msr(
+        self,
+        st: _Cpu,
+        out: dict[str, Any],
+        src: dict[str, str],
+        tsc_hz: float | None,
+        values: list[int],
+        failed: int,
+    ) -> None:
+        """The fields from one interval's msr_registers: `values`, of which those in `failed` did not answer
+        (a core register then has no delta this interval or the next, as it has no reading to subtract)."""
+        n = len(st.core_names)
+        now: list[int | None]
+        if failed or st.prev_gap:
+            now = [None if failed >> j & 1 else values[j] for j in range(n)]
+            d = [None if a is None or b is None else a - b for a, b in zip(now, st.prev_core, strict=True)]
+            st.prev_gap = None in now
+        else:  # every register answered, now and last time (the usual case)
+            now = cast("list[int | None]", values[:n])
+            d = list(map(operator.sub, now, st.prev_core))
+        st.prev_core = now
+        tag = self._tag
+        aperf, mperf, tsc = d[0], d[1], d[2] or 0
+        if aperf is not None and mperf is not None and tsc > 0:
+            busy, mhz = regs.busy_and_mhz(aperf, mperf, tsc, tsc_hz)
             if busy is not None:
                 out["busy"], src["busy"] = round(busy * 100, 3), tag
             if mhz is not None:
                 out["bzy_mhz"], src["bzy_mhz"] = round(mhz, 1), tag
             if st.core_regs:
+                names, deep = st.deep_names, d[3:]
+                if None in deep:
+                    names = tuple(name for name, v in zip(names, deep, strict=True) if v is not None)
+                    deep = [v for v in deep if v is not None]
+                shares = cast("list[int]", deep)  # none missing now
                 # turbostat: C1 is what is left of the TSC after C0 (MPERF) and the deeper residencies.
-                deep = {n: d[n] for n in st.core_regs if n in d}
-                c1 = max(0, tsc - d["mperf"] - sum(deep.values()))
-                out["cstates"] = {n: round(min(100.0, 100 * v / tsc), 3) for n, v in {"C1": c1, **deep}.items()}
+                c1 = max(0, tsc - mperf - sum(shares))
+                out["cstates"] = {name: _percent(v, tsc) for name, v in zip(("C1", *names), (c1, *shares), strict=True)}
                 src["cstates"] = tag
-        if st.has_therm:
-            raw = self._try(st, regs.IA32_THERM_STATUS)
-            if raw is not None and st.tjmax is not None:
-                t = regs.temperature_c(raw, st.tjmax)
-                if t is not None:
-                    out["temp_c"], src["temp_c"] = t, tag
-                out["throttle"], src["throttle"] = tuple(regs.throttle_flags(raw)), tag
-        if st.first:
-            raw = self._try(st, regs.IA32_PACKAGE_THERM_STATUS) if not self.amd else None
-            if raw is not None and st.tjmax is not None:
-                t = regs.temperature_c(raw, st.tjmax)
-                if t is not None:
-                    out["pkg_temp_c"], src["pkg_temp_c"] = t, tag
-            if st.energy_regs:
-                energy = {}
-                for domain, address in st.energy_regs.items():
-                    v = self._try(st, address)
-                    if v is None:
-                        continue
-                    v &= 0xFFFFFFFF
-                    energy[domain] = regs.energy_delta(st.prev_energy[domain], v) * st.energy_unit
-                    st.prev_energy[domain] = v
-                out["energy_j"], src["energy_j"] = energy, tag
+        if st.therm_at >= 0 and not failed >> st.therm_at & 1 and st.tjmax is not None:
+            raw = values[st.therm_at]
+            t = regs.temperature_c(raw, st.tjmax)
+            if t is not None:
+                out["temp_c"], src["temp_c"] = t, tag
+            out["throttle"], src["throttle"] = regs.THROTTLE[raw & regs.THROTTLE_BITS], tag
+        if st.pkg_therm_at >= 0 and not failed >> st.pkg_therm_at & 1 and st.tjmax is not None:
+            t = regs.temperature_c(values[st.pkg_therm_at], st.tjmax)
+            if t is not None:
+                out["pkg_temp_c"], src["pkg_temp_c"] = t, tag
+        if st.energy_at:
+            energy = {}
+            for domain, j in st.energy_at:
+                if failed >> j & 1:
+                    continue
+                v = values[j] & 0xFFFFFFFF
+                energy[domain] = regs.energy_delta(st.prev_energy[domain], v) * st.energy_unit
+                st.prev_energy[domain] = v
+            out["energy_j"], src["energy_j"] = energy, tag
 
     def _sample_perf(
         self, st: _Cpu, out: dict[str, Any], src: dict[str, str], interval: float, tsc_hz: float | None

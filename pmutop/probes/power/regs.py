@@ -82,6 +82,11 @@ def throttle_flags(therm_status_raw: int) -> list[str]:
     return flags
 
 
+# throttle_flags as a tuple for each combination of the bits it looks at: one dict lookup per CPU and interval.
+THROTTLE_BITS = THERM_STATUS_PROCHOT | THERM_STATUS_CRIT | THERM_STATUS_POWER_LIMIT
+THROTTLE = {bits: tuple(throttle_flags(bits)) for bits in range(THROTTLE_BITS + 1) if not bits & ~THROTTLE_BITS}
+
+
 def busy_and_mhz(aperf: int, mperf: int, tsc: int, tsc_hz: float | None) -> tuple[float | None, float | None]:
     """turbostat's Busy% (fraction here) = MPERF / TSC and Bzy_MHz = TSC_Hz / 1e6 * APERF / MPERF."""
     busy = min(1.0, mperf / tsc) if tsc > 0 else None
