@@ -21,7 +21,7 @@ from pmutop.tui.filter import parse_task_filter
 from pmutop.tui.screens.cgroups import CgroupsScreen
 from pmutop.tui.screens.detail import DetailScreen
 from pmutop.tui.screens.processes import ProcessDetailScreen, ProcessesScreen
-from pmutop.tui.screens.task_list import mode_marks
+from pmutop.tui.screens.task_list import POLL_S, mode_marks
 from tests.helpers.fake_tasks import FakeTasks, task_app
 from tests.helpers.pilot import screen_text, text_of
 
@@ -284,8 +284,8 @@ async def test_the_view_redraws_only_when_the_feed_has_a_new_snapshot() -> None:
             app.apply_update(None)  # CPU samples, no new snapshot: nothing to redraw
         await pilot.pause(0.4)
         assert drawn == []
-        sampler.sample_once()
-        await pilot.pause(0.4)
+        sampler.sample_once()  # a snapshot with no update of the app: shown within the screen's backstop poll
+        await pilot.pause(POLL_S + 0.2)
         assert drawn == [1]
     engine.stop()
 

@@ -24,8 +24,10 @@ from pmutop.core.timeline import Timeline
 from pmutop.engine.package_sampler import PackageSampler
 from pmutop.feeds.replay import ReplayFeed
 from pmutop.recording.reader import read_recording
+from pmutop.tui.screens.processes import ProcessesScreen
 from pmutop.tui.widgets.kept_lines import KeptFooter, KeptStatic
 from pmutop.tui.widgets.plot import HistoryPlot, PlotLines
+from tests.helpers.fake_tasks import task_app
 from tests.helpers.flags import needs_tmux
 from tests.helpers.pilot import text_of
 from tests.test_issue22_package_records import record
@@ -192,3 +194,38 @@ async def test_a_kept_widget_looks_as_its_textual_class_and_draws_a_line_again_o
             app.theme = "textual-light" if app.theme != "textual-light" else "nord"  # every colour changes
             await pilot.pause()
             assert kept.render_lines(whole) == plain.render_lines(whole) and drawn == 2
+
+
+async def test_the_process_view_shows_the_intervals_snapshot_with_its_update_not_a_poll_later() -> None:
+    app, engine, sampler, _, clock = task_app(intervals=3)
+    read = sampler._read
+
+    def late_read(cpu_samples: list[Sample]) -> object:
+        time.sleep(0.05)  # counting the processes takes a while after the CPU samples
+        return read(cpu_samples)
+
+    sampler._read = late_read  # type: ignore[method-assign,assignment]
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, ProcessesScreen)
+        shown_at_update: list[tuple[int, int]] = []
+        apply = app.apply_update
+
+        def recorded(tasks: object) -> None:
+            apply(tasks)  # type: ignore[arg-type]
+            shown_at_update.append((sampler.seq, screen._seq))
+
+        app.apply_update = recorded  # type: ignore[method-assign,assignment]
+        sampler.start()
+        try:
+            for _ in range(3):
+                before = app.updates
+                clock.advance(1.0)
+                engine.tick()
+                await next_update(app, pilot, before)
+        finally:
+            sampler.stop()
+    engine.stop()
+    assert len(shown_at_update) == 3 and all(seq == shown for seq, shown in shown_at_update), shown_at_update

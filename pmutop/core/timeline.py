@@ -16,6 +16,14 @@ Reading = TypeVar("Reading")
 class Timeline(Generic[Reading]):
     """`seq` grows by one per reading appended (and per clear), so a view redraws only when it moved."""
 
+    failure: str | None = None  # why the readings stopped (a sampler's source broke), once they have
+
+    @property
+    def reading_thread(self) -> bool:
+        """Whether a thread of its own appends each interval's reading just after that interval's CPU samples
+        (the engine's task and package samplers: a view can wait for it, briefly, with wait_past)."""
+        return False
+
     def __init__(self, keep: int = KEEP) -> None:
         self._readings: deque[tuple[float, Reading]] = deque(maxlen=keep)
         self._lock = threading.Lock()  # appended by the reader, read by the UI thread

@@ -33,6 +33,7 @@ from pmutop.core.task_reading import TaskFeed
 from pmutop.derive.records import extra_events
 from pmutop.probes.tasks import NoTasks, TaskSource, TopTask
 from pmutop.tui import format as fmt
+from pmutop.tui import interval_readings
 from pmutop.tui.config import Settings
 from pmutop.tui.dram_view import DramView
 from pmutop.tui.filter import parse_filter
@@ -274,13 +275,14 @@ class PmutopApp(DramView):
     def _watch_samples(self) -> None:
         """Wait for each interval's samples, look up top tasks off the UI thread, post one update."""
         seen = {cpu: 0 for cpu in self.feed.cpus}
-        dram_seen = self.package_feed.seq if self.package_feed is not None else 0
+        side: list[object] = [self.package_feed, self.task_feed]  # read just after the samples
+        side_seen = interval_readings.seqs(side)
         while not self._stop.is_set():
             if not self.feed.wait_for_samples(seen, timeout=0.5, stop=self._stop):
                 continue
             seen = {cpu: ring.count for cpu, ring in self.feed.rings.items()}
             if not self.paused:
-                dram_seen = self.wait_for_dram(dram_seen, self.feed.interval)
+                side_seen = interval_readings.wait_for_interval(side, side_seen, self.feed.interval)
             # Nothing to show them on while paused, or while a view without the top-task column covers the table
             # (a scan of every process each interval): the column is blank until the next interval after it.
             tasks = None if self.paused else {} if self._top_tasks_hidden() else self._lookup_tasks()

@@ -14,11 +14,6 @@ from pmutop.tui.screens.base import ViewScreen
 from pmutop.tui.table_controller import CoreTable
 from pmutop.tui.views import ViewKeys
 
-# The package sampler reads just after each interval's CPU samples: the sample watcher waits this long (at most
-# a quarter of the interval) for that reading, so one screen update shows both (a later reading shows with the
-# 1 s clock tick): a poll of its own would cost a second screen refresh per interval.
-DRAM_WAIT_S = 0.2
-
 
 class DramView(ViewKeys):
     package_feed: PackageFeed | None
@@ -34,16 +29,6 @@ class DramView(ViewKeys):
 
     def _fit(self) -> None:
         raise NotImplementedError
-
-    def wait_for_dram(self, seen: int, interval: float) -> int:
-        """In the sample watcher's thread, once an interval's CPU samples are in: wait for the package sampler's
-        reading of that interval (past `seen`), briefly; returns the seq to wait past next time. No wait when
-        no thread of the engine's reads the packages (a replay's or no feed: nothing comes after the samples)."""
-        feed = self.package_feed
-        if feed is None or not getattr(feed, "reading_thread", False) or getattr(feed, "failure", None):
-            return seen
-        feed.wait_past(seen, min(DRAM_WAIT_S, interval / 4))
-        return feed.seq
 
     def poll_dram(self) -> None:
         """After each update and every second; nothing but one comparison when the feed has not moved (or the

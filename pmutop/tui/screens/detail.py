@@ -23,6 +23,7 @@ from pmutop.tui.model import CoreState, ViewModel, resample
 from pmutop.tui.screens.base import VIEW_KEYS, ViewScreen
 from pmutop.tui.screens.memory import package_block
 from pmutop.tui.screens.processes import ProcessDetailScreen
+from pmutop.tui.screens.task_list import POLL_S
 from pmutop.tui.topdown_view import COLOURS
 from pmutop.tui.widgets.history_panel import HistoryPanels
 from pmutop.tui.widgets.kept_lines import KeptFooter
@@ -121,6 +122,8 @@ class DetailScreen(ViewScreen):
     def _task_feed(self) -> TaskFeed | None:
         return getattr(self.app, "task_feed", None)
 
+    _processes_shown = False  # the table of the processes that ran on this CPU is there
+
     def on_mount(self) -> None:
         self._task_seq = -1
         self.refresh_from(self.live.model)
@@ -130,7 +133,10 @@ class DetailScreen(ViewScreen):
             table.add_column("PID", width=8, key="pid")
             table.add_column("Command", width=20, key="comm")
             table.add_column(Text("Share of busy", justify="right"), width=13, key="share")
-            self.set_interval(0.25, self._processes)  # the task snapshot comes just after the CPU samples
+            # Each update shows the interval's task snapshot (refresh_from); one later than the app's wait for it
+            # shows within a second.
+            self.set_interval(POLL_S, self._processes)
+            self._processes_shown = True
             self._processes()
             table.focus()  # Enter opens the highlighted process (Esc goes back)
 
@@ -194,6 +200,8 @@ class DetailScreen(ViewScreen):
         self.query_one("#power", Static).update(self._power(self._members(core, model)))
         self.query_one("#formulas", Static).update(self._formulas(app.shown_formulas()))
         self.query_one("#tma-detail", Static).update(self._topdown(core, model, app.feed.interval))
+        if self._processes_shown:
+            self._processes()
 
     def refresh_dram(self) -> None:
         if self.is_mounted:

@@ -37,7 +37,9 @@ from pmutop.tui.task_columns import (
 from pmutop.tui.widgets.fast_table import FastTable
 from pmutop.tui.widgets.kept_lines import KeptFooter
 
-POLL_S = 0.25  # how soon a new snapshot shows (it comes just after the CPU samples the app redraws on)
+# Each interval's update shows the interval's snapshot (the app's sample watcher waits for it: refresh_from); a
+# snapshot later than that wait shows within this.
+POLL_S = 1.0
 SCROLLBAR = 2
 Row = tuple[str, Reading, int]  # (row key, reading, indent)
 CellLook = tuple[str, "str | Style", list[Span]]  # a cell's text, style and spans: what decides a redraw
