@@ -206,7 +206,8 @@ def threaded(cpus: int = 256, seconds: float = 5.0, repeat: int = 3, interval: f
     for _ in range(repeat):
         clock = MonotonicClock()
         platform = SimPlatform(SimConfig(cpus=cpus, seed=1, model="skx"), clock)
-        engine = Engine(SimBackend(platform, clock), platform, clock, list(range(cpus)), interval)
+        # native=False: a Python thread per simulated core (by default one thread samples them all).
+        engine = Engine(SimBackend(platform, clock), platform, clock, list(range(cpus)), interval, native=False)
         try:
             engine.start()
             engine.wait_for_samples(dict.fromkeys(engine.cpus, 0), timeout=30)
