@@ -38,6 +38,7 @@ from pmutop.sim.hashing import _mix64_after as _mix64_after
 from pmutop.sim.hashing import hash64 as hash64
 from pmutop.sim.hashing import hash_unit as hash_unit
 from pmutop.sim.hashing import mix64 as mix64
+from pmutop.sim.lanes import Within
 from pmutop.sim.regimes import (
     MIXED_WEIGHTS,
     MIXES,
@@ -143,6 +144,7 @@ class Workload:
         self._weights = PHASE_WEIGHTS[mix]
         self._mixed = MIXED_WEIGHTS[mix]
         self.seg_ticks = tsc_hz // SEGMENTS_PER_SECOND
+        self._within = Within(2 * _N + 1, self.seg_ticks)  # reads within a segment (pmutop.sim.lanes)
         if width is None:
             width = _E_CORE_SLOTS_PER_CYCLE if e_core else _P_CORE_SLOTS_PER_CYCLE
         self.slots_per_cycle = width
@@ -193,10 +195,7 @@ class Workload:
         if ends is None:  # before every phase kept: rebuilt from the seed, this workload left as it is
             return self._from_seed(seg).cumulative_ticks(ticks)
         before, after = ends
-        vec: _Vec | list[int] = _unpacked(before)
-        if off:  # linear within the segment, floored
-            st = self.seg_ticks
-            vec = [b + (a - b) * off // st for b, a in zip(vec, _unpacked(after), strict=True)]
+        vec = self._within.at(seg, before, after, off) if off else _unpacked(before)  # linear, floored
         return Counts(ticks, self._amounts(vec[:_N]), self._amounts(vec[_N:_WRITEBACKS]))
 
     def totals_ticks(self, ticks: int, fields: tuple[int, ...]) -> list[int]:
