@@ -190,6 +190,51 @@ def test_fixed_wrap_sets_bit_32_plus_i_and_value_is_modulo_width() -> None:
     assert m.rdpmc(4, 1 << 30 | 2) == (0xFFF0 + ref) % (1 << 16)
 
 
+@pytest.mark.parametrize("pmi", [False, True], ids=["no PMI", "PMI freezes"])
+def test_status_read_alone_shows_a_wrap_as_soon_as_reading_the_counters_first_would(pmi: bool) -> None:
+    """GLOBAL_STATUS alone is read without counting up to the present while no counter can wrap meanwhile: at
+    every step it reads, and the counters count, exactly what they do when the counters are read first."""
+    int_bit = registers.EVTSEL_INT if pmi else 0
+    machines = [make(gp_width=32, fixed_width=40, version=4) for _ in range(2)]
+    for m, _ in machines:
+        dev = m.msr(0)
+        dev.write(registers.evtsel(0), sel(CYCLES, extra=int_bit))
+        dev.write(registers.evtsel(1), sel(INSTRUCTIONS))
+        dev.write(registers.IA32_FIXED_CTR_CTRL, 0x333)
+        dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.global_ctrl_mask([0, 1], [0, 1, 2]))
+        dev.write(registers.a_pmc(0), (1 << 32) - 3_000_000)  # about a millisecond of cycles from the wrap
+    (alone, clock_a), (first, clock_f) = machines
+    statuses = []
+    t = 0
+    for step in [1, 7, 1_000, 30_000, 200_000, 1, 1, 50_000, 500_000, 10, 3_000_000, 20_000_000]:
+        t += step
+        clock_a.set_ns(t)
+        clock_f.set_ns(t)
+        first.read_counters(0, 3, 2)  # counts up to t
+        want = first.msr(0).read(registers.IA32_PERF_GLOBAL_STATUS)
+        assert alone.msr(0).read(registers.IA32_PERF_GLOBAL_STATUS) == want, t
+        statuses.append(want)
+    assert statuses[0] == 0 and statuses[-1] & registers.gp_bit(0)  # it did wrap on the way
+    assert bool(statuses[-1] & registers.STATUS_CTR_FRZ) == pmi
+    assert alone.read_counters(0, 3, 2) == first.read_counters(0, 3, 2)
+
+
+@pytest.mark.parametrize(("width", "mix", "e_core"), [(6, "tma", False), (16, "classic", False), (4, "tma", True)])
+def test_no_quantity_of_a_workload_grows_faster_than_the_bound_the_status_read_relies_on(
+    width: int, mix: str, e_core: bool
+) -> None:
+    from pmutop.sim.regimes import max_events_per_ns
+
+    w = Workload(9, 2, 2_400_000_000, e_core=e_core, width=width, mix=mix)
+    bound = max_events_per_ns(width, w.tsc_hz)
+    prev = w.cumulative(0)
+    for k in range(1, 3001):  # 300 s of 100 ms segments: every kind of phase
+        now = w.cumulative(k * 100_000_000)
+        grown = [b - a for a, b in zip(prev.total, now.total, strict=True)]  # a counter counts both modes at most
+        assert max(grown) <= bound * 100_000_000, k
+        prev = now
+
+
 def test_status_reset_is_write_one_to_clear() -> None:
     m, _ = make()
     dev = m.msr(0)

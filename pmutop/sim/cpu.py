@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import operator
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from pmutop.pmu import registers
 from pmutop.sim import power
 from pmutop.sim.config import CoreShape, SimConfig
 from pmutop.sim.events import FIXED_FNS, CountFn, event_fn
+from pmutop.sim.regimes import max_events_per_ns
 from pmutop.sim.workload import TOPDOWN_FIELDS, Amounts, Counts, Workload
 
 _RDPMC_TYPE_GP = 0x0000
@@ -26,6 +28,8 @@ _TD_ATTRS = tuple(f"td_{f}" for f in TOPDOWN_FIELDS)  # Amounts fields in PERF_M
 _TD_FIRST = Amounts._fields.index(_TD_ATTRS[0])
 assert Amounts._fields[_TD_FIRST : _TD_FIRST + len(_TD_ATTRS)] == _TD_ATTRS  # contiguous, in byte order
 _FIXED_ENABLE = registers.FIXED_EN_OS | registers.FIXED_EN_USR
+_STATUS = registers.IA32_PERF_GLOBAL_STATUS
+_TIMES_255 = (255).__mul__
 
 
 class SimRdpmcFault(Exception):
@@ -90,6 +94,13 @@ class _Counter:
         return counted
 
 
+def _rate_bound(workload: Workload) -> int | None:
+    """Events per ns that no counter exceeds on this workload; None where unknown (the self-test's scripts)."""
+    if type(workload) is Workload:
+        return max_events_per_ns(workload.slots_per_cycle, workload.tsc_hz)
+    return None
+
+
 # -- one CPU ----------------------------------------------------------------------------------------------
 
 
@@ -115,6 +126,8 @@ class SimCpu:
         self.thermal: tuple[int, float] = (-1, 0.0)  # (time step, temperature): see sim/power.py
         self.thermal_points: tuple[object, dict[int, tuple[int, int, int]]] = (None, {})  # sim/power.py
         self._cum = workload.cumulative(0)
+        self._rate = _rate_bound(workload)
+        self._room: int | None = None  # the least any enabled counter can count before it wraps, at _t
         # The TSC of the latest rdpmc reads (counters and TSC of one instant): the simulated per-process counters
         # find the instants a sampler's intervals start and end at among them (pmutop.sim.process_counters).
         self.counter_reads: deque[int] = deque(maxlen=64)
@@ -257,6 +270,7 @@ class SimCpu:
         self._count(active, new)
         self._t = now
         self._cum = new
+        self._room = None
 
     def _pmi_overflows(self, pmi: list[_Counter], new: Counts) -> bool:
         return any((c.read() + c.delta(self._cum, new)) >> c.width for c in pmi)
@@ -287,18 +301,15 @@ class SimCpu:
     def _count_metrics(self, counter: _Counter, new: Counts) -> None:
         """PERF_METRICS follows fixed counter 3: the same slots, split by category (same USR/OS)."""
         old = self._cum
-        added = False
-        fields = slice(_TD_FIRST, _TD_FIRST + self.metrics_fields)  # td_* fields are adjacent in Amounts
-        acc = self._metrics_acc
+        first, end = _TD_FIRST, _TD_FIRST + self.metrics_fields  # td_* fields are adjacent in Amounts
+        added: list[int] | None = None  # slots per category since the last count, both modes counted
         for on, a, b in ((counter.user, old.user, new.user), (counter.kernel, old.kernel, new.kernel)):
-            if not on:
-                continue
-            # Amounts sliced by a slice object: mypy types a NamedTuple's index as one field.
-            for k, (x, y) in enumerate(zip(a[fields], b[fields], strict=True)):  # type: ignore[call-overload]
-                if y != x:
-                    acc[k] += 255 * (y - x)
-                    added = True
-        if added:
+            if on:
+                part = map(operator.sub, b[first:end], a[first:end])
+                added = list(part) if added is None else list(map(operator.add, added, part))
+        if added and any(added):  # every part is >= 0: a sum of 0 added nothing
+            acc = self._metrics_acc
+            acc[: len(added)] = map(operator.add, acc, map(_TIMES_255, added))
             self._metrics_loaded = None
 
     def _perf_metrics(self) -> int:
@@ -367,11 +378,27 @@ class SimCpu:
             self._advance()
             self.workload = workload
             self._cum = workload.cumulative(self._t)
+            self._rate = _rate_bound(workload)
+
+    def _status_settled(self) -> bool:
+        """Whether GLOBAL_STATUS reads now what it read at the last advance: only a counter's wrap changes it, and
+        no enabled counter can reach its wrap before now (counting is additive: the next advance counts this
+        stretch all the same). Saves counting up to the present for the overflow check of every sample."""
+        rate = self._rate
+        if rate is None:
+            return False
+        elapsed = self.machine.elapsed_ns() - self._t
+        room = self._room
+        if room is None:
+            room = self._room = min(((1 << c.width) - c.regs[c.index] for c in self._active()), default=1 << 64)
+        # + 2 ns and 16 events: the floors of interpolating within a segment and of the events' fractions.
+        return rate * (max(0, elapsed) + 2) + 16 < room
 
     def read(self, address: int) -> int:
         with self.lock:
             if address in self._counting:
-                self._advance()
+                if address != _STATUS or not self._status_settled():
+                    self._advance()
                 value = self._read(address)
             elif address in self._static:
                 value = self._read(address)
@@ -404,6 +431,7 @@ class SimCpu:
                 raise MsrAccessError(self.cpu, address, "write", errno.EIO)
             if address in self._enabling:
                 self._enabled = None
+            self._room = None  # a counter's value, its enable or the freeze may have changed
 
     def _write(self, address: int, value: int) -> bool:
         """Apply a WRMSR; False means #GP (nothing changed)."""
@@ -460,6 +488,7 @@ class SimCpu:
             if bits & ~self.status_valid:
                 raise ValueError(f"status bits {bits & ~self.status_valid:#x} do not exist on this PMU")
             self.status |= bits
+            self._room = None  # CTR_FRZ stops every counter
 
     def snapshot(self) -> dict[int, int]:
         with self.lock:
@@ -492,10 +521,14 @@ class SimCpu:
             return self._rdpmc(ecx)
 
     def read_counters(self, n_fixed: int, n_gp: int, metrics: bool = False) -> tuple[int, list[int]]:
+        cfg = self.cfg
         with self.lock:
             self._advance()
-            values = [self._rdpmc(_RDPMC_TYPE_FIXED << 16 | i) for i in range(n_fixed)]
-            values += [self._rdpmc(_RDPMC_TYPE_GP << 16 | i) for i in range(n_gp)]
+            if cfg.rdpmc_enabled and n_fixed <= cfg.fixed_counters and n_gp <= cfg.gp_counters:
+                values = self.fixed[:n_fixed] + self.gp[:n_gp]  # what _rdpmc answers for each of them
+            else:  # one of them faults: as rdpmc by rdpmc
+                values = [self._rdpmc(_RDPMC_TYPE_FIXED << 16 | i) for i in range(n_fixed)]
+                values += [self._rdpmc(_RDPMC_TYPE_GP << 16 | i) for i in range(n_gp)]
             if metrics:
                 values.append(self._rdpmc(_RDPMC_TYPE_METRICS << 16))
             tsc = self.tsc()
