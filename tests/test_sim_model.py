@@ -219,6 +219,47 @@ def test_status_read_alone_shows_a_wrap_as_soon_as_reading_the_counters_first_wo
     assert alone.read_counters(0, 3, 2) == first.read_counters(0, 3, 2)
 
 
+def test_writing_a_counter_or_zeroing_perf_metrics_between_reads_counts_as_counting_up_to_the_write_first() -> None:
+    """A sampler's every read on a top-down part: the counters, then fixed counter 3 and PERF_METRICS zeroed.
+    Those writes count only what they discard; what every counter and PERF_METRICS read afterwards is exactly
+    what they read when every counter is counted up to each write first (a counter read before each write)."""
+    machines = [make(model="spr", gp_width=48) for _ in range(2)]
+    for m, _ in machines:
+        dev = m.msr(0)
+        dev.write(registers.evtsel(0), sel(INSTRUCTIONS))
+        dev.write(registers.evtsel(1), sel(LLC_MISSES, kernel=False))
+        dev.write(registers.IA32_FIXED_CTR_CTRL, 0x3333)
+        ctrl = registers.global_ctrl_mask([0, 1], [0, 1, 2, 3]) | registers.GLOBAL_CTRL_EN_PERF_METRICS
+        dev.write(registers.IA32_PERF_GLOBAL_CTRL, ctrl)
+    (deferred, clock_d), (counted, clock_c) = machines
+    rng = random.Random(4)
+    t = 0
+    for step in range(300):
+        for m, clock in machines:
+            clock.set_ns(t)
+        got = [deferred.read_counters(0, 4, 2, metrics=True)]
+        want = [counted.read_counters(0, 4, 2, metrics=True)]
+        for address, value in [
+            (registers.fixed_ctr(3), 0),
+            (registers.MSR_PERF_METRICS, 0),
+            (registers.a_pmc(1), rng.randrange(1 << 20) if step % 7 == 0 else None),
+        ]:
+            if value is None:
+                continue
+            t += rng.choice([1, 50, 3_000, 40_000])
+            for m, clock in machines:
+                clock.set_ns(t)
+            counted.read_counters(0, 1, 0)  # counts every counter up to the write
+            deferred.msr(0).write(address, value)
+            counted.msr(0).write(address, value)
+        assert got == want, step
+        t += rng.choice([7, 20_000, 1_000_000, 100_000_000])
+    for m, clock in machines:
+        clock.set_ns(t + 1)
+    assert deferred.read_counters(0, 4, 2, metrics=True) == counted.read_counters(0, 4, 2, metrics=True)
+    assert deferred.msr(0).read(registers.MSR_PERF_METRICS) == counted.msr(0).read(registers.MSR_PERF_METRICS)
+
+
 @pytest.mark.parametrize(("width", "mix", "e_core"), [(6, "tma", False), (16, "classic", False), (4, "tma", True)])
 def test_no_quantity_of_a_workload_grows_faster_than_the_bound_the_status_read_relies_on(
     width: int, mix: str, e_core: bool

@@ -30,6 +30,7 @@ assert Amounts._fields[_TD_FIRST : _TD_FIRST + len(_TD_ATTRS)] == _TD_ATTRS  # c
 _FIXED_ENABLE = registers.FIXED_EN_OS | registers.FIXED_EN_USR
 _STATUS = registers.IA32_PERF_GLOBAL_STATUS
 _TIMES_255 = (255).__mul__
+_TIMES_MINUS_255 = (-255).__mul__
 
 
 class SimRdpmcFault(Exception):
@@ -188,6 +189,7 @@ class SimCpu:
             ]
         )
 
+        self._values = frozenset(a for a, (kind, _) in self._registers.items() if kind != _EVTSEL)  # counters
         # Registers whose value is the counters' state at the present: reading them counts up to now.
         self._counting = frozenset(
             [a for a, (kind, _) in self._registers.items() if kind != _EVTSEL]
@@ -298,15 +300,20 @@ class SimCpu:
                 self._count_metrics(c, new)
         self._cum = new
 
-    def _count_metrics(self, counter: _Counter, new: Counts) -> None:
-        """PERF_METRICS follows fixed counter 3: the same slots, split by category (same USR/OS)."""
+    def _metrics_added(self, counter: _Counter, new: Counts) -> list[int] | None:
+        """Slots per top-down category since the last count, in the modes fixed counter 3 counts."""
         old = self._cum
         first, end = _TD_FIRST, _TD_FIRST + self.metrics_fields  # td_* fields are adjacent in Amounts
-        added: list[int] | None = None  # slots per category since the last count, both modes counted
+        added: list[int] | None = None
         for on, a, b in ((counter.user, old.user, new.user), (counter.kernel, old.kernel, new.kernel)):
             if on:
                 part = map(operator.sub, b[first:end], a[first:end])
                 added = list(part) if added is None else list(map(operator.add, added, part))
+        return added
+
+    def _count_metrics(self, counter: _Counter, new: Counts) -> None:
+        """PERF_METRICS follows fixed counter 3: the same slots, split by category (same USR/OS)."""
+        added = self._metrics_added(counter, new)
         if added and any(added):  # every part is >= 0: a sum of 0 added nothing
             acc = self._metrics_acc
             acc[: len(added)] = map(operator.add, acc, map(_TIMES_255, added))
@@ -380,14 +387,14 @@ class SimCpu:
             self._cum = workload.cumulative(self._t)
             self._rate = _rate_bound(workload)
 
-    def _status_settled(self) -> bool:
+    def _status_settled(self, now: int | None = None) -> bool:
         """Whether GLOBAL_STATUS reads now what it read at the last advance: only a counter's wrap changes it, and
         no enabled counter can reach its wrap before now (counting is additive: the next advance counts this
         stretch all the same). Saves counting up to the present for the overflow check of every sample."""
         rate = self._rate
         if rate is None:
             return False
-        elapsed = self.machine.elapsed_ns() - self._t
+        elapsed = (self.machine.elapsed_ns() if now is None else now) - self._t
         room = self._room
         if room is None:
             room = self._room = min(((1 << c.width) - c.regs[c.index] for c in self._active()), default=1 << 64)
@@ -426,12 +433,41 @@ class SimCpu:
 
     def write(self, address: int, value: int) -> None:
         with self.lock:
-            self._advance()  # count up to now under the old configuration
+            now = max(self.machine.elapsed_ns(), self._t)
+            # A counter's value, or PERF_METRICS zeroed (after every read on top-down parts), changes nothing else:
+            # while no counter can wrap meanwhile, only what the write discards is taken out (_rebase), rather
+            # than counting every counter up to now.
+            rebase = (
+                now != self._t
+                and (address in self._values or (address == registers.MSR_PERF_METRICS and value == 0))
+                and self._status_settled(now)
+            )
+            if not rebase:
+                self._advance()  # count up to now under the old configuration
             if not self._write(address, value):
                 raise MsrAccessError(self.cpu, address, "write", errno.EIO)
+            if rebase:
+                self._rebase(address, now)
             if address in self._enabling:
                 self._enabled = None
             self._room = None  # a counter's value, its enable or the freeze may have changed
+
+    def _rebase(self, address: int, now: int) -> None:
+        """After writing a counter's value (or zeroing PERF_METRICS) at `now`, past the last advance: take out what
+        the next advance will count for it between the last advance and now, which the write discarded."""
+        new = self.workload.cumulative(now)
+        active = self._active()
+        if address == registers.MSR_PERF_METRICS:
+            src = self._metrics_src if active else None  # frozen: PERF_METRICS counts nothing meanwhile
+            added = self._metrics_added(src, new) if src is not None else None
+            if added:
+                self._metrics_acc[: len(added)] = map(_TIMES_MINUS_255, added)
+            return
+        kind, i = self._registers[address]
+        regs = self.fixed if kind == _FIXED else self.gp
+        for c in active:
+            if c.regs is regs and c.index == i:
+                regs[i] -= c.delta(self._cum, new)
 
     def _write(self, address: int, value: int) -> bool:
         """Apply a WRMSR; False means #GP (nothing changed)."""
