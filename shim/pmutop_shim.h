@@ -70,3 +70,6 @@ typedef struct pmutop_sim_params {
 int pmutop_sim_exact(void);
 /* The segment's 35 amounts into out; 0, or -1 where Python must compute them (a negative amount, wide doubles). */
 int pmutop_sim_segment(const pmutop_sim_params *p, uint64_t seg, uint64_t *out);
+/* Segments seg .. seg + n - 1 (one phase or burst: the same parameters): out[35 k ..] = before + the amounts of
+ * the first k + 1 of them; 0, or -1 where Python must count them. */
+int pmutop_sim_run(const pmutop_sim_params *p, uint64_t seg, uint32_t n, const uint64_t *before, uint64_t *out);

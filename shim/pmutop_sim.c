@@ -5,6 +5,7 @@
 #include "pmutop_shim.h"
 
 #include <float.h>
+#include <stddef.h>
 
 #define M64_ADD 0x9E3779B97F4A7C15ULL
 
@@ -145,6 +146,27 @@ int pmutop_sim_segment(const pmutop_sim_params *p, uint64_t seg, uint64_t *out)
         if (v[i] < 0)
             return -1; /* Python's struct refuses it: let the Python arithmetic say so */
         out[i] = (uint64_t)v[i];
+    }
+    return 0;
+}
+
+int pmutop_sim_run(const pmutop_sim_params *p, uint64_t seg, uint32_t n, const uint64_t *before, uint64_t *out)
+{
+    uint64_t amounts[35];
+    const uint64_t *prev = before;
+    uint32_t k;
+    int i;
+
+    for (k = 0; k < n; k++) {
+        uint64_t *sums = out + (size_t)k * 35;
+        if (pmutop_sim_segment(p, seg + k, amounts))
+            return -1;
+        for (i = 0; i < 35; i++) {
+            sums[i] = prev[i] + amounts[i];
+            if (sums[i] < prev[i])
+                return -1; /* a lane past 2^64: Python's packed sums carry, let Python count them */
+        }
+        prev = sums;
     }
     return 0;
 }

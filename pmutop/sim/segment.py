@@ -42,6 +42,13 @@ class Segments:
         self.tsc_hz = tsc_hz
         self.width = width
 
+    def run(
+        self, seg: int, n: int, regime: PhaseKind, base: tuple[float, ...], varied: list[float], before: int
+    ) -> list[int]:
+        """The cumulative amounts (packed) after each of segments seg .. seg + n - 1, which run `regime` with
+        `base` and `varied` (one phase, or one burst of a mixed phase), from `before`."""
+        return run_python(self, seg, n, regime, base, varied, before)
+
     def amounts(self, seg: int, regime: PhaseKind, base: tuple[float, ...], varied: list[float]) -> int:
         """Integer user and kernel amounts and write-backs over segment `seg` (packed): `regime` runs with rates
         `base` and the top-down profile `varied` (Workload._tma_profile). Workload._values, _tma_values and the
@@ -173,10 +180,21 @@ class Segments:
         return int.from_bytes(amounts, "little")
 
 
+def run_python(
+    segments: Segments, seg: int, n: int, regime: PhaseKind, base: tuple[float, ...], varied: list[float], before: int
+) -> list[int]:
+    """Segments.run, one segment at a time."""
+    out = []
+    for s in range(seg, seg + n):
+        before += segments.amounts(s, regime, base, varied)
+        out.append(before)
+    return out
+
+
 def native_available() -> bool:
     """Whether the shim has the C copy and its doubles round as Python's (not on the x87)."""
     lib = shim.lib
-    return lib is not None and hasattr(lib, "pmutop_sim_segment") and bool(lib.pmutop_sim_exact())
+    return lib is not None and hasattr(lib, "pmutop_sim_run") and bool(lib.pmutop_sim_exact())
 
 
 _SEG_FACTOR_C = shim.ffi.new("double[256]", SEG_FACTOR) if native_available() else None
@@ -195,10 +213,13 @@ class NativeSegments(Segments):
         p.seg_factor = _SEG_FACTOR_C
         self._out = ffi.new("uint64_t[]", LANES)
         self._bytes = ffi.buffer(self._out)
+        self._before = ffi.new("uint64_t[]", LANES)
+        self._sums = ffi.new("uint64_t[]", 0)  # run's output, grown to the longest run asked for
         self._phase: tuple[object, object] = (None, None)  # the (base, varied) the parameters hold
         self._segment = shim.lib.pmutop_sim_segment
+        self._run = shim.lib.pmutop_sim_run
 
-    def amounts(self, seg: int, regime: PhaseKind, base: tuple[float, ...], varied: list[float]) -> int:
+    def _hold(self, regime: PhaseKind, base: tuple[float, ...], varied: list[float]) -> None:
         p = self._params
         held_base, held_varied = self._phase
         if base is not held_base or varied is not held_varied:  # a new phase or burst (each has its own objects)
@@ -206,9 +227,26 @@ class NativeSegments(Segments):
             p.recovery = _RECOVERY[regime]
             p.wb_lo, p.wb_hi = WRITEBACK_SHARE[regime]
             self._phase = (base, varied)
-        if self._segment(p, seg, self._out):
+
+    def amounts(self, seg: int, regime: PhaseKind, base: tuple[float, ...], varied: list[float]) -> int:
+        self._hold(regime, base, varied)
+        if self._segment(self._params, seg, self._out):
             return super().amounts(seg, regime, base, varied)  # it declined: Python says why (or computes it)
         return int.from_bytes(self._bytes, "little")
+
+    def run(
+        self, seg: int, n: int, regime: PhaseKind, base: tuple[float, ...], varied: list[float], before: int
+    ) -> list[int]:
+        self._hold(regime, base, varied)
+        ffi = shim.ffi
+        size = PACK.size
+        if len(self._sums) < n * LANES:
+            self._sums = ffi.new("uint64_t[]", n * LANES)
+        ffi.memmove(self._before, before.to_bytes(size, "little"), size)
+        if self._run(self._params, seg, n, self._before, self._sums):
+            return run_python(self, seg, n, regime, base, varied, before)  # declined: segment by segment
+        sums = memoryview(ffi.buffer(self._sums, n * size))
+        return [int.from_bytes(sums[k : k + size], "little") for k in range(0, n * size, size)]
 
 
 USE_NATIVE = True  # False: Python's arithmetic even where the shim has the C copy (the tests run both)

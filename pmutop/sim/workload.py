@@ -84,7 +84,6 @@ _Vec = tuple[int, ...]
 # below 2^64 (slots, the fastest-growing, at 6 x 5 GHz take 19 years), so lanes never carry into each other.
 _PACK = PACK
 assert _PACK.size == 8 * (2 * _N + 1)
-_LANE = (1 << 64) - 1
 
 
 def _unpacked(packed: int) -> _Vec:
@@ -156,7 +155,8 @@ class Workload:
         self._burst_cache: dict[int, tuple[PhaseKind, tuple[float, ...]]] = {}  # burst -> (regime, base)
         self._tma_cache: dict[int, tuple[PhaseKind, list[float]]] = {}  # key -> (regime, varied profile)
         self._key_hash = hash64(seed, cpu)  # every per-segment hash starts with (seed, cpu)
-        self._segment_amounts = segments(self._key_hash, e_core, self.seg_ticks, tsc_hz, width).amounts
+        arithmetic = segments(self._key_hash, e_core, self.seg_ticks, tsc_hz, width)
+        self._segment_amounts, self._segment_run = arithmetic.amounts, arithmetic.run
         self._append_phase()
         self._phases[0].start_cum = 0
 
@@ -197,17 +197,9 @@ class Workload:
         if ends is None:
             return self._from_seed(seg).totals_ticks(ticks, fields)
         before, after = ends
-        st = self.seg_ticks
-        out = []
-        for field in fields:
-            # User and kernel are interpolated (floored) each on its own, as cumulative() does.
-            shifts = (64 * _WRITEBACKS,) if field < 0 else (64 * field, 64 * (_N + field))
-            total = 0
-            for i in shifts:
-                b = before >> i & _LANE
-                total += b + ((after >> i & _LANE) - b) * off // st if off else b
-            out.append(total)
-        return out
+        vec = self._within.at(seg, before, after, off) if off else _unpacked(before)
+        # User and kernel are interpolated (floored) each on its own, as cumulative() does.
+        return [vec[_WRITEBACKS] if field < 0 else vec[field] + vec[_N + field] for field in fields]
 
     def memory_lines(self, t_ns: int) -> tuple[int, int]:
         """(LLC misses, lines written back) up to t, user and kernel: what pmutop.sim.dram reads."""
@@ -317,7 +309,6 @@ class Workload:
         seg = self._win_first + len(win) - 1  # the first segment not counted yet
         phase = self._phases[self._cursor - self._first]
         end = phase.start + phase.length
-        amounts = self._segment
         while seg < upto:
             if seg >= end:  # into the next phase
                 self._cursor += 1
@@ -326,8 +317,16 @@ class Workload:
                 phase = self._phases[self._cursor - self._first]
                 phase.start_cum = win[-1]
                 end = phase.start + phase.length
-            win.append(win[-1] + amounts(phase, seg))
-            seg += 1
+            # A run of segments with the same rates: the phase's, or a burst's in a mixed phase.
+            n = min(upto, end) - seg
+            if phase.kind is _MIXED:
+                n = min(n, _MIXED_BURST_SEGMENTS - seg % _MIXED_BURST_SEGMENTS)
+                regime, base = self._burst(seg)
+                key = seg // _MIXED_BURST_SEGMENTS
+            else:
+                regime, base, key = phase.kind, phase.base, phase.start
+            win += self._segment_run(seg, n, regime, base, self._varied(key, regime), win[-1])
+            seg += n
         if len(win) > 2 * _WINDOW:  # forget the oldest half (in one go: amortised)
             drop = len(win) - _WINDOW
             del win[:drop]
@@ -416,10 +415,14 @@ class Workload:
         else:
             regime, base = phase.kind, phase.base
             tma_key = phase.start
-        cached = self._tma_cache.get(tma_key)
+        return self._segment_amounts(seg, regime, base, self._varied(tma_key, regime))
+
+    def _varied(self, key: int, regime: PhaseKind) -> list[float]:
+        """The top-down profile of the phase (burst) `key`, varied (_tma_profile), kept while it runs."""
+        cached = self._tma_cache.get(key)
         if cached is None or cached[0] is not regime:
-            cached = self._tma_profile(tma_key, regime)
-        return self._segment_amounts(seg, regime, base, cached[1])
+            cached = self._tma_profile(key, regime)
+        return cached[1]
 
     def _tma(self, phase: _Phase, seg: int, rates: Rates) -> TmaShares:
         """Top-down shares of one segment: the regime's profile, varied per phase (per burst in a mixed
