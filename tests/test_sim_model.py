@@ -231,11 +231,11 @@ def test_writing_a_counter_or_zeroing_perf_metrics_between_reads_counts_as_count
         dev.write(registers.IA32_FIXED_CTR_CTRL, 0x3333)
         ctrl = registers.global_ctrl_mask([0, 1], [0, 1, 2, 3]) | registers.GLOBAL_CTRL_EN_PERF_METRICS
         dev.write(registers.IA32_PERF_GLOBAL_CTRL, ctrl)
-    (deferred, clock_d), (counted, clock_c) = machines
+    (deferred, _), (counted, _) = machines
     rng = random.Random(4)
     t = 0
     for step in range(300):
-        for m, clock in machines:
+        for _, clock in machines:
             clock.set_ns(t)
         got = [deferred.read_counters(0, 4, 2, metrics=True)]
         want = [counted.read_counters(0, 4, 2, metrics=True)]
@@ -247,14 +247,14 @@ def test_writing_a_counter_or_zeroing_perf_metrics_between_reads_counts_as_count
             if value is None:
                 continue
             t += rng.choice([1, 50, 3_000, 40_000])
-            for m, clock in machines:
+            for _, clock in machines:
                 clock.set_ns(t)
             counted.read_counters(0, 1, 0)  # counts every counter up to the write
             deferred.msr(0).write(address, value)
             counted.msr(0).write(address, value)
         assert got == want, step
         t += rng.choice([7, 20_000, 1_000_000, 100_000_000])
-    for m, clock in machines:
+    for _, clock in machines:
         clock.set_ns(t + 1)
     assert deferred.read_counters(0, 4, 2, metrics=True) == counted.read_counters(0, 4, 2, metrics=True)
     assert deferred.msr(0).read(registers.MSR_PERF_METRICS) == counted.msr(0).read(registers.MSR_PERF_METRICS)
@@ -870,3 +870,26 @@ def test_reads_long_before_the_phases_kept_are_exact_and_rebuild_once() -> None:
     assert history is not None and w.cumulative(300 * SEC) == fresh.cumulative(300 * SEC)
     assert w._history is history
     assert len(w._phases) <= 8
+
+
+def test_read_many_answers_every_register_at_one_instant_and_none_where_one_does_not_exist() -> None:
+    from pmutop.probes.power import regs
+
+    m, clock = make(model="spr")
+    dev = m.msr(2)
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0x30)
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.fixed_bit(1))
+    missing = 0x3FE  # core C7 residency: the simulated CPU has only C6
+    addresses = (regs.IA32_APERF, regs.IA32_MPERF, registers.IA32_TIME_STAMP_COUNTER, 0x3FD, missing)
+    for t in (1, 12_345_678, 3 * SEC + 17):
+        clock.set_ns(t)
+        one_by_one: list[int | None] = []
+        for address in addresses:
+            try:
+                one_by_one.append(dev.read(address))
+            except MsrAccessError:
+                one_by_one.append(None)
+        assert dev.read_many(addresses) == one_by_one
+        assert one_by_one[-1] is None and None not in one_by_one[:-1]
+        # The generic device (a file's) reads them in turn, the same way.
+        assert MsrDevice.read_many(dev, addresses) == one_by_one

@@ -126,6 +126,7 @@ class SimCpu:
         self._t = 0  # ns since machine start, never goes back
         self.thermal: tuple[int, float] = (-1, 0.0)  # (time step, temperature): see sim/power.py
         self.thermal_points: tuple[object, dict[int, tuple[int, int, int]]] = (None, {})  # sim/power.py
+        self.unhalted: tuple[int, object, int, int, int] = (-1, None, 0, 0, 0)  # sim/power.py
         self._cum = workload.cumulative(0)
         self._rate = _rate_bound(workload)
         self._room: int | None = None  # the least any enabled counter can count before it wraps, at _t
@@ -250,9 +251,10 @@ class SimCpu:
                     self._metrics_src = out[-1]
         return out
 
-    def _advance(self) -> None:
-        """Bring counters and status up to the clock's present."""
-        now = max(self.machine.elapsed_ns(), self._t)
+    def _advance(self, now: int | None = None) -> None:
+        """Bring counters and status up to the clock's present (`now`, when the caller has read it)."""
+        if now is None:
+            now = max(self.machine.elapsed_ns(), self._t)
         if now == self._t:
             return
         new = self.workload.cumulative(now)
@@ -403,23 +405,31 @@ class SimCpu:
 
     def read(self, address: int) -> int:
         with self.lock:
-            if address in self._counting:
-                if address != _STATUS or not self._status_settled():
-                    self._advance()
-                value = self._read(address)
-            elif address in self._static:
+            if address in self._static:
                 value = self._read(address)
             else:
-                # The TSC and the power model's registers are functions of the present alone: read there without
-                # bringing the counters up to it (counting is additive: their next access counts the same).
-                now = max(self.machine.elapsed_ns(), self._t)
-                if address == registers.IA32_TIME_STAMP_COUNTER:
-                    value = self.workload.ticks(now)
-                else:
-                    value = power.read(self, address, now)
+                value = self._read_at(address, max(self.machine.elapsed_ns(), self._t))
         if value is None:
             raise MsrAccessError(self.cpu, address, "read", errno.EIO)
         return value
+
+    def read_many(self, addresses: tuple[int, ...]) -> list[int | None]:
+        """Several registers at one instant (pmutop.hw.msr.MsrDevice.read_many), None for one that does not
+        exist: the frequency and idle registers' one evaluation of the workload serves them all."""
+        with self.lock:
+            now = max(self.machine.elapsed_ns(), self._t)
+            return [self._read(a) if a in self._static else self._read_at(a, now) for a in addresses]
+
+    def _read_at(self, address: int, now: int) -> int | None:
+        if address in self._counting:
+            if address != _STATUS or not self._status_settled(now):
+                self._advance(now)
+            return self._read(address)
+        # The TSC and the power model's registers are functions of the present alone: read there without bringing
+        # the counters up to it (counting is additive: their next access counts the same).
+        if address == registers.IA32_TIME_STAMP_COUNTER:
+            return self.workload.ticks(now)
+        return power.read(self, address, now)
 
     def _read(self, address: int) -> int | None:
         reg = self._registers.get(address)

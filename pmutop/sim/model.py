@@ -75,6 +75,9 @@ class SimMsrDevice(MsrDevice):
     def _read_raw(self, address: int) -> int:
         return self._state.read(address)
 
+    def read_many(self, addresses: tuple[int, ...]) -> list[int | None]:
+        return self._state.read_many(addresses)
+
     def _write_raw(self, address: int, value: int) -> None:
         self._state.write(address, value)
 

@@ -210,20 +210,9 @@ class PowerMonitor:
 
     def _read_core(self, st: _Cpu) -> dict[str, int]:
         assert st.dev is not None
-        out = {}
-        for name, address in (
-            ("aperf", regs.IA32_APERF),
-            ("mperf", regs.IA32_MPERF),
-            ("tsc", regs.IA32_TIME_STAMP_COUNTER),
-        ):
-            v = self._try(st, address)
-            if v is not None:
-                out[name] = v
-        for name, address in st.core_regs.items():
-            v = self._try(st, address)
-            if v is not None:
-                out[name] = v
-        return out
+        names = ("aperf", "mperf", "tsc", *st.core_regs)
+        addresses = (regs.IA32_APERF, regs.IA32_MPERF, regs.IA32_TIME_STAMP_COUNTER, *st.core_regs.values())
+        return {name: v for name, v in zip(names, st.dev.read_many(addresses), strict=True) if v is not None}
 
     def sample(self, cpu: int, interval: float, tsc_hz: float | None) -> dict[str, Any]:
         """Sample fields for this interval: busy, bzy_mhz, cstates, temp_c, throttle, package, and on the
