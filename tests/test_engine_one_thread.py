@@ -78,3 +78,22 @@ def test_a_thread_per_simulated_cpu_where_asked_for(monkeypatch: pytest.MonkeyPa
         assert engine.wait_for_samples(dict.fromkeys(engine.cpus, 1), timeout=10)
     finally:
         engine.stop()
+
+
+def test_each_cpus_sample_is_taken_at_one_instant_of_its_simulated_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    platform, engine = make(cpus=2)
+    entered: list[int] = []
+    real = platform.one_instant
+
+    def one_instant(cpu: int):  # type: ignore[no-untyped-def]
+        entered.append(cpu)
+        return real(cpu)
+
+    monkeypatch.setattr(platform, "one_instant", one_instant)
+    try:
+        engine.start()
+        assert engine.wait_for_samples({0: 2, 1: 2}, timeout=10)
+    finally:
+        engine.stop()
+    taken = [s.cpu for cpu in engine.cpus for s in engine.rings[cpu]]
+    assert sorted(entered) == sorted(taken)

@@ -893,3 +893,27 @@ def test_read_many_answers_every_register_at_one_instant_and_none_where_one_does
         assert one_by_one[-1] is None and None not in one_by_one[:-1]
         # The generic device (a file's) reads them in turn, the same way.
         assert MsrDevice.read_many(dev, addresses) == one_by_one
+
+
+def test_inside_an_instant_every_register_reads_as_at_its_start_and_time_moves_on_after() -> None:
+    from pmutop.probes.power import regs
+
+    m, clock = make(model="spr")
+    dev = m.msr(1)
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0x3333)
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.global_ctrl_mask([], [0, 1, 2, 3]))
+    clock.set_ns(2 * SEC)
+    wl = m.workload(1)
+    with m.instant(1):
+        first = m.read_counters(1, 4, 0, metrics=True)
+        clock.set_ns(3 * SEC)  # the clock moves on; the CPU's sample does not
+        dev.write(registers.fixed_ctr(3), 0)
+        dev.write(registers.MSR_PERF_METRICS, 0)
+        assert dev.read(registers.IA32_TIME_STAMP_COUNTER) == first[0] == wl.ticks(2 * SEC)
+        total = wl.cumulative(2 * SEC).total
+        assert dev.read_many((regs.IA32_APERF, regs.IA32_MPERF)) == [total.cycles, total.ref_cycles]
+        assert m.read_counters(1, 3, 0)[1] == first[1][:3]
+    tsc, values = m.read_counters(1, 4, 0)
+    assert tsc == wl.ticks(3 * SEC)
+    moved = wl.cumulative(3 * SEC).total
+    assert values == [moved.instructions, moved.cycles, moved.ref_cycles, moved.slots - total.slots]

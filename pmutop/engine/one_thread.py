@@ -3,8 +3,9 @@
 Simulated CPUs are not this host's: there is nothing to pin a sampler to, and a Python thread per CPU costs a
 wake-up and GIL hand-offs per CPU and interval (at 256 CPUs about twice the sampling itself). So one thread
 sleeps until each deadline and then takes every CPU's sample through the same backend code a sampler thread
-runs (Sampler.take: the counter read, GLOBAL_STATUS check and delta math per CPU), in CPU order; the readers
-waiting for the interval are woken once, after the last. Counters that can wrap within the interval are read
+runs (Sampler.take: the counter read, GLOBAL_STATUS check and delta math per CPU), in CPU order, each CPU's reads
+at one instant of its simulated time (Platform.one_instant); the readers waiting for the interval are woken once,
+after the last. Counters that can wrap within the interval are read
 in between (accumulate), as the sampler threads do. A CPU whose read fails is dropped alone.
 """
 
@@ -18,6 +19,7 @@ from pmutop.backends.base import CpuCounters
 from pmutop.core.clock import Clock
 from pmutop.core.errors import HardwareError
 from pmutop.core.sample import Sample
+from pmutop.hw.platform import Platform
 
 NS = 1_000_000_000
 
@@ -41,6 +43,7 @@ class Engine(Protocol):
     """What the drive uses of pmutop.engine.engine.Engine."""
 
     clock: Clock
+    platform: Platform
     stopping: bool
 
     @property
@@ -115,13 +118,18 @@ class OneThreadDrive:
 
     def _take_all(self) -> None:
         published: list[tuple[int, int | None]] = []
+        one_instant = self.engine.platform.one_instant
         for sampler in self.samplers:
             if self.engine.stopping:
                 break  # the restore waits for this thread: no reason to read the rest first
             if sampler.error is not None:
                 continue
             try:
-                published.append((sampler.cpu, sampler.take().seq))
+                # One CPU's reads at one instant of its simulated time, as hardware answers them within a
+                # microsecond (the simulator then evaluates its workload once for them all).
+                with one_instant(sampler.cpu):
+                    sample = sampler.take()
+                published.append((sampler.cpu, sample.seq))
             except Exception as e:
                 sampler.fail(e)
                 published.append((sampler.cpu, None))

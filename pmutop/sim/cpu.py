@@ -9,7 +9,8 @@ import errno
 import operator
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -127,6 +128,7 @@ class SimCpu:
         self.thermal: tuple[int, float] = (-1, 0.0)  # (time step, temperature): see sim/power.py
         self.thermal_points: tuple[object, dict[int, tuple[int, int, int]]] = (None, {})  # sim/power.py
         self.unhalted: tuple[int, object, int, int, int] = (-1, None, 0, 0, 0)  # sim/power.py
+        self._instant: int | None = None  # while a sample is taken at one instant (instant()): that time
         self._cum = workload.cumulative(0)
         self._rate = _rate_bound(workload)
         self._room: int | None = None  # the least any enabled counter can count before it wraps, at _t
@@ -199,6 +201,23 @@ class SimCpu:
 
     # -- counting -----------------------------------------------------------------------------------
 
+    def _now(self) -> int:
+        """The present for this CPU's registers: the clock's, or the instant a sample is being taken at."""
+        instant = self._instant
+        return max(self.machine.elapsed_ns(), self._t) if instant is None else instant
+
+    @contextmanager
+    def instant(self) -> Iterator[None]:
+        """Every register read or written inside happens at the instant it starts (one evaluation of the
+        workload serves them all): a sampler's reads of one CPU, which real hardware answers within a microsecond
+        or two, and the simulator in some tens of microseconds of the clock."""
+        with self.lock:
+            self._instant = self._now()
+        try:
+            yield
+        finally:
+            self._instant = None
+
     def _frozen(self) -> bool:
         return self.cfg.version >= 4 and bool(self.status & registers.STATUS_CTR_FRZ)
 
@@ -254,7 +273,7 @@ class SimCpu:
     def _advance(self, now: int | None = None) -> None:
         """Bring counters and status up to the clock's present (`now`, when the caller has read it)."""
         if now is None:
-            now = max(self.machine.elapsed_ns(), self._t)
+            now = self._now()
         if now == self._t:
             return
         new = self.workload.cumulative(now)
@@ -396,7 +415,7 @@ class SimCpu:
         rate = self._rate
         if rate is None:
             return False
-        elapsed = (self.machine.elapsed_ns() if now is None else now) - self._t
+        elapsed = (self._now() if now is None else now) - self._t
         room = self._room
         if room is None:
             room = self._room = min(((1 << c.width) - c.regs[c.index] for c in self._active()), default=1 << 64)
@@ -405,10 +424,7 @@ class SimCpu:
 
     def read(self, address: int) -> int:
         with self.lock:
-            if address in self._static:
-                value = self._read(address)
-            else:
-                value = self._read_at(address, max(self.machine.elapsed_ns(), self._t))
+            value = self._read(address) if address in self._static else self._read_at(address, self._now())
         if value is None:
             raise MsrAccessError(self.cpu, address, "read", errno.EIO)
         return value
@@ -417,7 +433,7 @@ class SimCpu:
         """Several registers at one instant (pmutop.hw.msr.MsrDevice.read_many), None for one that does not
         exist: the frequency and idle registers' one evaluation of the workload serves them all."""
         with self.lock:
-            now = max(self.machine.elapsed_ns(), self._t)
+            now = self._now()
             return [self._read(a) if a in self._static else self._read_at(a, now) for a in addresses]
 
     def _read_at(self, address: int, now: int) -> int | None:
@@ -443,7 +459,7 @@ class SimCpu:
 
     def write(self, address: int, value: int) -> None:
         with self.lock:
-            now = max(self.machine.elapsed_ns(), self._t)
+            now = self._now()
             # A counter's value, or PERF_METRICS zeroed (after every read on top-down parts), changes nothing else:
             # while no counter can wrap meanwhile, only what the write discards is taken out (_rebase), rather
             # than counting every counter up to now.

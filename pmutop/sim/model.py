@@ -48,6 +48,7 @@ from __future__ import annotations
 import struct
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from pmutop.core.clock import Clock, MonotonicClock
 from pmutop.hw.msr import MsrDevice
@@ -146,6 +147,10 @@ class SimMachine:
         scripted workloads) from now on. Counters keep their values; only what happens after now changes, so
         the new workload must give its counts at the present as the baseline."""
         self._state(cpu).replace_workload(workload)
+
+    def instant(self, cpu: int) -> AbstractContextManager[None]:
+        """`cpu`'s registers all at one instant inside (pmutop.sim.cpu.SimCpu.instant)."""
+        return self._state(cpu).instant()
 
     def msr(self, cpu: int) -> SimMsrDevice:
         self._state(cpu)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+
 from pmutop.core.clock import Clock
 from pmutop.hw.msr import MsrDevice
 from pmutop.hw.platform import NMI_WATCHDOG, PERF_EVENT_PARANOID, RDPMC_SYSFS, MsrDeviceState, Platform, RdpmcProbe
@@ -53,6 +55,9 @@ class SimPlatform(Platform):
 
     def label(self) -> str:
         return "SIMULATED PMU"
+
+    def one_instant(self, cpu: int) -> AbstractContextManager[None]:
+        return self.machine.instant(cpu)
 
     def online_cpus(self) -> list[int]:
         return self.machine.cpus

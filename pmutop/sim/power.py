@@ -88,6 +88,9 @@ class PowerCpu(Protocol):
     @property
     def cum(self) -> Counts: ...
 
+    @property
+    def time_ns(self) -> int: ...
+
 
 THERMAL_WINDOW_NS = 1_000_000_000  # the die follows the load of about the last second
 THERMAL_STEP_NS = 100_000_000  # the readout changes every 100 ms, so a package read of all cores is cheap
@@ -192,7 +195,13 @@ def read(cpu: PowerCpu, address: int, now_ns: int) -> int | None:
     if address in (regs.IA32_APERF, regs.IA32_MPERF, regs.MSR_CORE_C6_RESIDENCY):
         kept = cpu.unhalted  # the three are read together (one instant when read at once: read_many)
         if kept[0] != now_ns or kept[1] is not cpu.workload:
-            kept = cpu.unhalted = (now_ns, cpu.workload, *_unhalted(cpu.workload, now_ns))
+            if now_ns == cpu.time_ns:  # the counters were counted up to this instant: the amounts are there
+                cum = cpu.cum
+                user, kernel = cum.user, cum.kernel
+                kept = (now_ns, cpu.workload, cum.tsc, user.cycles + kernel.cycles, user.ref_cycles + kernel.ref_cycles)
+            else:
+                kept = (now_ns, cpu.workload, *_unhalted(cpu.workload, now_ns))
+            cpu.unhalted = kept
         _, _, ticks, cycles, ref_cycles = kept
         if address == regs.IA32_APERF:
             return cycles
