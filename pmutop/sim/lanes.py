@@ -61,6 +61,10 @@ class Within:
         self._interp = interpolator(lanes, st)
         self._last: tuple[int, int, int] = (-1, 0, 0)  # (segment, spread ends), replaced whole: thread-safe
 
+    def holds(self, seg: int) -> bool:
+        """Whether segment `seg`'s ends are the ones kept (at() then costs one multiplication)."""
+        return self._last[0] == seg
+
     def at(self, seg: int, before: int, after: int, off: int) -> tuple[int, ...]:
         """Every lane `off` ticks into segment `seg`, whose ends are `before` and `after`."""
         last = self._last

@@ -237,6 +237,8 @@ class NativeSegments(Segments):
     def run(
         self, seg: int, n: int, regime: PhaseKind, base: tuple[float, ...], varied: list[float], before: int
     ) -> list[int]:
+        if n == 1:  # the usual step (time moves on a segment at a time): one call, no buffers
+            return [before + self.amounts(seg, regime, base, varied)]
         self._hold(regime, base, varied)
         ffi = shim.ffi
         size = PACK.size

@@ -83,6 +83,7 @@ _Vec = tuple[int, ...]
 # the sums is one integer addition and a window entry one object. Every amount is >= 0 and a lane's sum stays
 # below 2^64 (slots, the fastest-growing, at 6 x 5 GHz take 19 years), so lanes never carry into each other.
 _PACK = PACK
+_LANE = (1 << 64) - 1
 assert _PACK.size == 8 * (2 * _N + 1)
 
 
@@ -197,9 +198,20 @@ class Workload:
         if ends is None:
             return self._from_seed(seg).totals_ticks(ticks, fields)
         before, after = ends
-        vec = self._within.at(seg, before, after, off) if off else _unpacked(before)
-        # User and kernel are interpolated (floored) each on its own, as cumulative() does.
-        return [vec[_WRITEBACKS] if field < 0 else vec[field] + vec[_N + field] for field in fields]
+        if not off or self._within.holds(seg):  # every lane at hand, or at one multiplication
+            vec = self._within.at(seg, before, after, off) if off else _unpacked(before)
+            return [vec[_WRITEBACKS] if field < 0 else vec[field] + vec[_N + field] for field in fields]
+        st = self.seg_ticks  # a few lanes in another segment: cheaper one by one than spreading all of them
+        out = []
+        for field in fields:
+            # User and kernel are interpolated (floored) each on its own, as cumulative() does.
+            shifts = (64 * _WRITEBACKS,) if field < 0 else (64 * field, 64 * (_N + field))
+            total = 0
+            for i in shifts:
+                b = before >> i & _LANE
+                total += b + ((after >> i & _LANE) - b) * off // st
+            out.append(total)
+        return out
 
     def memory_lines(self, t_ns: int) -> tuple[int, int]:
         """(LLC misses, lines written back) up to t, user and kernel: what pmutop.sim.dram reads."""
