@@ -54,6 +54,7 @@ ffibuilder.cdef(
     int pmutop_sim_exact(void);
     int pmutop_sim_segment(const pmutop_sim_params *p, uint64_t seg, uint64_t *out);
     int pmutop_sim_run(const pmutop_sim_params *p, uint64_t seg, uint32_t n, const uint64_t *before, uint64_t *out);
+    int pmutop_sim_interp(const char *before, const char *after, uint64_t off, uint64_t st, uint64_t *out);
     """
 )
 ffibuilder.set_source(

@@ -73,3 +73,7 @@ int pmutop_sim_segment(const pmutop_sim_params *p, uint64_t seg, uint64_t *out);
 /* Segments seg .. seg + n - 1 (one phase or burst: the same parameters): out[35 k ..] = before + the amounts of
  * the first k + 1 of them; 0, or -1 where Python must count them. */
 int pmutop_sim_run(const pmutop_sim_params *p, uint64_t seg, uint32_t n, const uint64_t *before, uint64_t *out);
+/* out[i] = before[i] + (after[i] - before[i]) * off / st, floored, for the 35 lanes of two packed vectors (35
+ * little-endian uint64 each: a read within a segment); 0, or -1 where Python must (no 128-bit integers, off
+ * outside the segment, a lane that goes down). */
+int pmutop_sim_interp(const char *before, const char *after, uint64_t off, uint64_t st, uint64_t *out);

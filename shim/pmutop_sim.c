@@ -6,6 +6,7 @@
 
 #include <float.h>
 #include <stddef.h>
+#include <string.h>
 
 #define M64_ADD 0x9E3779B97F4A7C15ULL
 
@@ -169,4 +170,25 @@ int pmutop_sim_run(const pmutop_sim_params *p, uint64_t seg, uint32_t n, const u
         prev = sums;
     }
     return 0;
+}
+
+int pmutop_sim_interp(const char *before_bytes, const char *after_bytes, uint64_t off, uint64_t st, uint64_t *out)
+{
+#ifdef __SIZEOF_INT128__
+    uint64_t before[35], after[35];
+    int i;
+    if (st == 0 || off >= st)
+        return -1;
+    memcpy(before, before_bytes, sizeof before); /* little-endian packed vectors (Python's to_bytes) */
+    memcpy(after, after_bytes, sizeof after);
+    for (i = 0; i < 35; i++) {
+        if (after[i] < before[i])
+            return -1; /* no lane goes down: a caller's mistake, let Python's arithmetic say what it makes of it */
+        out[i] = before[i] + (uint64_t)((unsigned __int128)(after[i] - before[i]) * off / st);
+    }
+    return 0;
+#else
+    (void)before_bytes; (void)after_bytes; (void)off; (void)st; (void)out;
+    return -1;
+#endif
 }

@@ -8,6 +8,7 @@ import struct
 
 import pytest
 
+from pmutop.sim import segment
 from pmutop.sim.lanes import Interpolator, Within
 
 LANES = 5
@@ -38,3 +39,15 @@ def test_within_keeps_the_last_segment_and_answers_a_new_one() -> None:
         before, after = ends[seg]
         want = tuple(b + (a - b) * off // 10 for b, a in zip(before, after, strict=True))
         assert within.at(seg, pack(before), pack(after), off) == want
+
+
+@pytest.mark.skipif(not segment.native_available(), reason="the shim has no C copy of the simulator's arithmetic")
+@pytest.mark.parametrize("st", [1, 3, 240_000_000, (1 << 40) + 17])
+def test_the_c_copy_interpolates_every_lane_as_python_does(st: int) -> None:
+    rng = random.Random(st)
+    native, python = segment.NativeWithin(st), Within(segment.LANES, st)
+    for seg in range(200):
+        before = [rng.choice([0, rng.randrange(TOP), TOP]) for _ in range(segment.LANES)]
+        after = [b + rng.choice([0, min(1, TOP - b), rng.randrange(TOP - b + 1), TOP - b]) for b in before]
+        for off in {o for o in (1, st // 2, st - 1, rng.randrange(st)) if 0 < o < st}:
+            assert native.at(seg, pack(before), pack(after), off) == python.at(seg, pack(before), pack(after), off)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 
 from pmutop.hw import shim
+from pmutop.sim.lanes import Within
 from pmutop.sim.regimes import RANGES, TMA, WRITEBACK_SHARE, PhaseKind
 
 _M64 = (1 << 64) - 1
@@ -194,7 +195,7 @@ def run_python(
 def native_available() -> bool:
     """Whether the shim has the C copy and its doubles round as Python's (not on the x87)."""
     lib = shim.lib
-    return lib is not None and hasattr(lib, "pmutop_sim_run") and bool(lib.pmutop_sim_exact())
+    return lib is not None and hasattr(lib, "pmutop_sim_interp") and bool(lib.pmutop_sim_exact())
 
 
 _SEG_FACTOR_C = shim.ffi.new("double[256]", SEG_FACTOR) if native_available() else None
@@ -251,7 +252,33 @@ class NativeSegments(Segments):
         return [int.from_bytes(sums[k : k + size], "little") for k in range(0, n * size, size)]
 
 
+class NativeWithin:
+    """pmutop.sim.lanes.Within's reads within a segment, in C (pmutop_sim_interp: 128-bit products)."""
+
+    def __init__(self, st: int) -> None:
+        self._st = st
+        self._new = shim.ffi.new
+        self._buffer = shim.ffi.buffer
+        self._interp = shim.lib.pmutop_sim_interp
+        self._python = Within(LANES, st)
+
+    def holds(self, seg: int) -> bool:
+        return True  # every segment costs the same here
+
+    def at(self, seg: int, before: int, after: int, off: int) -> tuple[int, ...]:
+        size = PACK.size
+        out = self._new("uint64_t[35]")  # one per read: readers in several threads (the workload's lock is not held)
+        if self._interp(before.to_bytes(size, "little"), after.to_bytes(size, "little"), off, self._st, out):
+            return self._python.at(seg, before, after, off)
+        return PACK.unpack(self._buffer(out))
+
+
 USE_NATIVE = True  # False: Python's arithmetic even where the shim has the C copy (the tests run both)
+
+
+def within(st: int) -> Within | NativeWithin:
+    """A new workload's reads within its segments (of st ticks): in C where the shim has them, else in Python."""
+    return NativeWithin(st) if USE_NATIVE and native_available() else Within(LANES, st)
 
 
 def segments(key_hash: int, e_core: bool, seg_ticks: int, tsc_hz: int, width: int) -> Segments:

@@ -37,7 +37,6 @@ from pmutop.sim.hashing import _mix64_after as _mix64_after
 from pmutop.sim.hashing import hash64 as hash64
 from pmutop.sim.hashing import hash_unit as hash_unit
 from pmutop.sim.hashing import mix64 as mix64
-from pmutop.sim.lanes import Within
 from pmutop.sim.regimes import (
     MIXED_WEIGHTS,
     MIXES,
@@ -47,7 +46,7 @@ from pmutop.sim.regimes import (
     PhaseKind,
     Rates,
 )
-from pmutop.sim.segment import E_CORE_GHZ, E_CORE_IPC, PACK, SEG_FACTOR, TMA_SEG_KEY, segments
+from pmutop.sim.segment import E_CORE_GHZ, E_CORE_IPC, PACK, SEG_FACTOR, TMA_SEG_KEY, segments, within
 
 _M64 = (1 << 64) - 1
 SEGMENTS_PER_SECOND = 10
@@ -133,7 +132,7 @@ class Workload:
         self._weights = PHASE_WEIGHTS[mix]
         self._mixed = MIXED_WEIGHTS[mix]
         self.seg_ticks = tsc_hz // SEGMENTS_PER_SECOND
-        self._within = Within(2 * _N + 1, self.seg_ticks)  # reads within a segment (pmutop.sim.lanes)
+        self._within = within(self.seg_ticks)  # reads within a segment (pmutop.sim.lanes, in C where built)
         if width is None:
             width = _E_CORE_SLOTS_PER_CYCLE if e_core else _P_CORE_SLOTS_PER_CYCLE
         self.slots_per_cycle = width
