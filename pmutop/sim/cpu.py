@@ -416,11 +416,13 @@ class SimCpu:
         if rate is None:
             return False
         elapsed = (self._now() if now is None else now) - self._t
+        if elapsed <= 0:
+            return True  # counted up to now already (the rest of a sample taken at one instant)
         room = self._room
         if room is None:
             room = self._room = min(((1 << c.width) - c.regs[c.index] for c in self._active()), default=1 << 64)
         # + 2 ns and 16 events: the floors of interpolating within a segment and of the events' fractions.
-        return rate * (max(0, elapsed) + 2) + 16 < room
+        return rate * (elapsed + 2) + 16 < room
 
     def read(self, address: int) -> int:
         with self.lock:

@@ -308,7 +308,9 @@ class Workload:
         i = seg - self._win_first
         if i >= 0:
             if i + (off > 0) >= len(win):
-                self._extend(seg + (off > 0))
+                # One segment further than asked: the next reads (the rest of this sample, the memory's, the next
+                # interval's thermal step) then mostly find it counted, for one call here instead of several.
+                self._extend(seg + 2)
                 win = self._win
                 i = seg - self._win_first
             return win[i], win[i + 1] if off else win[i]

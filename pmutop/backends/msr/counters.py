@@ -100,7 +100,8 @@ class CpuSetup:
 def split_slots(slots: int, metrics: int, fields: int) -> list[int]:
     """Slots per top-down category from one PERF_METRICS value: byte x slots / (sum of the level-1 bytes),
     rounded so that level 1 adds up to `slots` exactly; level 2 on the same scale, at most its parent."""
-    shares = [registers.perf_metrics_byte(metrics, k) for k in range(fields)]
+    # registers.perf_metrics_byte(metrics, k) for every k at once: byte k of the little-endian value.
+    shares = metrics.to_bytes(8, "little")[:fields]
     total = shares[0] + shares[1] + shares[2] + shares[3]
     if not total or not slots:
         return [0] * fields
