@@ -31,6 +31,7 @@ Normalisation (the same for every method, so CPUs of different kinds compare and
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping
 
 from pmutop.core import topdown_methods
@@ -235,6 +236,9 @@ FORMULAS: dict[str, str] = {
 }
 
 
+_REQUIRED_SETS = {method: frozenset(keys) for method, keys in _REQUIRED.items()}
+
+
 def required_keys(method: str | None) -> tuple[str, ...]:
     """The count keys `compute(method, …)` needs for level 1 (empty for an unknown method)."""
     return _REQUIRED.get(method or "", ())
@@ -319,15 +323,17 @@ def _raw_level1(method: str, c: Counts, slots: float) -> tuple[float, float, flo
 
 
 def _clamp(x: float, hi: float = 1.0) -> float:
-    return min(max(x, 0.0), hi)
+    """min(max(x, 0.0), hi), spelt as comparisons (the same value, sign of a zero included)."""
+    x = 0.0 if x < 0.0 else x
+    return hi if hi < x else x
 
 
 def compute(method: str | None, counts: Counts) -> Fractions:
     """Every TMA field for one CPU's interval; None where not measured (unknown method, a required key
     missing, zero slots, nothing counted). Level 1 sums to 1; level 2 siblings sum to their parent."""
     out: Fractions = dict.fromkeys(TMA_FIELDS)
-    keys = required_keys(method)
-    if not keys or method is None or any(k not in counts for k in keys):
+    keys = _REQUIRED_SETS.get(method or "")
+    if not keys or method is None or not keys <= counts.keys():
         return out
     slots = slots_of(method, counts)
     if slots is None or slots <= 0:
@@ -370,11 +376,12 @@ def combine_weighed(parts: Iterable[tuple[int | float | None, Fractions]]) -> Fr
     weighted = [(slots, f) for slots, f in parts if f[LEVEL1[0]] is not None and slots is not None and slots > 0]
     if not weighted:
         return out
-    total = sum(s for s, _ in weighted)
+    weights = [s for s, _ in weighted]
+    total = sum(weights)
     for name in TMA_FIELDS:
-        values = [(s, f[name]) for s, f in weighted]
-        if all(v is not None for _, v in values):
-            out[name] = sum(s * v for s, v in values if v is not None) / total
+        values = [f[name] for _, f in weighted]
+        if None not in values:  # the same products, summed in the same order, as sum(s * v for ...)
+            out[name] = sum(map(operator.mul, weights, values)) / total
     return out
 
 
