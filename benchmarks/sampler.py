@@ -67,6 +67,15 @@ def _count_msr_reads(engine: Engine, counting: _Counting) -> None:
             return raw(address)
 
         dev._read_raw = counted
+        many = dev.read_many
+
+        def counted_many(addresses: tuple[int, ...], many=many) -> list[int | None]:  # type: ignore[no-untyped-def]
+            # Several registers read at once (MsrDevice.read_many: one call on the simulator) count one each.
+            counting.msr_reads += len(addresses)
+            counting.status_reads += addresses.count(registers.IA32_PERF_GLOBAL_STATUS)
+            return many(addresses)
+
+        dev.read_many = counted_many
 
 
 class _FileShimReader:

@@ -373,8 +373,13 @@ class MsrCpuCounters(CpuCounters):
     def foreign_changes(self) -> list[str]:
         """Control registers that no longer hold what we programmed."""
         changed = []
-        for address, ours in self.programmed.items():
-            now = self.setup.dev.read(address)
+        dev = self.setup.dev
+        addresses = tuple(self.programmed)
+        values = dev.read_many(addresses)  # at once where the device can (the simulator: one call)
+        if None in values:
+            values = [dev.read(address) for address in addresses]  # the failing read raises, as one by one
+        for (address, ours), now in zip(self.programmed.items(), values, strict=True):
+            assert now is not None
             mask = self._shared_masks.get(address, -1)
             if now & mask != ours & mask:
                 changed.append(f"{registers.msr_name(address)} {ours & mask:#x} -> {now & mask:#x}")
