@@ -73,7 +73,7 @@ class Machine(power.PowerMachine, Protocol):
     config: SimConfig
 
 
-@dataclass
+@dataclass(slots=True)
 class _Counter:
     fn: CountFn
     user: bool
@@ -136,6 +136,7 @@ class SimCpu:
         # find the instants a sampler's intervals start and end at among them (pmutop.sim.process_counters).
         self.counter_reads: deque[int] = deque(maxlen=64)
         self._enabled: list[_Counter] | None = None  # cache, dropped by a write to what decides it (_enabling)
+        self._pmi: list[_Counter] = []  # those of them with a PMI (freeze on overflow), built with them
         fixed = range(cfg.fixed_counters)
         self.metrics_fields = core.metrics
         self.global_ctrl_valid = registers.global_ctrl_mask(range(cfg.gp_counters), fixed)
@@ -227,6 +228,7 @@ class SimCpu:
             return []
         if self._enabled is None:
             self._enabled = self._enabled_counters()
+            self._pmi = [c for c in self._enabled if c.pmi]
         return self._enabled
 
     def _enabled_counters(self) -> list[_Counter]:
@@ -278,7 +280,7 @@ class SimCpu:
             return
         new = self.workload.cumulative(now)
         active = self._active()
-        pmi = [c for c in active if c.pmi]
+        pmi = self._pmi if active else []
         if pmi and self._pmi_overflows(pmi, new):
             # Freeze where the overflow happened: count up to that instant, then nothing more.
             lo, hi = self._t, now

@@ -28,6 +28,10 @@ class SourceStatus:
     detail: str  # what it offers, or why it is missing
 
 
+_THERM = (regs.IA32_THERM_STATUS,)
+_THERM_NAME = str(regs.IA32_THERM_STATUS)
+
+
 @dataclass
 class _Cpu:
     package: int
@@ -208,10 +212,12 @@ class PowerMonitor:
                         st.energy_regs[domain] = address
                         st.prev_energy[domain] = v & 0xFFFFFFFF
 
-    def _read_core(self, st: _Cpu) -> dict[str, int]:
+    def _read_core(self, st: _Cpu, also: tuple[int, ...] = ()) -> dict[str, int]:
+        """APERF, MPERF, the TSC and the C-state residencies by name (those that answer), read at once; with
+        `also` those registers in the same read, under their addresses (as strings)."""
         assert st.dev is not None
-        names = ("aperf", "mperf", "tsc", *st.core_regs)
-        addresses = (regs.IA32_APERF, regs.IA32_MPERF, regs.IA32_TIME_STAMP_COUNTER, *st.core_regs.values())
+        names = ("aperf", "mperf", "tsc", *st.core_regs, *map(str, also))
+        addresses = (regs.IA32_APERF, regs.IA32_MPERF, regs.IA32_TIME_STAMP_COUNTER, *st.core_regs.values(), *also)
         return {name: v for name, v in zip(names, st.dev.read_many(addresses), strict=True) if v is not None}
 
     def sample(self, cpu: int, interval: float, tsc_hz: float | None) -> dict[str, Any]:
@@ -256,7 +262,8 @@ class PowerMonitor:
         return out
 
     def _sample_msr(self, st: _Cpu, out: dict[str, Any], src: dict[str, str], tsc_hz: float | None) -> None:
-        now = self._read_core(st)
+        now = self._read_core(st, _THERM if st.has_therm else ())
+        therm = now.pop(_THERM_NAME, None)
         d = {k: now[k] - st.prev_msr[k] for k in now if k in st.prev_msr}
         st.prev_msr = now
         tag = "msr (SIMULATED)" if self.simulated else "msr"
@@ -274,7 +281,7 @@ class PowerMonitor:
                 out["cstates"] = {n: round(min(100.0, 100 * v / tsc), 3) for n, v in {"C1": c1, **deep}.items()}
                 src["cstates"] = tag
         if st.has_therm:
-            raw = self._try(st, regs.IA32_THERM_STATUS)
+            raw = therm  # read with the others
             if raw is not None and st.tjmax is not None:
                 t = regs.temperature_c(raw, st.tjmax)
                 if t is not None:
