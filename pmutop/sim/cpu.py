@@ -18,7 +18,7 @@ from pmutop.hw.msr import MsrAccessError
 from pmutop.pmu import registers
 from pmutop.sim import power
 from pmutop.sim.config import CoreShape, SimConfig
-from pmutop.sim.events import FIXED_FNS, CountFn, event_fn
+from pmutop.sim.events import FIXED_FNS, CountFn, event_fn, field_index
 from pmutop.sim.regimes import max_events_per_ns
 from pmutop.sim.workload import TOPDOWN_FIELDS, Amounts, Counts, Workload
 
@@ -83,6 +83,10 @@ class _Counter:
     status_bit: int
     regs: list[int]  # the CPU's gp or fixed counter values (never replaced, only written by index)
     index: int
+    field: int | None = None  # the Amounts position fn reads as it is (events.field_index), else None
+
+    def __post_init__(self) -> None:
+        self.field = field_index(self.fn)
 
     def read(self) -> int:
         return self.regs[self.index]
@@ -303,13 +307,20 @@ class SimCpu:
     def _count(self, active: list[_Counter], new: Counts) -> None:
         src = self._metrics_src
         old = self._cum
-        # _Counter.delta inlined: this runs for every enabled counter on every register access.
+        # _Counter.delta inlined: this runs for every enabled counter on every register access. What each quantity
+        # grew by, per mode, once: an event counting one quantity as it is counts just that.
         old_user, old_kernel, new_user, new_kernel = old.user, old.kernel, new.user, new.kernel
+        grown_user = list(map(operator.sub, new_user, old_user))
+        grown_kernel = list(map(operator.sub, new_kernel, old_kernel))
         for c in active:
-            fn = c.fn
-            d = fn(new_user) - fn(old_user) if c.user else 0
-            if c.kernel:
-                d += fn(new_kernel) - fn(old_kernel)
+            f = c.field
+            if f is not None:
+                d = (grown_user[f] if c.user else 0) + (grown_kernel[f] if c.kernel else 0)
+            else:
+                fn = c.fn
+                d = fn(new_user) - fn(old_user) if c.user else 0
+                if c.kernel:
+                    d += fn(new_kernel) - fn(old_kernel)
             value = c.regs[c.index] + d
             if value >> c.width:
                 self.status |= c.status_bit
@@ -320,24 +331,22 @@ class SimCpu:
                 value &= (1 << c.width) - 1
             c.regs[c.index] = value
             if c is src:
-                self._count_metrics(c, new)
+                self._count_metrics(c, grown_user, grown_kernel)
         self._cum = new
 
-    def _metrics_added(self, counter: _Counter, new: Counts) -> list[int] | None:
-        """Slots per top-down category since the last count, in the modes fixed counter 3 counts."""
-        old = self._cum
-        first, end = _TD_FIRST, _TD_FIRST + self.metrics_fields  # td_* fields are adjacent in Amounts
-        added: list[int] | None = None
-        for on, a, b in ((counter.user, old.user, new.user), (counter.kernel, old.kernel, new.kernel)):
-            if on:
-                part = map(operator.sub, b[first:end], a[first:end])
-                added = list(part) if added is None else list(map(operator.add, added, part))
-        return added
+    def _metrics_added(self, counter: _Counter, grown_user: list[int], grown_kernel: list[int]) -> list[int]:
+        """Slots per top-down category since the last count, in the modes fixed counter 3 counts, from what each
+        quantity grew by per mode."""
+        tds = range(_TD_FIRST, _TD_FIRST + self.metrics_fields)  # td_* fields are adjacent in Amounts
+        if counter.user and counter.kernel:
+            return [grown_user[i] + grown_kernel[i] for i in tds]
+        grown = grown_user if counter.user else grown_kernel
+        return [grown[i] for i in tds]
 
-    def _count_metrics(self, counter: _Counter, new: Counts) -> None:
+    def _count_metrics(self, counter: _Counter, grown_user: list[int], grown_kernel: list[int]) -> None:
         """PERF_METRICS follows fixed counter 3: the same slots, split by category (same USR/OS)."""
-        added = self._metrics_added(counter, new)
-        if added and any(added):  # every part is >= 0: a sum of 0 added nothing
+        added = self._metrics_added(counter, grown_user, grown_kernel)
+        if any(added):  # every part is >= 0: a sum of 0 added nothing
             acc = self._metrics_acc
             acc[: len(added)] = map(operator.add, acc, map(_TIMES_255, added))
             self._metrics_loaded = None
@@ -346,13 +355,13 @@ class SimCpu:
         if self._metrics_loaded is not None:
             return self._metrics_loaded
         acc = self._metrics_acc
-        total = sum(acc[:4])
+        total = acc[0] + acc[1] + acc[2] + acc[3]
         if not total:
             return 0
-        value = 0
-        for k in range(self.metrics_fields):
-            value |= min(255, (510 * acc[k] + total) // (2 * total)) << 8 * k  # round half up
-        return value
+        twice = 2 * total
+        # min(255, round half up of 255 x acc / total) per byte, as the bytes of one little-endian integer.
+        shares = [(510 * a + total) // twice for a in acc[: self.metrics_fields]]
+        return int.from_bytes(bytes(x if x < 255 else 255 for x in shares), "little")
 
     def _write_perf_metrics(self, value: int) -> bool:
         if value >> 8 * self.metrics_fields:
@@ -489,8 +498,11 @@ class SimCpu:
         active = self._active()
         if address == registers.MSR_PERF_METRICS:
             src = self._metrics_src if active else None  # frozen: PERF_METRICS counts nothing meanwhile
-            added = self._metrics_added(src, new) if src is not None else None
-            if added:
+            if src is not None:
+                old = self._cum
+                grown_user = list(map(operator.sub, new.user, old.user))
+                grown_kernel = list(map(operator.sub, new.kernel, old.kernel))
+                added = self._metrics_added(src, grown_user, grown_kernel)
                 self._metrics_acc[: len(added)] = map(_TIMES_MINUS_255, added)
             return
         kind, i = self._registers[address]
