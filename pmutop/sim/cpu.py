@@ -482,7 +482,7 @@ class SimCpu:
                 and self._status_settled(now)
             )
             if not rebase:
-                self._advance()  # count up to now under the old configuration
+                self._advance(now)  # count up to now under the old configuration
             if not self._write(address, value):
                 raise MsrAccessError(self.cpu, address, "write", errno.EIO)
             if rebase:

@@ -16,6 +16,7 @@ the previous one. Category slots = byte x slots / (sum of the four level-1 bytes
 
 from __future__ import annotations
 
+import operator
 import threading
 from dataclasses import dataclass
 
@@ -233,6 +234,8 @@ class MsrCpuCounters(CpuCounters):
             for pos, width, bit in zip(self._positions, self._widths, self._bits, strict=True)
         ]
         self._bits_all = sum(set(self._bits))
+        # Placements on fixed counter 3 (a requested slots event), zeroed with it for top-down (_td_zero).
+        self._slots_placed = [n for n, p in enumerate(self._placements) if p.kind == "fixed" and p.index == SLOTS_FIXED]
         self._pending_ovf = [False] * len(self._placements)
         self._acc = [0] * len(self._placements)
 
@@ -346,10 +349,9 @@ class MsrCpuCounters(CpuCounters):
         PERF_METRICS"); a requested event on fixed counter 3 restarts from 0 with it."""
         self._write(self._td_ctr, 0)
         self._write(registers.MSR_PERF_METRICS, 0)
-        for n, p in enumerate(self._placements):
-            if p.kind == "fixed" and p.index == SLOTS_FIXED:
-                self._prev[n] = 0
-                self._pending_ovf[n] = False
+        for n in self._slots_placed:
+            self._prev[n] = 0
+            self._pending_ovf[n] = False
 
     def _td_collect(self, values: list[int], status: int) -> None:
         """Fold the slots and PERF_METRICS just read into the interval's totals and zero both."""
@@ -366,9 +368,7 @@ class MsrCpuCounters(CpuCounters):
             self._acc_ovf[TOPDOWN_METHOD] = self._acc_ovf.get(TOPDOWN_METHOD, 0) + 1
         self._td_zero()
         self._td_slots += slots
-        acc = self._td_acc
-        for k, v in enumerate(split_slots(slots, metrics, self._td_fields)):
-            acc[k] += v
+        self._td_acc = list(map(operator.add, self._td_acc, split_slots(slots, metrics, self._td_fields)))
 
     def foreign_changes(self) -> list[str]:
         """Control registers that no longer hold what we programmed."""
