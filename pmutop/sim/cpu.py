@@ -9,8 +9,7 @@ import errno
 import operator
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -107,6 +106,21 @@ def _rate_bound(workload: Workload) -> int | None:
     return None
 
 
+class _Instant:
+    """SimCpu.instant's context (a class, not a generator: entered for every CPU's every sample)."""
+
+    __slots__ = ("_cpu",)
+
+    def __init__(self, cpu: SimCpu) -> None:
+        self._cpu = cpu
+
+    def __enter__(self) -> None:
+        self._cpu._begin_instant()
+
+    def __exit__(self, *exc: object) -> None:
+        self._cpu._end_instant()
+
+
 # -- one CPU ----------------------------------------------------------------------------------------------
 
 
@@ -133,6 +147,7 @@ class SimCpu:
         self.thermal_points: tuple[object, dict[int, tuple[int, int, int]]] = (None, {})  # sim/power.py
         self.unhalted: tuple[int, object, int, int, int] = (-1, None, 0, 0, 0)  # sim/power.py
         self._instant: int | None = None  # while a sample is taken at one instant (instant()): that time
+        self._instant_scope = _Instant(self)
         self._cum = workload.cumulative(0)
         self._rate = _rate_bound(workload)
         self._room: int | None = None  # the least any enabled counter can count before it wraps, at _t
@@ -211,17 +226,18 @@ class SimCpu:
         instant = self._instant
         return max(self.machine.elapsed_ns(), self._t) if instant is None else instant
 
-    @contextmanager
-    def instant(self) -> Iterator[None]:
+    def instant(self) -> _Instant:
         """Every register read or written inside happens at the instant it starts (one evaluation of the
         workload serves them all): a sampler's reads of one CPU, which real hardware answers within a microsecond
         or two, and the simulator in some tens of microseconds of the clock."""
+        return self._instant_scope
+
+    def _begin_instant(self) -> None:
         with self.lock:
             self._instant = self._now()
-        try:
-            yield
-        finally:
-            self._instant = None
+
+    def _end_instant(self) -> None:
+        self._instant = None
 
     def _frozen(self) -> bool:
         return self.cfg.version >= 4 and bool(self.status & registers.STATUS_CTR_FRZ)
