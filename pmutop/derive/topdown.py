@@ -31,6 +31,7 @@ Normalisation (the same for every method, so CPUs of different kinds compare and
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from collections.abc import Iterable, Mapping
 
@@ -378,9 +379,12 @@ def combine_weighed(parts: Iterable[tuple[int | float | None, Fractions]]) -> Fr
         return out
     weights = [s for s, _ in weighted]
     total = sum(weights)
-    for name in TMA_FIELDS:
-        values = [f[name] for _, f in weighted]
-        if None not in values:  # the same products, summed in the same order, as sum(s * v for ...)
+    # One column per field, the CPUs in order.
+    columns = zip(*(map(f.__getitem__, TMA_FIELDS) for _, f in weighted), strict=True)
+    for name, values in zip(TMA_FIELDS, columns, strict=True):
+        # The same products, summed in the same order, as sum(s * v for ...); a None (a CPU that did not measure
+        # this field) raises TypeError, and the row then has no value for it.
+        with contextlib.suppress(TypeError):
             out[name] = sum(map(operator.mul, weights, values)) / total
     return out
 
