@@ -10,15 +10,23 @@ import operator
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 from pmutop.hw.msr import MsrAccessError
 from pmutop.pmu import registers
 from pmutop.sim import power
 from pmutop.sim.config import CoreShape, SimConfig
-from pmutop.sim.events import FIXED_FNS, CountFn, event_fn, field_index
-from pmutop.sim.regimes import max_events_per_ns
+from pmutop.sim.cpu_registers import (
+    EVTSEL,
+    FIXED,
+    PMC_FULL,
+    PMC_SIGN_EXTEND,
+    PMC_V6,
+    EnabledCounter,
+    rate_bound,
+    register_table,
+)
+from pmutop.sim.events import FIXED_FNS, event_fn
 from pmutop.sim.workload import TOPDOWN_FIELDS, Amounts, Counts, Workload
 
 _RDPMC_TYPE_GP = 0x0000
@@ -37,73 +45,11 @@ class SimRdpmcFault(Exception):
     """rdpmc raised #GP (the real instruction would kill the process with SIGSEGV)."""
 
 
-# What an MSR address is: (kind, counter index).
-_EVTSEL = "evtsel"
-_PMC_SIGN_EXTEND = "pmc"  # IA32_PMCx: WRMSR sign-extends EAX[31:0]
-_PMC_FULL = "a_pmc"  # IA32_A_PMCx: full width, only with PERF_CAPABILITIES[13]
-_PMC_V6 = "gp_ctr"  # IA32_PMC_GPn_CTR: full width with PERF_CAPABILITIES[13], else (assumed) sign-extending
-_FIXED = "fixed"
-
-
-def _register_table(cfg: SimConfig) -> dict[int, tuple[str, int]]:
-    """Every counter and event-select address this PMU answers, built from pmutop's own register maps.
-
-    v6 parts get the v6 range plus the legacy addresses as aliases of counters 0-7 (pmutop.sim.model's docstring).
-    """
-    maps = [registers.LEGACY_REGISTERS] + ([registers.V6_REGISTERS] if cfg.version >= 6 else [])
-    table: dict[int, tuple[str, int]] = {}
-    for regs in maps:
-        for i in range(min(cfg.gp_counters, regs.max_gp)):
-            table[regs.evtsel(i)] = (_EVTSEL, i)
-            if regs.kind == "v6":
-                table[regs.pmc(i)] = (_PMC_V6, i)
-            else:
-                table[regs.pmc(i)] = (_PMC_SIGN_EXTEND, i)
-                table[regs.counter(i, full_width=True)] = (_PMC_FULL, i)
-        for i in range(min(cfg.fixed_counters, regs.max_fixed)):
-            table[regs.fixed_ctr(i)] = (_FIXED, i)
-    return table
-
-
 class Machine(power.PowerMachine, Protocol):
     """What one CPU's PMU needs from the machine it belongs to (pmutop.sim.model.SimMachine): its config and
     clock, and what the power model reads there."""
 
     config: SimConfig
-
-
-@dataclass(slots=True)
-class _Counter:
-    fn: CountFn
-    user: bool
-    kernel: bool
-    pmi: bool
-    width: int
-    status_bit: int
-    regs: list[int]  # the CPU's gp or fixed counter values (never replaced, only written by index)
-    index: int
-    field: int | None = None  # the Amounts position fn reads as it is (events.field_index), else None
-
-    def __post_init__(self) -> None:
-        self.field = field_index(self.fn)
-
-    def read(self) -> int:
-        return self.regs[self.index]
-
-    def delta(self, old: Counts, new: Counts) -> int:
-        counted = 0
-        if self.user:
-            counted += self.fn(new.user) - self.fn(old.user)
-        if self.kernel:
-            counted += self.fn(new.kernel) - self.fn(old.kernel)
-        return counted
-
-
-def _rate_bound(workload: Workload) -> int | None:
-    """Events per ns that no counter exceeds on this workload; None where unknown (the self-test's scripts)."""
-    if type(workload) is Workload:
-        return max_events_per_ns(workload.slots_per_cycle, workload.tsc_hz)
-    return None
 
 
 class _Instant:
@@ -149,13 +95,13 @@ class SimCpu:
         self._instant: int | None = None  # while a sample is taken at one instant (instant()): that time
         self._instant_scope = _Instant(self)
         self._cum = workload.cumulative(0)
-        self._rate = _rate_bound(workload)
+        self._rate = rate_bound(workload)
         self._room: int | None = None  # the least any enabled counter can count before it wraps, at _t
         # The TSC of the latest rdpmc reads (counters and TSC of one instant): the simulated per-process counters
         # find the instants a sampler's intervals start and end at among them (pmutop.sim.process_counters).
         self.counter_reads: deque[int] = deque(maxlen=64)
-        self._enabled: list[_Counter] | None = None  # cache, dropped by a write to what decides it (_enabling)
-        self._pmi: list[_Counter] = []  # those of them with a PMI (freeze on overflow), built with them
+        self._enabled: list[EnabledCounter] | None = None  # cache, dropped by a write to what decides it (_enabling)
+        self._pmi: list[EnabledCounter] = []  # those of them with a PMI (freeze on overflow), built with them
         fixed = range(cfg.fixed_counters)
         self.metrics_fields = core.metrics
         self.global_ctrl_valid = registers.global_ctrl_mask(range(cfg.gp_counters), fixed)
@@ -168,15 +114,15 @@ class SimCpu:
         # since it was last written, and the value written while nothing has been counted since.
         self._metrics_acc = [0] * 8
         self._metrics_loaded: int | None = None
-        self._metrics_src: _Counter | None = None  # fixed counter 3 while it feeds PERF_METRICS
+        self._metrics_src: EnabledCounter | None = None  # fixed counter 3 while it feeds PERF_METRICS
         self.gp_mask = (1 << cfg.gp_width) - 1
         self.fixed_mask = (1 << cfg.fixed_width) - 1
         self.regs = registers.register_map(cfg.version)
-        self._registers = _register_table(cfg)
+        self._registers = register_table(cfg)
         # The registers that decide which counters count (_enabled_counters): a write elsewhere (a counter value,
         # PERF_METRICS, a status bit: a sampler's every interval) keeps the counters built.
         self._enabling = frozenset(
-            [a for a, (kind, _) in self._registers.items() if kind == _EVTSEL]
+            [a for a, (kind, _) in self._registers.items() if kind == EVTSEL]
             + [registers.IA32_FIXED_CTR_CTRL, registers.IA32_PERF_GLOBAL_CTRL]
         )
         # The other registers a read answers, built once (not per read).
@@ -199,7 +145,7 @@ class SimCpu:
         # Registers whose value does not move with time: reading them needs no advance. Counting is additive
         # (a counter adds fn(new) - fn(old)), so fewer, longer advances give exactly the same counts.
         self._static = frozenset(
-            [a for a, (kind, _) in self._registers.items() if kind == _EVTSEL]
+            [a for a, (kind, _) in self._registers.items() if kind == EVTSEL]
             + [
                 a
                 for a in self._readers
@@ -212,10 +158,10 @@ class SimCpu:
             ]
         )
 
-        self._values = frozenset(a for a, (kind, _) in self._registers.items() if kind != _EVTSEL)  # counters
+        self._values = frozenset(a for a, (kind, _) in self._registers.items() if kind != EVTSEL)  # counters
         # Registers whose value is the counters' state at the present: reading them counts up to now.
         self._counting = frozenset(
-            [a for a, (kind, _) in self._registers.items() if kind != _EVTSEL]
+            [a for a, (kind, _) in self._registers.items() if kind != EVTSEL]
             + [registers.IA32_PERF_GLOBAL_STATUS, registers.MSR_PERF_METRICS]
         )
 
@@ -242,7 +188,7 @@ class SimCpu:
     def _frozen(self) -> bool:
         return self.cfg.version >= 4 and bool(self.status & registers.STATUS_CTR_FRZ)
 
-    def _active(self) -> list[_Counter]:
+    def _active(self) -> list[EnabledCounter]:
         """Counters that count right now (per-counter enable AND global enable AND not frozen)."""
         if self._frozen():
             return []
@@ -251,8 +197,8 @@ class SimCpu:
             self._pmi = [c for c in self._enabled if c.pmi]
         return self._enabled
 
-    def _enabled_counters(self) -> list[_Counter]:
-        out: list[_Counter] = []
+    def _enabled_counters(self) -> list[EnabledCounter]:
+        out: list[EnabledCounter] = []
         self._metrics_src = None
         freeze_on_pmi = self.cfg.version >= 4
         for i, sel in enumerate(self.evtsel):
@@ -262,7 +208,7 @@ class SimCpu:
                 and sel & (registers.EVTSEL_USR | registers.EVTSEL_OS)
             ):
                 out.append(
-                    _Counter(
+                    EnabledCounter(
                         event_fn(sel, self.cfg.tsc_hz, self.core.events),
                         bool(sel & registers.EVTSEL_USR),
                         bool(sel & registers.EVTSEL_OS),
@@ -277,7 +223,7 @@ class SimCpu:
             nib = registers.fixed_ctrl_nibble(self.fixed_ctrl, i)
             if nib & _FIXED_ENABLE and self.global_ctrl & registers.fixed_bit(i):
                 out.append(
-                    _Counter(
+                    EnabledCounter(
                         FIXED_FNS[i],
                         bool(nib & registers.FIXED_EN_USR),
                         bool(nib & registers.FIXED_EN_OS),
@@ -317,13 +263,13 @@ class SimCpu:
         self._cum = new
         self._room = None
 
-    def _pmi_overflows(self, pmi: list[_Counter], new: Counts) -> bool:
+    def _pmi_overflows(self, pmi: list[EnabledCounter], new: Counts) -> bool:
         return any((c.read() + c.delta(self._cum, new)) >> c.width for c in pmi)
 
-    def _count(self, active: list[_Counter], new: Counts) -> None:
+    def _count(self, active: list[EnabledCounter], new: Counts) -> None:
         src = self._metrics_src
         old = self._cum
-        # _Counter.delta inlined: this runs for every enabled counter on every register access. What each quantity
+        # EnabledCounter.delta inlined: this runs for every enabled counter on every register access. What each quantity
         # grew by, per mode, once: an event counting one quantity as it is counts just that.
         old_user, old_kernel, new_user, new_kernel = old.user, old.kernel, new.user, new.kernel
         grown_user = list(map(operator.sub, new_user, old_user))
@@ -350,7 +296,7 @@ class SimCpu:
                 self._count_metrics(c, grown_user, grown_kernel)
         self._cum = new
 
-    def _metrics_added(self, counter: _Counter, grown_user: list[int], grown_kernel: list[int]) -> list[int]:
+    def _metrics_added(self, counter: EnabledCounter, grown_user: list[int], grown_kernel: list[int]) -> list[int]:
         """Slots per top-down category since the last count, in the modes fixed counter 3 counts, from what each
         quantity grew by per mode."""
         tds = range(_TD_FIRST, _TD_FIRST + self.metrics_fields)  # td_* fields are adjacent in Amounts
@@ -359,7 +305,7 @@ class SimCpu:
         grown = grown_user if counter.user else grown_kernel
         return [grown[i] for i in tds]
 
-    def _count_metrics(self, counter: _Counter, grown_user: list[int], grown_kernel: list[int]) -> None:
+    def _count_metrics(self, counter: EnabledCounter, grown_user: list[int], grown_kernel: list[int]) -> None:
         """PERF_METRICS follows fixed counter 3: the same slots, split by category (same USR/OS)."""
         added = self._metrics_added(counter, grown_user, grown_kernel)
         if any(added):  # every part is >= 0: a sum of 0 added nothing
@@ -433,7 +379,7 @@ class SimCpu:
             self._advance()
             self.workload = workload
             self._cum = workload.cumulative(self._t)
-            self._rate = _rate_bound(workload)
+            self._rate = rate_bound(workload)
 
     def _status_settled(self, now: int | None = None) -> bool:
         """Whether GLOBAL_STATUS reads now what it read at the last advance: only a counter's wrap changes it, and
@@ -480,9 +426,9 @@ class SimCpu:
         reg = self._registers.get(address)
         if reg is not None:
             kind, i = reg
-            if kind == _EVTSEL:
+            if kind == EVTSEL:
                 return self.evtsel[i]
-            return self.fixed[i] if kind == _FIXED else self.gp[i]
+            return self.fixed[i] if kind == FIXED else self.gp[i]
         reader = self._readers.get(address)
         return power.read(self, address, self._t) if reader is None else reader()
 
@@ -522,7 +468,7 @@ class SimCpu:
                 self._metrics_acc[: len(added)] = map(_TIMES_MINUS_255, added)
             return
         kind, i = self._registers[address]
-        regs = self.fixed if kind == _FIXED else self.gp
+        regs = self.fixed if kind == FIXED else self.gp
         for c in active:
             if c.regs is regs and c.index == i:
                 regs[i] -= c.delta(self._cum, new)
@@ -531,22 +477,22 @@ class SimCpu:
         """Apply a WRMSR; False means #GP (nothing changed)."""
         cfg = self.cfg
         kind, i = self._registers.get(address, (None, 0))
-        if kind == _EVTSEL:
+        if kind == EVTSEL:
             if value >> 32 or (cfg.version >= 5 and value & registers.EVTSEL_ANY):
                 return False
             self.evtsel[i] = value
             return True
-        if kind == _PMC_V6 and cfg.full_width_writes:
-            kind = _PMC_FULL
-        if kind in (_PMC_SIGN_EXTEND, _PMC_V6):
+        if kind == PMC_V6 and cfg.full_width_writes:
+            kind = PMC_FULL
+        if kind in (PMC_SIGN_EXTEND, PMC_V6):
             self.gp[i] = registers.sign_extend_legacy_pmc_write(value, cfg.gp_width)
             return True
-        if kind == _PMC_FULL:
+        if kind == PMC_FULL:
             if not cfg.full_width_writes or value > self.gp_mask:
                 return False
             self.gp[i] = value
             return True
-        if kind == _FIXED:
+        if kind == FIXED:
             if value > self.fixed_mask:
                 return False
             self.fixed[i] = value
