@@ -73,3 +73,24 @@ def test_fractions_of_one_core_clamp_as_min_and_max_do() -> None:
         for hi in (1.0, 0.25):
             got, want = topdown._clamp(x, hi), min(max(x, 0.0), hi)
             assert (got, str(got)) == (want, str(want))
+
+
+def test_the_same_samples_or_parts_again_give_the_same_row_and_others_their_own() -> None:
+    def sample(cpu: int, n: int) -> Sample:
+        counts = {"instructions": n, "cycles": 10}
+        return Sample(cpu=cpu, seq=1, time=1.0, interval=1.0, tsc=10**9, tsc_hz=1e9, counts=counts)
+
+    first = [sample(0, 5), sample(1, 7)]
+    assert metrics.combined(first) == metrics.combined(iter(first)) == metrics._combined(tuple(first))
+    other = [sample(0, 5), sample(1, 9)]  # equal to the first but for one count, and other objects
+    assert metrics.combined(other) == metrics._combined(tuple(other)) != metrics.combined(first)
+    assert metrics.combined(first[:1]) == metrics._combined(tuple(first[:1]))
+    parts: list[tuple[float | None, topdown.Fractions]] = [
+        (10.0, dict.fromkeys(topdown.TMA_FIELDS, 0.25)),
+        (30.0, dict.fromkeys(topdown.TMA_FIELDS, 0.5)),
+    ]
+    row = topdown.combine_weighed(parts)
+    row["tma_retiring"] = -1.0  # a caller's change to its row is its own
+    assert topdown.combine_weighed(parts) == plain_combine_weighed(parts)
+    fresh = [(s, dict(f)) for s, f in parts[:1]]
+    assert topdown.combine_weighed(fresh) == plain_combine_weighed(fresh)

@@ -371,8 +371,25 @@ def weighed(method: str | None, counts: Counts) -> tuple[int | float | None, Fra
     return slots_of(method, counts), compute(method, counts)
 
 
+# The last combine_weighed: its parts (held, so no other object takes their ids) and its result.
+_last_combined: tuple[tuple[tuple[int | float | None, Fractions], ...], Fractions] = ((), {})
+
+
 def combine_weighed(parts: Iterable[tuple[int | float | None, Fractions]]) -> Fractions:
-    """combine() of CPUs whose slots and fractions are already known (see `weighed`)."""
+    """combine() of CPUs whose slots and fractions are already known (see `weighed`). The parts must not change
+    afterwards: asked again for the very same parts (the live view asks for its all row and for the package of a
+    one-package machine, each interval), it answers from the last result."""
+    global _last_combined
+    parts = tuple(parts)
+    last_parts, last = _last_combined
+    if parts and len(parts) == len(last_parts) and all(map(operator.is_, parts, last_parts)):
+        return dict(last)
+    out = _combine_weighed(parts)
+    _last_combined = (parts, dict(out))  # replaced whole: a reader in another thread sees one or the other
+    return out
+
+
+def _combine_weighed(parts: tuple[tuple[int | float | None, Fractions], ...]) -> Fractions:
     out: Fractions = dict.fromkeys(TMA_FIELDS)
     weighted = [(slots, f) for slots, f in parts if f[LEVEL1[0]] is not None and slots is not None and slots > 0]
     if not weighted:
