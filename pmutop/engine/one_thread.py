@@ -12,7 +12,6 @@ in between (accumulate), as the sampler threads do. A CPU whose read fails is dr
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -23,7 +22,6 @@ from pmutop.core.sample import Sample
 from pmutop.hw.platform import Platform
 
 NS = 1_000_000_000
-YIELD_EVERY = 16  # CPUs sampled between two offers of the GIL to other threads (about a millisecond)
 
 
 class Sampler(Protocol):
@@ -121,13 +119,9 @@ class OneThreadDrive:
     def _take_all(self) -> None:
         published: list[tuple[int, int | None]] = []
         one_instant = self.engine.platform.one_instant
-        for n, sampler in enumerate(self.samplers, 1):
+        for sampler in self.samplers:
             if self.engine.stopping:
                 break  # the restore waits for this thread: no reason to read the rest first
-            if n % YIELD_EVERY == 0:
-                # Let a waiting thread (the live view with a key to handle) have the GIL now rather than at the
-                # interpreter's next forced switch (5 ms): a round of 256 CPUs takes a few tens of ms.
-                time.sleep(0)
             if sampler.error is not None:
                 continue
             try:
