@@ -34,15 +34,38 @@ ffibuilder.cdef(
     void pmutop_group_stop_core(pmutop_group *g, uint32_t i);
     int pmutop_group_stop(pmutop_group *g, int64_t deadline_ns);
     void pmutop_group_free(pmutop_group *g);
+    typedef struct pmutop_sim_params {
+        uint64_t key_hash;
+        uint64_t tma_seg_key;
+        uint64_t writeback_key;
+        int64_t seg_ticks;
+        int64_t tsc_hz;
+        int64_t width;
+        int64_t e_core;
+        double e_core_ghz;
+        double e_core_ipc;
+        double base[8];
+        double range[16];
+        double tma[8];
+        double recovery;
+        double wb_lo;
+        double wb_hi;
+        const double *seg_factor;
+    } pmutop_sim_params;
+    int pmutop_sim_exact(void);
+    int pmutop_sim_segment(const pmutop_sim_params *p, uint64_t seg, uint64_t *out);
+    int pmutop_sim_run(const pmutop_sim_params *p, uint64_t seg, uint32_t n, const uint64_t *before, uint64_t *out);
+    int pmutop_sim_interp(const char *before, const char *after, uint64_t off, uint64_t st, uint64_t *out);
     """
 )
 ffibuilder.set_source(
     "pmutop.hw._shim",
     '#include "pmutop_shim.h"',
     # setuptools wants paths relative to the project root, where setup.py runs.
-    sources=["shim/pmutop_shim.c", "shim/pmutop_sampler.c"],
+    sources=["shim/pmutop_shim.c", "shim/pmutop_sampler.c", "shim/pmutop_sim.c"],
     include_dirs=["shim"],
-    extra_compile_args=["-O2", "-pthread"],
+    # No fused multiply-add: the simulator's arithmetic (pmutop_sim.c) must round as Python's does.
+    extra_compile_args=["-O2", "-pthread", "-ffp-contract=off"],
     extra_link_args=["-pthread"],
 )
 

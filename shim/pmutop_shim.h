@@ -46,3 +46,35 @@ void pmutop_group_read(pmutop_group *g, uint64_t *out);
 void pmutop_group_stop_core(pmutop_group *g, uint32_t i);
 int pmutop_group_stop(pmutop_group *g, int64_t deadline_ns);
 void pmutop_group_free(pmutop_group *g);
+
+/* The simulated workload's arithmetic for one segment (pmutop_sim.c, a copy of pmutop.sim.segment's): what
+ * stays the same for a phase (a burst of a mixed phase) and the workload's constants. */
+typedef struct pmutop_sim_params {
+    uint64_t key_hash;  /* hash64(seed, cpu) */
+    uint64_t tma_seg_key;
+    uint64_t writeback_key;
+    int64_t seg_ticks;
+    int64_t tsc_hz;
+    int64_t width;  /* issue slots per cycle */
+    int64_t e_core;
+    double e_core_ghz;
+    double e_core_ipc;
+    double base[8];  /* the regime's rates before the segment's jitter */
+    double range[16];  /* (low, high) of each */
+    double tma[8];  /* the phase's (burst's) top-down profile, varied */
+    double recovery;
+    double wb_lo;
+    double wb_hi;
+    const double *seg_factor;  /* 256 jitter factors, one per hash byte */
+} pmutop_sim_params;
+/* 1 where the arithmetic is exactly Python's (doubles evaluated as doubles), else 0. */
+int pmutop_sim_exact(void);
+/* The segment's 35 amounts into out; 0, or -1 where Python must compute them (a negative amount, wide doubles). */
+int pmutop_sim_segment(const pmutop_sim_params *p, uint64_t seg, uint64_t *out);
+/* Segments seg .. seg + n - 1 (one phase or burst: the same parameters): out[35 k ..] = before + the amounts of
+ * the first k + 1 of them; 0, or -1 where Python must count them. */
+int pmutop_sim_run(const pmutop_sim_params *p, uint64_t seg, uint32_t n, const uint64_t *before, uint64_t *out);
+/* out[i] = before[i] + (after[i] - before[i]) * off / st, floored, for the 35 lanes of two packed vectors (35
+ * little-endian uint64 each: a read within a segment); 0, or -1 where Python must (no 128-bit integers, off
+ * outside the segment, a lane that goes down). */
+int pmutop_sim_interp(const char *before, const char *after, uint64_t off, uint64_t st, uint64_t *out);

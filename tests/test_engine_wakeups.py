@@ -13,9 +13,11 @@ from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
 
 
-def make(clock, cpus: int = 4, interval: float = 1.0, threaded: bool = False) -> Engine:  # type: ignore[no-untyped-def]
+def make(clock, cpus: int = 4, interval: float = 1.0, threaded: bool = False, **kw) -> Engine:  # type: ignore[no-untyped-def]
     platform = SimPlatform(SimConfig(cpus=cpus, seed=2), clock)
-    return Engine(SimBackend(platform, clock), platform, clock, platform.online_cpus(), interval, threaded=threaded)
+    return Engine(
+        SimBackend(platform, clock), platform, clock, platform.online_cpus(), interval, threaded=threaded, **kw
+    )
 
 
 def wait_in_thread(engine: Engine, counts: dict[int, int], **kw) -> tuple[threading.Thread, dict]:  # type: ignore[no-untyped-def,type-arg]
@@ -87,7 +89,8 @@ def test_engine_stop_ends_a_wait_without_a_stop_event() -> None:
 
 
 def test_samplers_sleep_on_their_own_deadlines_and_are_woken_only_by_schedule_changes_and_stop() -> None:
-    engine = make(MonotonicClock(), cpus=4, interval=0.05, threaded=True)
+    # One Python sampler thread per CPU (simulated CPUs have one thread for all unless asked: see below).
+    engine = make(MonotonicClock(), cpus=4, interval=0.05, threaded=True, native=False)
     try:
         engine.start()
         assert engine.wait_for_samples(dict.fromkeys(engine.cpus, 3), timeout=30)
@@ -104,6 +107,32 @@ def test_samplers_sleep_on_their_own_deadlines_and_are_woken_only_by_schedule_ch
     finally:
         engine.stop()
     assert all(not t.is_alive() for t in engine._threads)  # stop woke them from a 10-minute sleep
+
+
+def test_one_thread_samples_every_simulated_cpu_and_is_woken_only_by_schedule_changes_and_stop() -> None:
+    engine = make(MonotonicClock(), cpus=4, interval=0.05, threaded=True)
+    try:
+        engine.start()
+        assert engine.sampler_mode == "one Python thread for every CPU: simulated CPUs, nothing to pin a sampler to"
+        drive = engine._one_thread
+        assert drive is not None and [t.name for t in engine._threads] == ["pmutop-samplers"]
+        assert engine.wait_for_samples(dict.fromkeys(engine.cpus, 3), timeout=30)
+        for cpu in engine.cpus:  # sample k of every CPU ends after deadline k, and each covers one interval
+            samples = list(engine.rings[cpu])
+            assert [s.seq for s in samples] == list(range(1, len(samples) + 1))
+            assert all(s.time >= s.seq * 0.05 and s.error is None for s in samples)
+        assert drive.early_wakeups == 0  # many deadlines passed; none woke it early
+        engine.set_interval(600)  # it now sleeps towards a deadline 10 minutes away
+        time.sleep(0.3)
+        before = drive.early_wakeups
+        engine.set_interval(600)  # wakes it once
+        deadline = time.monotonic() + 30
+        while drive.early_wakeups != before + 1:
+            assert time.monotonic() < deadline, "the sleeping thread was not woken by the schedule change"
+            time.sleep(0.01)
+    finally:
+        engine.stop()
+    assert all(not t.is_alive() for t in engine._threads)  # stop woke it from a 10-minute sleep
 
 
 def test_an_unthreaded_engine_takes_sample_k_at_its_deadline_and_not_before() -> None:

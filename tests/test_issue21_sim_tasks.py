@@ -4,6 +4,7 @@ seed (pmutop.sim.processes, pmutop.sim.process_counters)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import defaultdict
 from collections.abc import Iterator
@@ -244,3 +245,22 @@ def test_demo_refuses_an_unknown_pid_in_one_line(capsys: pytest.CaptureFixture[s
     _, err = capsys.readouterr()
     assert code == 2
     assert err.strip().count("\n") == 0 and "--pid 99999: no such process in the simulated machine" in err
+
+
+def test_each_cores_top_task_is_the_process_its_slices_ran_longest_lowest_pid_first() -> None:
+    machine = SimPlatform(SimConfig(cpus=6, seed=8, model="spr"), ManualClock()).machine
+    table = machine.processes
+    seg = table.seg_ticks
+    ticks = [0, 1, seg - 1, 7 * seg + 3, 9 * seg, 31 * seg + 5, 80 * seg, 150 * seg + 17, 151 * seg, 400 * seg]
+    for start, end in itertools.pairwise(ticks):
+        want: dict[int, tuple[str, int, float]] = {}
+        for cpu in range(6):
+            busy: dict[int, int] = defaultdict(int)
+            for run, before, after in table.slices(cpu, start, end):
+                busy[run.pid] += after[4] - before[4]
+            if busy and max(busy.values()) > 0:
+                pid = min(busy, key=lambda p: (-busy[p], p))
+                proc = table.process(pid)
+                assert proc is not None
+                want[cpu] = (proc.comm, pid, busy[pid] / table.tsc_hz)
+        assert table.top_per_cpu(list(range(6)), start, end) == want, (start, end)

@@ -490,3 +490,26 @@ def test_explicit_rdpmc_without_the_c_shim_is_one_clear_error(
     with pytest.raises(HardwareError, match="--read rdpmc: the pmutop C shim is not built"):
         engine.start()
     engine.stop()
+
+
+def test_a_control_register_that_cannot_be_read_for_the_foreign_use_check_fails_as_its_read_does(
+    clock: ManualClock,
+) -> None:
+    from pmutop.hw.msr import MsrAccessError, MsrDevice
+
+    platform, backend, engine = make(clock)
+    engine.start()
+    dev = platform.machine.msr(1)
+    real = dev._read_raw
+
+    def failing(address: int) -> int:
+        if address == registers.IA32_FIXED_CTR_CTRL:
+            raise MsrAccessError(1, address, "read", 5)
+        return real(address)
+
+    dev._read_raw = failing  # type: ignore[method-assign]
+    dev.read_many = lambda addresses: MsrDevice.read_many(dev, addresses)  # type: ignore[method-assign]
+    with pytest.raises(MsrAccessError, match=r"cpu 1: read of IA32_FIXED_CTR_CTRL \(0x38d\) failed"):
+        backend.counters(1).foreign_changes()  # type: ignore[attr-defined]
+    assert backend.counters(0).foreign_changes() == []  # type: ignore[attr-defined]
+    engine.stop()

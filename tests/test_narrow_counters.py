@@ -138,12 +138,13 @@ def test_rotation_with_accumulation_counts_the_active_group_exactly(clock: Manua
     assert engine.stop().failures == []
 
 
-def test_threaded_sampler_accumulates_between_deadlines_without_drift() -> None:
+@pytest.mark.parametrize("native", [True, False], ids=["one thread for every CPU", "a thread per CPU"])
+def test_threaded_sampler_accumulates_between_deadlines_without_drift(native: bool) -> None:
     """The real sampler threads on a real clock: 32-bit counters at 0.3 s are never suspect, stay on the
     shared deadline schedule, and stop promptly."""
     platform = SimPlatform(SimConfig(cpus=2, seed=5, gp_width=32, fixed_width=32))
     backend = MsrBackend(platform, platform.clock)
-    engine = Engine(backend, platform, platform.clock, [0, 1], 0.3)
+    engine = Engine(backend, platform, platform.clock, [0, 1], 0.3, native=native)
     try:
         engine.start()
         assert engine.wait_for_samples({0: 2, 1: 2}, timeout=10)

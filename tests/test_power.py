@@ -382,6 +382,11 @@ class _Registers:
             raise MsrAccessError(0, address, "read", 5)
         return self.values[address]
 
+    def read_many(self, addresses: tuple[int, ...]) -> list[int | None]:
+        from pmutop.hw.msr import MsrDevice
+
+        return MsrDevice.read_many(self, addresses)  # type: ignore[arg-type]
+
     def close(self) -> None:
         pass
 

@@ -22,10 +22,12 @@ from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
 
 
-def make(clock: ManualClock, *, threaded: bool = False, cpus: int = 2, settings: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+def make(  # type: ignore[no-untyped-def]
+    clock: ManualClock, *, threaded: bool = False, cpus: int = 2, settings: dict[str, str] | None = None, **kw
+):
     platform = SimPlatform(SimConfig(cpus=cpus, seed=3), clock, settings)
     backend = MsrBackend(platform, clock)
-    engine = Engine(backend, platform, clock, platform.online_cpus(), 0.05, threaded=threaded)
+    engine = Engine(backend, platform, clock, platform.online_cpus(), 0.05, threaded=threaded, **kw)
     return platform, engine
 
 
@@ -70,7 +72,7 @@ def test_a_counter_another_agent_takes_over_keeps_its_bit_and_ours_go_back(clock
 def test_a_sampler_thread_that_cannot_be_created_still_restores_the_cpus_already_programmed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    platform, engine = make(ManualClock(1), threaded=True, cpus=4)
+    platform, engine = make(ManualClock(1), threaded=True, cpus=4, native=False)  # a Python thread per CPU
     real_start = threading.Thread.start
     started = []
 
@@ -85,6 +87,28 @@ def test_a_sampler_thread_that_cannot_be_created_still_restores_the_cpus_already
     with pytest.raises(HardwareError, match=r"cannot start the sampler thread for cpu 2: .*ulimit -u"):
         engine.start()
     time.sleep(0.2)  # let the two started samplers program their CPUs
+    result = engine.stop()
+    assert result.failures == []
+    for cpu in range(4):
+        assert reg(platform, cpu, registers.IA32_PERF_GLOBAL_CTRL) == 0, cpu
+        assert reg(platform, cpu, registers.evtsel(0)) == 0, cpu
+
+
+def test_the_one_sampler_thread_of_simulated_cpus_that_cannot_be_created_still_restores_every_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    platform, engine = make(ManualClock(1), threaded=True, cpus=4)
+    real_start = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        if self.name == "pmutop-samplers":
+            raise RuntimeError("can't start new thread")
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    with pytest.raises(HardwareError, match=r"cannot start the sampler thread: .*ulimit -u"):
+        engine.start()
+    assert reg(platform, 0, registers.IA32_PERF_GLOBAL_CTRL) != 0  # every CPU was programmed first
     result = engine.stop()
     assert result.failures == []
     for cpu in range(4):

@@ -190,6 +190,92 @@ def test_fixed_wrap_sets_bit_32_plus_i_and_value_is_modulo_width() -> None:
     assert m.rdpmc(4, 1 << 30 | 2) == (0xFFF0 + ref) % (1 << 16)
 
 
+@pytest.mark.parametrize("pmi", [False, True], ids=["no PMI", "PMI freezes"])
+def test_status_read_alone_shows_a_wrap_as_soon_as_reading_the_counters_first_would(pmi: bool) -> None:
+    """GLOBAL_STATUS alone is read without counting up to the present while no counter can wrap meanwhile: at
+    every step it reads, and the counters count, exactly what they do when the counters are read first."""
+    int_bit = registers.EVTSEL_INT if pmi else 0
+    machines = [make(gp_width=32, fixed_width=40, version=4) for _ in range(2)]
+    for m, _ in machines:
+        dev = m.msr(0)
+        dev.write(registers.evtsel(0), sel(CYCLES, extra=int_bit))
+        dev.write(registers.evtsel(1), sel(INSTRUCTIONS))
+        dev.write(registers.IA32_FIXED_CTR_CTRL, 0x333)
+        dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.global_ctrl_mask([0, 1], [0, 1, 2]))
+        dev.write(registers.a_pmc(0), (1 << 32) - 3_000_000)  # about a millisecond of cycles from the wrap
+    (alone, clock_a), (first, clock_f) = machines
+    statuses = []
+    t = 0
+    for step in [1, 7, 1_000, 30_000, 200_000, 1, 1, 50_000, 500_000, 10, 3_000_000, 20_000_000]:
+        t += step
+        clock_a.set_ns(t)
+        clock_f.set_ns(t)
+        first.read_counters(0, 3, 2)  # counts up to t
+        want = first.msr(0).read(registers.IA32_PERF_GLOBAL_STATUS)
+        assert alone.msr(0).read(registers.IA32_PERF_GLOBAL_STATUS) == want, t
+        statuses.append(want)
+    assert statuses[0] == 0 and statuses[-1] & registers.gp_bit(0)  # it did wrap on the way
+    assert bool(statuses[-1] & registers.STATUS_CTR_FRZ) == pmi
+    assert alone.read_counters(0, 3, 2) == first.read_counters(0, 3, 2)
+
+
+def test_writing_a_counter_or_zeroing_perf_metrics_between_reads_counts_as_counting_up_to_the_write_first() -> None:
+    """A sampler's every read on a top-down part: the counters, then fixed counter 3 and PERF_METRICS zeroed.
+    Those writes count only what they discard; what every counter and PERF_METRICS read afterwards is exactly
+    what they read when every counter is counted up to each write first (a counter read before each write)."""
+    machines = [make(model="spr", gp_width=48) for _ in range(2)]
+    for m, _ in machines:
+        dev = m.msr(0)
+        dev.write(registers.evtsel(0), sel(INSTRUCTIONS))
+        dev.write(registers.evtsel(1), sel(LLC_MISSES, kernel=False))
+        dev.write(registers.IA32_FIXED_CTR_CTRL, 0x3333)
+        ctrl = registers.global_ctrl_mask([0, 1], [0, 1, 2, 3]) | registers.GLOBAL_CTRL_EN_PERF_METRICS
+        dev.write(registers.IA32_PERF_GLOBAL_CTRL, ctrl)
+    (deferred, _), (counted, _) = machines
+    rng = random.Random(4)
+    t = 0
+    for step in range(300):
+        for _, clock in machines:
+            clock.set_ns(t)
+        got = [deferred.read_counters(0, 4, 2, metrics=True)]
+        want = [counted.read_counters(0, 4, 2, metrics=True)]
+        for address, value in [
+            (registers.fixed_ctr(3), 0),
+            (registers.MSR_PERF_METRICS, 0),
+            (registers.a_pmc(1), rng.randrange(1 << 20) if step % 7 == 0 else None),
+        ]:
+            if value is None:
+                continue
+            t += rng.choice([1, 50, 3_000, 40_000])
+            for _, clock in machines:
+                clock.set_ns(t)
+            counted.read_counters(0, 1, 0)  # counts every counter up to the write
+            deferred.msr(0).write(address, value)
+            counted.msr(0).write(address, value)
+        assert got == want, step
+        t += rng.choice([7, 20_000, 1_000_000, 100_000_000])
+    for _, clock in machines:
+        clock.set_ns(t + 1)
+    assert deferred.read_counters(0, 4, 2, metrics=True) == counted.read_counters(0, 4, 2, metrics=True)
+    assert deferred.msr(0).read(registers.MSR_PERF_METRICS) == counted.msr(0).read(registers.MSR_PERF_METRICS)
+
+
+@pytest.mark.parametrize(("width", "mix", "e_core"), [(6, "tma", False), (16, "classic", False), (4, "tma", True)])
+def test_no_quantity_of_a_workload_grows_faster_than_the_bound_the_status_read_relies_on(
+    width: int, mix: str, e_core: bool
+) -> None:
+    from pmutop.sim.regimes import max_events_per_ns
+
+    w = Workload(9, 2, 2_400_000_000, e_core=e_core, width=width, mix=mix)
+    bound = max_events_per_ns(width, w.tsc_hz)
+    prev = w.cumulative(0)
+    for k in range(1, 3001):  # 300 s of 100 ms segments: every kind of phase
+        now = w.cumulative(k * 100_000_000)
+        grown = [b - a for a, b in zip(prev.total, now.total, strict=True)]  # a counter counts both modes at most
+        assert max(grown) <= bound * 100_000_000, k
+        prev = now
+
+
 def test_status_reset_is_write_one_to_clear() -> None:
     m, _ = make()
     dev = m.msr(0)
@@ -784,3 +870,50 @@ def test_reads_long_before_the_phases_kept_are_exact_and_rebuild_once() -> None:
     assert history is not None and w.cumulative(300 * SEC) == fresh.cumulative(300 * SEC)
     assert w._history is history
     assert len(w._phases) <= 8
+
+
+def test_read_many_answers_every_register_at_one_instant_and_none_where_one_does_not_exist() -> None:
+    from pmutop.probes.power import regs
+
+    m, clock = make(model="spr")
+    dev = m.msr(2)
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0x30)
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.fixed_bit(1))
+    missing = 0x3FE  # core C7 residency: the simulated CPU has only C6
+    addresses = (regs.IA32_APERF, regs.IA32_MPERF, registers.IA32_TIME_STAMP_COUNTER, 0x3FD, missing)
+    for t in (1, 12_345_678, 3 * SEC + 17):
+        clock.set_ns(t)
+        one_by_one: list[int | None] = []
+        for address in addresses:
+            try:
+                one_by_one.append(dev.read(address))
+            except MsrAccessError:
+                one_by_one.append(None)
+        assert dev.read_many(addresses) == one_by_one
+        assert one_by_one[-1] is None and None not in one_by_one[:-1]
+        # The generic device (a file's) reads them in turn, the same way.
+        assert MsrDevice.read_many(dev, addresses) == one_by_one
+
+
+def test_inside_an_instant_every_register_reads_as_at_its_start_and_time_moves_on_after() -> None:
+    from pmutop.probes.power import regs
+
+    m, clock = make(model="spr")
+    dev = m.msr(1)
+    dev.write(registers.IA32_FIXED_CTR_CTRL, 0x3333)
+    dev.write(registers.IA32_PERF_GLOBAL_CTRL, registers.global_ctrl_mask([], [0, 1, 2, 3]))
+    clock.set_ns(2 * SEC)
+    wl = m.workload(1)
+    with m.instant(1):
+        first = m.read_counters(1, 4, 0, metrics=True)
+        clock.set_ns(3 * SEC)  # the clock moves on; the CPU's sample does not
+        dev.write(registers.fixed_ctr(3), 0)
+        dev.write(registers.MSR_PERF_METRICS, 0)
+        assert dev.read(registers.IA32_TIME_STAMP_COUNTER) == first[0] == wl.ticks(2 * SEC)
+        total = wl.cumulative(2 * SEC).total
+        assert dev.read_many((regs.IA32_APERF, regs.IA32_MPERF)) == [total.cycles, total.ref_cycles]
+        assert m.read_counters(1, 3, 0)[1] == first[1][:3]
+    tsc, values = m.read_counters(1, 4, 0)
+    assert tsc == wl.ticks(3 * SEC)
+    moved = wl.cumulative(3 * SEC).total
+    assert values == [moved.instructions, moved.cycles, moved.ref_cycles, moved.slots - total.slots]

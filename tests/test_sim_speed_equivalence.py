@@ -19,12 +19,21 @@ import pytest
 from pmutop.core.clock import ManualClock
 from pmutop.pmu import registers
 from pmutop.probes.power import regs
-from pmutop.sim import regimes, workload
+from pmutop.sim import regimes, segment, workload
 from pmutop.sim.model import SimConfig, SimMachine
 from pmutop.sim.workload import Counts, PhaseKind, Workload, hash64, hash_unit
 
 SEC = 1_000_000_000
 _M64 = (1 << 64) - 1
+
+
+@pytest.fixture(params=["C", "Python"], autouse=True)
+def segment_arithmetic(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every check runs on both copies of the per-segment arithmetic (pmutop.sim.segment)."""
+    if request.param == "C" and not segment.native_available():
+        pytest.skip("the shim has no C copy of the simulator's arithmetic")
+    monkeypatch.setattr(segment, "USE_NATIVE", request.param == "C")
+
 
 # -- reference implementation ------------------------------------------------------------------------------
 
@@ -381,3 +390,8 @@ def _dram_digest(model: str, cpus: int, seed: int, sockets: int) -> str:
 )
 def test_simulated_memory_readings_are_unchanged(model: str, cpus: int, seed: int, sockets: int, digest: str) -> None:
     assert _dram_digest(model, cpus, seed, sockets) == digest
+
+
+def test_each_run_uses_the_copy_of_the_arithmetic_it_names() -> None:
+    w = Workload(1, 0, 2_400_000_000)
+    assert isinstance(w._segment_amounts.__self__, segment.NativeSegments) == segment.USE_NATIVE  # type: ignore[attr-defined]

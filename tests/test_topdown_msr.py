@@ -9,7 +9,7 @@ import pytest
 from helpers.flags import needs_shim
 
 from pmutop.backends.msr.backend import MsrBackend
-from pmutop.backends.msr.counters import SLOTS_KEY, TOPDOWN_KEYS, split_slots
+from pmutop.backends.msr.counters import SLOTS_KEY, TOPDOWN_KEYS
 from pmutop.backends.msr.restore import CpuRecord, restore_cpu
 from pmutop.core.clock import ManualClock
 from pmutop.core.sample import Sample
@@ -18,6 +18,7 @@ from pmutop.hw import shim
 from pmutop.hw.platform import RDPMC_SYSFS
 from pmutop.pmu import registers
 from pmutop.pmu.events import EventSpec
+from pmutop.pmu.registers import split_slots
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
 from pmutop.sim.workload import TOPDOWN_FIELDS

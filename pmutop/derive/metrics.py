@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -95,23 +97,37 @@ def for_sample(s: Sample) -> CoreMetrics:
     return compute(s.counts, s.tsc, s.tsc_hz, s.interval, s.util)
 
 
+def _summed(counts: list[dict[str, int]]) -> dict[str, int]:
+    """Each key's sum over the dicts, keys in the order first seen. Cores of one run have the same keys in the
+    same order, so their values are summed column by column (in C); anything else key by key."""
+    keys = list(counts[0])
+    if all(list(c) == keys for c in counts):
+        # reduce(add): the naive running sum the loop below makes (sum() compensates floats on Python 3.12+).
+        columns = zip(*(c.values() for c in counts), strict=True)
+        return dict(zip(keys, (functools.reduce(operator.add, column) for column in columns), strict=True))
+    out: dict[str, int] = {}
+    for c in counts:
+        for k, v in c.items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
 def combined(samples: Iterable[Sample]) -> CoreMetrics:
     """Metrics of several cores taken together (sums of counts): the table's total/average row. Per-second
     rates are the sum of each core's rate over the time its own sample covers (a late sampler's covers more)."""
-    counts: dict[str, int] = {}
     tsc = 0
     misses_per_s: float | None = None
     weighted_hz = 0.0
     utils: list[float] = []
     n = 0
+    kept: list[dict[str, int]] = []
     for s in samples:
         if s.error or s.suspect:
             continue
         n += 1
         if s.util is not None:
             utils.append(s.util)
-        for k, v in s.counts.items():
-            counts[k] = counts.get(k, 0) + v
+        kept.append(s.counts)
         if s.tsc:
             tsc += s.tsc
             weighted_hz += (s.tsc_hz or 0.0) * s.tsc
@@ -119,5 +135,6 @@ def combined(samples: Iterable[Sample]) -> CoreMetrics:
             misses_per_s = (misses_per_s or 0.0) + s.counts["llc_misses"] / s.interval
     if not n:
         return CoreMetrics()
+    counts = _summed(kept)
     util = sum(utils) / len(utils) if utils else None
     return _metrics(counts, tsc or None, weighted_hz / tsc if tsc else None, misses_per_s, util)

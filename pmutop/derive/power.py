@@ -36,10 +36,16 @@ def combined_power(samples: Iterable[Sample]) -> dict[str, float | None]:
     for s in samples:
         if s.error or s.suspect:
             continue
-        v = power_values(s)
-        for key, into in (("busy", busy), ("bzy_mhz", mhz), ("temp_c", temps), ("pkg_watts", watts)):
-            if v[key] is not None:
-                into.append(v[key])  # type: ignore[arg-type]
+        # power_values(s), without the dict (the live view asks for 256 cores every interval).
+        if s.busy is not None:
+            busy.append(s.busy)
+        if s.bzy_mhz is not None:
+            mhz.append(s.bzy_mhz)
+        if s.temp_c is not None:
+            temps.append(s.temp_c)
+        j = s.energy_j.get("package")
+        if j is not None and s.interval > 0:
+            watts.append(j / s.interval)
     return {
         "busy": sum(busy) / len(busy) if busy else None,
         "bzy_mhz": sum(mhz) / len(mhz) if mhz else None,

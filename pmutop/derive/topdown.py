@@ -31,6 +31,8 @@ Normalisation (the same for every method, so CPUs of different kinds compare and
 
 from __future__ import annotations
 
+import contextlib
+import operator
 from collections.abc import Iterable, Mapping
 
 from pmutop.core import topdown_methods
@@ -235,6 +237,9 @@ FORMULAS: dict[str, str] = {
 }
 
 
+_REQUIRED_SETS = {method: frozenset(keys) for method, keys in _REQUIRED.items()}
+
+
 def required_keys(method: str | None) -> tuple[str, ...]:
     """The count keys `compute(method, …)` needs for level 1 (empty for an unknown method)."""
     return _REQUIRED.get(method or "", ())
@@ -319,15 +324,17 @@ def _raw_level1(method: str, c: Counts, slots: float) -> tuple[float, float, flo
 
 
 def _clamp(x: float, hi: float = 1.0) -> float:
-    return min(max(x, 0.0), hi)
+    """min(max(x, 0.0), hi), spelt as comparisons (the same value, sign of a zero included)."""
+    x = 0.0 if x < 0.0 else x
+    return hi if hi < x else x
 
 
 def compute(method: str | None, counts: Counts) -> Fractions:
     """Every TMA field for one CPU's interval; None where not measured (unknown method, a required key
     missing, zero slots, nothing counted). Level 1 sums to 1; level 2 siblings sum to their parent."""
     out: Fractions = dict.fromkeys(TMA_FIELDS)
-    keys = required_keys(method)
-    if not keys or method is None or any(k not in counts for k in keys):
+    keys = _REQUIRED_SETS.get(method or "")
+    if not keys or method is None or not keys <= counts.keys():
         return out
     slots = slots_of(method, counts)
     if slots is None or slots <= 0:
@@ -367,23 +374,18 @@ def weighed(method: str | None, counts: Counts) -> tuple[int | float | None, Fra
 def combine_weighed(parts: Iterable[tuple[int | float | None, Fractions]]) -> Fractions:
     """combine() of CPUs whose slots and fractions are already known (see `weighed`)."""
     out: Fractions = dict.fromkeys(TMA_FIELDS)
-    sums: dict[str, float | None] = dict.fromkeys(TMA_FIELDS, 0.0)
-    total = 0.0
-    for slots, f in parts:  # one pass, field by field (the all row of hundreds of CPUs, every interval)
-        if f[LEVEL1[0]] is None or slots is None or slots <= 0:
-            continue
-        total += slots
-        for name, sum_so_far in sums.items():
-            value = f[name]
-            if value is None or sum_so_far is None:
-                sums[name] = None  # a CPU left in did not measure it: not given
-            else:
-                sums[name] = sum_so_far + slots * value
-    if not total:
+    weighted = [(slots, f) for slots, f in parts if f[LEVEL1[0]] is not None and slots is not None and slots > 0]
+    if not weighted:
         return out
-    for name, weighted_sum in sums.items():
-        if weighted_sum is not None:
-            out[name] = weighted_sum / total
+    weights = [s for s, _ in weighted]
+    total = sum(weights)
+    # One column per field, the CPUs in order.
+    columns = zip(*(map(f.__getitem__, TMA_FIELDS) for _, f in weighted), strict=True)
+    for name, values in zip(TMA_FIELDS, columns, strict=True):
+        # The same products, summed in the same order, as sum(s * v for ...); a None (a CPU that did not measure
+        # this field) raises TypeError, and the row then has no value for it.
+        with contextlib.suppress(TypeError):
+            out[name] = sum(map(operator.mul, weights, values)) / total
     return out
 
 

@@ -8,7 +8,8 @@ unseen; the sample at each deadline still reports the whole interval.
 Where every CPU can be read natively (the msr backend on MSR files, the shim built), the reads are done by
 native threads, one pinned per CPU, and one Python thread turns them into Samples once per interval
 (pmutop.engine.native_samplers): a Python thread per CPU costs a wake-up and GIL hand-offs per CPU and
-interval, several times the reads themselves. Otherwise, as below, one Python Sampler thread per CPU.
+interval, several times the reads themselves. Simulated CPUs are not this host's: one Python thread samples
+them all on the schedule (pmutop.engine.one_thread). Otherwise, as below, one Python Sampler thread per CPU.
 
 Each sampler sleeps on its own Event until its own deadline: no lock is shared between samplers while they
 sleep or wake, so 256 threads reaching a deadline do not queue on one lock. A schedule change or stop sets
@@ -30,6 +31,7 @@ from pmutop.core.ring import SampleRing
 from pmutop.core.sample import Sample
 from pmutop.core.undo import RestoreResult, UndoLog
 from pmutop.engine.native_samplers import NativeDrive
+from pmutop.engine.one_thread import OneThreadDrive
 from pmutop.engine.sanity import impossible
 from pmutop.hw.platform import Platform
 from pmutop.probes.power.monitor import PowerMonitor
@@ -56,6 +58,11 @@ class Sampler:
         self._tsc_total = 0
         self.wake = threading.Event()  # set on a schedule change or stop: the only way to end a sleep early
         self.early_wakeups = 0  # sleeps ended before their deadline (schedule change, stop)
+
+    @property
+    def last_read_ns(self) -> int:
+        """Clock time of the last counter read (a sample's or an accumulate)."""
+        return self._last_read_ns
 
     @property
     def counting_since_ns(self) -> int:
@@ -216,7 +223,8 @@ class Engine:
         native: bool | None = None,
     ) -> None:
         """`native`: where the backend and the shim allow it, a threaded engine reads with native threads and
-        one Python thread drains them (pmutop.engine.native_samplers); False keeps a Python thread per CPU.
+        one Python thread drains them (pmutop.engine.native_samplers), and simulated CPUs are all sampled by one
+        Python thread (pmutop.engine.one_thread); False keeps a Python thread per CPU.
         None (the default): native unless the environment says PMUTOP_SAMPLERS=python (the benchmarks
         compare the two in the live view that way)."""
         if interval <= 0:
@@ -228,6 +236,7 @@ class Engine:
         self.threaded = threaded
         self.native = native if native is not None else os.environ.get(SAMPLERS_ENV, "") != "python"
         self._native: NativeDrive | None = None  # the native threads and their drain, when used
+        self._one_thread: OneThreadDrive | None = None  # the thread sampling every simulated CPU, when used
         # How the CPUs are read, once started: "native threads", or "Python threads" and why (a user can ask
         # why the read path costs more: top-down through PERF_METRICS, rotation, narrow counters, no shim).
         self.sampler_mode = "not started"
@@ -273,6 +282,13 @@ class Engine:
                 sampler.start_counting()
             self.epoch_ns = self.start_ns = self._counting_since()
             self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
+            return
+        if self.native and self.platform.simulated:
+            self.sampler_mode = "one Python thread for every CPU: simulated CPUs, nothing to pin a sampler to"
+            self._one_thread = OneThreadDrive(self)
+            self._one_thread.start()
+            if self._one_thread.thread is not None:
+                self._threads.append(self._one_thread.thread)
             return
         drive = NativeDrive.for_engine(self) if self.native else f"asked for ({SAMPLERS_ENV}=python or native=False)"
         if isinstance(drive, str):
@@ -357,6 +373,8 @@ class Engine:
     def _wake_samplers(self) -> None:
         for sampler in self.samplers.values():
             sampler.wake.set()
+        if self._one_thread is not None:
+            self._one_thread.wake()
 
     def published(self, cpu: int, seq: int | None) -> None:
         """A sampler pushed sample `seq` (None: it failed, which is news too); wakes the readers this

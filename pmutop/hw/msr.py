@@ -12,7 +12,7 @@ import stat
 import struct
 from abc import ABC, abstractmethod
 
-from pmutop.core.errors import ForbiddenMsrWrite, HardwareError
+from pmutop.core.errors import ForbiddenMsrWrite, HardwareError, PmutopError
 from pmutop.pmu.registers import PMU_WRITABLE_MSRS, msr_name
 
 _U64 = struct.Struct("<Q")
@@ -37,6 +37,17 @@ class MsrDevice(ABC):
 
     def read(self, address: int) -> int:
         return self._read_raw(address)
+
+    def read_many(self, addresses: tuple[int, ...]) -> list[int | None]:
+        """Each register in turn, None where its read fails (a register the CPU does not have). A device may
+        answer them all at one instant (the simulated one does: one evaluation of its model)."""
+        out: list[int | None] = []
+        for address in addresses:
+            try:
+                out.append(self.read(address))
+            except (PmutopError, OSError):  # as the readers of optional registers treat a failed read
+                out.append(None)
+        return out
 
     def write(self, address: int, value: int) -> None:
         """The single gate for MSR writes: only PMU control and counter registers pass."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -143,6 +144,11 @@ class Platform(ABC):
     def release_files(self) -> None:  # noqa: B027 - no-op unless the platform keeps files open
         """Close the files the platform keeps open between reads (an engine's stop calls it); any later read
         opens what it needs again."""
+
+    def one_instant(self, cpu: int) -> AbstractContextManager[None]:
+        """Inside, `cpu`'s registers are all read and written at one instant where the platform can do that (the
+        simulator's time stands still for that CPU; a real CPU's registers move on regardless)."""
+        return nullcontext()
 
 
 class HostPlatform(Platform):

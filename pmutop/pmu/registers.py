@@ -383,3 +383,23 @@ def perf_metrics_byte(value: int, i: int) -> int:
     4 heavy operations, 5 branch mispredicts, 6 fetch latency, 7 memory bound (Linux INTEL_PMC_IDX_TD_* order,
     icl_get_metrics_event_value: (metric >> 8 * idx) & 0xff)."""
     return value >> (8 * i) & 0xFF
+
+
+def split_slots(slots: int, metrics: int, fields: int) -> list[int]:
+    """Slots per top-down category from one PERF_METRICS value: byte x slots / (sum of the level-1 bytes),
+    rounded so that level 1 adds up to `slots` exactly; level 2 on the same scale, at most its parent."""
+    # perf_metrics_byte(metrics, k) for every k at once: byte k of the little-endian value.
+    shares = metrics.to_bytes(8, "little")[:fields]
+    total = shares[0] + shares[1] + shares[2] + shares[3]
+    if not total or not slots:
+        return [0] * fields
+    out: list[int] = []
+    edge = cum = 0
+    for k in range(4):  # round the running sum, not each part: the parts then add up to slots
+        cum += shares[k]
+        nxt = (2 * slots * cum + total) // (2 * total)
+        out.append(nxt - edge)
+        edge = nxt
+    for k in range(4, fields):
+        out.append(min(out[k - 4], (2 * slots * shares[k] + total) // (2 * total)))
+    return out

@@ -6,17 +6,27 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import operator
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 from pmutop.hw.msr import MsrAccessError
 from pmutop.pmu import registers
 from pmutop.sim import power
 from pmutop.sim.config import CoreShape, SimConfig
-from pmutop.sim.events import FIXED_FNS, CountFn, event_fn
+from pmutop.sim.cpu_registers import (
+    EVTSEL,
+    FIXED,
+    PMC_FULL,
+    PMC_SIGN_EXTEND,
+    PMC_V6,
+    EnabledCounter,
+    rate_bound,
+    register_table,
+)
+from pmutop.sim.events import FIXED_FNS, event_fn
 from pmutop.sim.workload import TOPDOWN_FIELDS, Amounts, Counts, Workload
 
 _RDPMC_TYPE_GP = 0x0000
@@ -26,38 +36,13 @@ _TD_ATTRS = tuple(f"td_{f}" for f in TOPDOWN_FIELDS)  # Amounts fields in PERF_M
 _TD_FIRST = Amounts._fields.index(_TD_ATTRS[0])
 assert Amounts._fields[_TD_FIRST : _TD_FIRST + len(_TD_ATTRS)] == _TD_ATTRS  # contiguous, in byte order
 _FIXED_ENABLE = registers.FIXED_EN_OS | registers.FIXED_EN_USR
+_STATUS = registers.IA32_PERF_GLOBAL_STATUS
+_TIMES_255 = (255).__mul__
+_TIMES_MINUS_255 = (-255).__mul__
 
 
 class SimRdpmcFault(Exception):
     """rdpmc raised #GP (the real instruction would kill the process with SIGSEGV)."""
-
-
-# What an MSR address is: (kind, counter index).
-_EVTSEL = "evtsel"
-_PMC_SIGN_EXTEND = "pmc"  # IA32_PMCx: WRMSR sign-extends EAX[31:0]
-_PMC_FULL = "a_pmc"  # IA32_A_PMCx: full width, only with PERF_CAPABILITIES[13]
-_PMC_V6 = "gp_ctr"  # IA32_PMC_GPn_CTR: full width with PERF_CAPABILITIES[13], else (assumed) sign-extending
-_FIXED = "fixed"
-
-
-def _register_table(cfg: SimConfig) -> dict[int, tuple[str, int]]:
-    """Every counter and event-select address this PMU answers, built from pmutop's own register maps.
-
-    v6 parts get the v6 range plus the legacy addresses as aliases of counters 0-7 (pmutop.sim.model's docstring).
-    """
-    maps = [registers.LEGACY_REGISTERS] + ([registers.V6_REGISTERS] if cfg.version >= 6 else [])
-    table: dict[int, tuple[str, int]] = {}
-    for regs in maps:
-        for i in range(min(cfg.gp_counters, regs.max_gp)):
-            table[regs.evtsel(i)] = (_EVTSEL, i)
-            if regs.kind == "v6":
-                table[regs.pmc(i)] = (_PMC_V6, i)
-            else:
-                table[regs.pmc(i)] = (_PMC_SIGN_EXTEND, i)
-                table[regs.counter(i, full_width=True)] = (_PMC_FULL, i)
-        for i in range(min(cfg.fixed_counters, regs.max_fixed)):
-            table[regs.fixed_ctr(i)] = (_FIXED, i)
-    return table
 
 
 class Machine(power.PowerMachine, Protocol):
@@ -67,27 +52,19 @@ class Machine(power.PowerMachine, Protocol):
     config: SimConfig
 
 
-@dataclass
-class _Counter:
-    fn: CountFn
-    user: bool
-    kernel: bool
-    pmi: bool
-    width: int
-    status_bit: int
-    regs: list[int]  # the CPU's gp or fixed counter values (never replaced, only written by index)
-    index: int
+class _Instant:
+    """SimCpu.instant's context (a class, not a generator: entered for every CPU's every sample)."""
 
-    def read(self) -> int:
-        return self.regs[self.index]
+    __slots__ = ("_cpu",)
 
-    def delta(self, old: Counts, new: Counts) -> int:
-        counted = 0
-        if self.user:
-            counted += self.fn(new.user) - self.fn(old.user)
-        if self.kernel:
-            counted += self.fn(new.kernel) - self.fn(old.kernel)
-        return counted
+    def __init__(self, cpu: SimCpu) -> None:
+        self._cpu = cpu
+
+    def __enter__(self) -> None:
+        self._cpu._begin_instant()
+
+    def __exit__(self, *exc: object) -> None:
+        self._cpu._end_instant()
 
 
 # -- one CPU ----------------------------------------------------------------------------------------------
@@ -114,11 +91,17 @@ class SimCpu:
         self._t = 0  # ns since machine start, never goes back
         self.thermal: tuple[int, float] = (-1, 0.0)  # (time step, temperature): see sim/power.py
         self.thermal_points: tuple[object, dict[int, tuple[int, int, int]]] = (None, {})  # sim/power.py
+        self.unhalted: tuple[int, object, int, int, int] = (-1, None, 0, 0, 0)  # sim/power.py
+        self._instant: int | None = None  # while a sample is taken at one instant (instant()): that time
+        self._instant_scope = _Instant(self)
         self._cum = workload.cumulative(0)
+        self._rate = rate_bound(workload)
+        self._room: int | None = None  # the least any enabled counter can count before it wraps, at _t
         # The TSC of the latest rdpmc reads (counters and TSC of one instant): the simulated per-process counters
         # find the instants a sampler's intervals start and end at among them (pmutop.sim.process_counters).
         self.counter_reads: deque[int] = deque(maxlen=64)
-        self._enabled: list[_Counter] | None = None  # cache, dropped by a write to what decides it (_enabling)
+        self._enabled: list[EnabledCounter] | None = None  # cache, dropped by a write to what decides it (_enabling)
+        self._pmi: list[EnabledCounter] = []  # those of them with a PMI (freeze on overflow), built with them
         fixed = range(cfg.fixed_counters)
         self.metrics_fields = core.metrics
         self.global_ctrl_valid = registers.global_ctrl_mask(range(cfg.gp_counters), fixed)
@@ -131,15 +114,15 @@ class SimCpu:
         # since it was last written, and the value written while nothing has been counted since.
         self._metrics_acc = [0] * 8
         self._metrics_loaded: int | None = None
-        self._metrics_src: _Counter | None = None  # fixed counter 3 while it feeds PERF_METRICS
+        self._metrics_src: EnabledCounter | None = None  # fixed counter 3 while it feeds PERF_METRICS
         self.gp_mask = (1 << cfg.gp_width) - 1
         self.fixed_mask = (1 << cfg.fixed_width) - 1
         self.regs = registers.register_map(cfg.version)
-        self._registers = _register_table(cfg)
+        self._registers = register_table(cfg)
         # The registers that decide which counters count (_enabled_counters): a write elsewhere (a counter value,
         # PERF_METRICS, a status bit: a sampler's every interval) keeps the counters built.
         self._enabling = frozenset(
-            [a for a, (kind, _) in self._registers.items() if kind == _EVTSEL]
+            [a for a, (kind, _) in self._registers.items() if kind == EVTSEL]
             + [registers.IA32_FIXED_CTR_CTRL, registers.IA32_PERF_GLOBAL_CTRL]
         )
         # The other registers a read answers, built once (not per read).
@@ -162,7 +145,7 @@ class SimCpu:
         # Registers whose value does not move with time: reading them needs no advance. Counting is additive
         # (a counter adds fn(new) - fn(old)), so fewer, longer advances give exactly the same counts.
         self._static = frozenset(
-            [a for a, (kind, _) in self._registers.items() if kind == _EVTSEL]
+            [a for a, (kind, _) in self._registers.items() if kind == EVTSEL]
             + [
                 a
                 for a in self._readers
@@ -175,27 +158,47 @@ class SimCpu:
             ]
         )
 
+        self._values = frozenset(a for a, (kind, _) in self._registers.items() if kind != EVTSEL)  # counters
         # Registers whose value is the counters' state at the present: reading them counts up to now.
         self._counting = frozenset(
-            [a for a, (kind, _) in self._registers.items() if kind != _EVTSEL]
+            [a for a, (kind, _) in self._registers.items() if kind != EVTSEL]
             + [registers.IA32_PERF_GLOBAL_STATUS, registers.MSR_PERF_METRICS]
         )
 
     # -- counting -----------------------------------------------------------------------------------
 
+    def _now(self) -> int:
+        """The present for this CPU's registers: the clock's, or the instant a sample is being taken at."""
+        instant = self._instant
+        return max(self.machine.elapsed_ns(), self._t) if instant is None else instant
+
+    def instant(self) -> _Instant:
+        """Every register read or written inside happens at the instant it starts (one evaluation of the
+        workload serves them all): a sampler's reads of one CPU, which real hardware answers within a microsecond
+        or two, and the simulator in some tens of microseconds of the clock."""
+        return self._instant_scope
+
+    def _begin_instant(self) -> None:
+        with self.lock:
+            self._instant = self._now()
+
+    def _end_instant(self) -> None:
+        self._instant = None
+
     def _frozen(self) -> bool:
         return self.cfg.version >= 4 and bool(self.status & registers.STATUS_CTR_FRZ)
 
-    def _active(self) -> list[_Counter]:
+    def _active(self) -> list[EnabledCounter]:
         """Counters that count right now (per-counter enable AND global enable AND not frozen)."""
         if self._frozen():
             return []
         if self._enabled is None:
             self._enabled = self._enabled_counters()
+            self._pmi = [c for c in self._enabled if c.pmi]
         return self._enabled
 
-    def _enabled_counters(self) -> list[_Counter]:
-        out: list[_Counter] = []
+    def _enabled_counters(self) -> list[EnabledCounter]:
+        out: list[EnabledCounter] = []
         self._metrics_src = None
         freeze_on_pmi = self.cfg.version >= 4
         for i, sel in enumerate(self.evtsel):
@@ -205,7 +208,7 @@ class SimCpu:
                 and sel & (registers.EVTSEL_USR | registers.EVTSEL_OS)
             ):
                 out.append(
-                    _Counter(
+                    EnabledCounter(
                         event_fn(sel, self.cfg.tsc_hz, self.core.events),
                         bool(sel & registers.EVTSEL_USR),
                         bool(sel & registers.EVTSEL_OS),
@@ -220,7 +223,7 @@ class SimCpu:
             nib = registers.fixed_ctrl_nibble(self.fixed_ctrl, i)
             if nib & _FIXED_ENABLE and self.global_ctrl & registers.fixed_bit(i):
                 out.append(
-                    _Counter(
+                    EnabledCounter(
                         FIXED_FNS[i],
                         bool(nib & registers.FIXED_EN_USR),
                         bool(nib & registers.FIXED_EN_OS),
@@ -235,14 +238,15 @@ class SimCpu:
                     self._metrics_src = out[-1]
         return out
 
-    def _advance(self) -> None:
-        """Bring counters and status up to the clock's present."""
-        now = max(self.machine.elapsed_ns(), self._t)
+    def _advance(self, now: int | None = None) -> None:
+        """Bring counters and status up to the clock's present (`now`, when the caller has read it)."""
+        if now is None:
+            now = self._now()
         if now == self._t:
             return
         new = self.workload.cumulative(now)
         active = self._active()
-        pmi = [c for c in active if c.pmi]
+        pmi = self._pmi if active else []
         if pmi and self._pmi_overflows(pmi, new):
             # Freeze where the overflow happened: count up to that instant, then nothing more.
             lo, hi = self._t, now
@@ -257,20 +261,28 @@ class SimCpu:
         self._count(active, new)
         self._t = now
         self._cum = new
+        self._room = None
 
-    def _pmi_overflows(self, pmi: list[_Counter], new: Counts) -> bool:
+    def _pmi_overflows(self, pmi: list[EnabledCounter], new: Counts) -> bool:
         return any((c.read() + c.delta(self._cum, new)) >> c.width for c in pmi)
 
-    def _count(self, active: list[_Counter], new: Counts) -> None:
+    def _count(self, active: list[EnabledCounter], new: Counts) -> None:
         src = self._metrics_src
         old = self._cum
-        # _Counter.delta inlined: this runs for every enabled counter on every register access.
+        # EnabledCounter.delta inlined: this runs for every enabled counter on every register access. What each quantity
+        # grew by, per mode, once: an event counting one quantity as it is counts just that.
         old_user, old_kernel, new_user, new_kernel = old.user, old.kernel, new.user, new.kernel
+        grown_user = list(map(operator.sub, new_user, old_user))
+        grown_kernel = list(map(operator.sub, new_kernel, old_kernel))
         for c in active:
-            fn = c.fn
-            d = fn(new_user) - fn(old_user) if c.user else 0
-            if c.kernel:
-                d += fn(new_kernel) - fn(old_kernel)
+            f = c.field
+            if f is not None:
+                d = (grown_user[f] if c.user else 0) + (grown_kernel[f] if c.kernel else 0)
+            else:
+                fn = c.fn
+                d = fn(new_user) - fn(old_user) if c.user else 0
+                if c.kernel:
+                    d += fn(new_kernel) - fn(old_kernel)
             value = c.regs[c.index] + d
             if value >> c.width:
                 self.status |= c.status_bit
@@ -281,37 +293,37 @@ class SimCpu:
                 value &= (1 << c.width) - 1
             c.regs[c.index] = value
             if c is src:
-                self._count_metrics(c, new)
+                self._count_metrics(c, grown_user, grown_kernel)
         self._cum = new
 
-    def _count_metrics(self, counter: _Counter, new: Counts) -> None:
+    def _metrics_added(self, counter: EnabledCounter, grown_user: list[int], grown_kernel: list[int]) -> list[int]:
+        """Slots per top-down category since the last count, in the modes fixed counter 3 counts, from what each
+        quantity grew by per mode."""
+        tds = range(_TD_FIRST, _TD_FIRST + self.metrics_fields)  # td_* fields are adjacent in Amounts
+        if counter.user and counter.kernel:
+            return [grown_user[i] + grown_kernel[i] for i in tds]
+        grown = grown_user if counter.user else grown_kernel
+        return [grown[i] for i in tds]
+
+    def _count_metrics(self, counter: EnabledCounter, grown_user: list[int], grown_kernel: list[int]) -> None:
         """PERF_METRICS follows fixed counter 3: the same slots, split by category (same USR/OS)."""
-        old = self._cum
-        added = False
-        fields = slice(_TD_FIRST, _TD_FIRST + self.metrics_fields)  # td_* fields are adjacent in Amounts
-        acc = self._metrics_acc
-        for on, a, b in ((counter.user, old.user, new.user), (counter.kernel, old.kernel, new.kernel)):
-            if not on:
-                continue
-            # Amounts sliced by a slice object: mypy types a NamedTuple's index as one field.
-            for k, (x, y) in enumerate(zip(a[fields], b[fields], strict=True)):  # type: ignore[call-overload]
-                if y != x:
-                    acc[k] += 255 * (y - x)
-                    added = True
-        if added:
+        added = self._metrics_added(counter, grown_user, grown_kernel)
+        if any(added):  # every part is >= 0: a sum of 0 added nothing
+            acc = self._metrics_acc
+            acc[: len(added)] = map(operator.add, acc, map(_TIMES_255, added))
             self._metrics_loaded = None
 
     def _perf_metrics(self) -> int:
         if self._metrics_loaded is not None:
             return self._metrics_loaded
         acc = self._metrics_acc
-        total = sum(acc[:4])
+        total = acc[0] + acc[1] + acc[2] + acc[3]
         if not total:
             return 0
-        value = 0
-        for k in range(self.metrics_fields):
-            value |= min(255, (510 * acc[k] + total) // (2 * total)) << 8 * k  # round half up
-        return value
+        twice = 2 * total
+        # min(255, round half up of 255 x acc / total) per byte, as the bytes of one little-endian integer.
+        shares = [(510 * a + total) // twice for a in acc[: self.metrics_fields]]
+        return int.from_bytes(bytes(x if x < 255 else 255 for x in shares), "little")
 
     def _write_perf_metrics(self, value: int) -> bool:
         if value >> 8 * self.metrics_fields:
@@ -367,64 +379,120 @@ class SimCpu:
             self._advance()
             self.workload = workload
             self._cum = workload.cumulative(self._t)
+            self._rate = rate_bound(workload)
+
+    def _status_settled(self, now: int | None = None) -> bool:
+        """Whether GLOBAL_STATUS reads now what it read at the last advance: only a counter's wrap changes it, and
+        no enabled counter can reach its wrap before now (counting is additive: the next advance counts this
+        stretch all the same). Saves counting up to the present for the overflow check of every sample."""
+        rate = self._rate
+        if rate is None:
+            return False
+        elapsed = (self._now() if now is None else now) - self._t
+        if elapsed <= 0:
+            return True  # counted up to now already (the rest of a sample taken at one instant)
+        room = self._room
+        if room is None:
+            room = self._room = min(((1 << c.width) - c.regs[c.index] for c in self._active()), default=1 << 64)
+        # + 2 ns and 16 events: the floors of interpolating within a segment and of the events' fractions.
+        return rate * (elapsed + 2) + 16 < room
 
     def read(self, address: int) -> int:
         with self.lock:
-            if address in self._counting:
-                self._advance()
-                value = self._read(address)
-            elif address in self._static:
-                value = self._read(address)
-            else:
-                # The TSC and the power model's registers are functions of the present alone: read there without
-                # bringing the counters up to it (counting is additive: their next access counts the same).
-                now = max(self.machine.elapsed_ns(), self._t)
-                if address == registers.IA32_TIME_STAMP_COUNTER:
-                    value = self.workload.ticks(now)
-                else:
-                    value = power.read(self, address, now)
+            value = self._read(address) if address in self._static else self._read_at(address, self._now())
         if value is None:
             raise MsrAccessError(self.cpu, address, "read", errno.EIO)
         return value
+
+    def read_many(self, addresses: tuple[int, ...]) -> list[int | None]:
+        """Several registers at one instant (pmutop.hw.msr.MsrDevice.read_many), None for one that does not
+        exist: the frequency and idle registers' one evaluation of the workload serves them all."""
+        with self.lock:
+            now = self._now()
+            return [self._read(a) if a in self._static else self._read_at(a, now) for a in addresses]
+
+    def _read_at(self, address: int, now: int) -> int | None:
+        if address in self._counting:
+            if address != _STATUS or not self._status_settled(now):
+                self._advance(now)
+            return self._read(address)
+        # The TSC and the power model's registers are functions of the present alone: read there without bringing
+        # the counters up to it (counting is additive: their next access counts the same).
+        if address == registers.IA32_TIME_STAMP_COUNTER:
+            return self.workload.ticks(now)
+        return power.read(self, address, now)
 
     def _read(self, address: int) -> int | None:
         reg = self._registers.get(address)
         if reg is not None:
             kind, i = reg
-            if kind == _EVTSEL:
+            if kind == EVTSEL:
                 return self.evtsel[i]
-            return self.fixed[i] if kind == _FIXED else self.gp[i]
+            return self.fixed[i] if kind == FIXED else self.gp[i]
         reader = self._readers.get(address)
         return power.read(self, address, self._t) if reader is None else reader()
 
     def write(self, address: int, value: int) -> None:
         with self.lock:
-            self._advance()  # count up to now under the old configuration
+            now = self._now()
+            # A counter's value, or PERF_METRICS zeroed (after every read on top-down parts), changes nothing else:
+            # while no counter can wrap meanwhile, only what the write discards is taken out (_rebase), rather
+            # than counting every counter up to now.
+            rebase = (
+                now != self._t
+                and (address in self._values or (address == registers.MSR_PERF_METRICS and value == 0))
+                and self._status_settled(now)
+            )
+            if not rebase:
+                self._advance(now)  # count up to now under the old configuration
             if not self._write(address, value):
                 raise MsrAccessError(self.cpu, address, "write", errno.EIO)
+            if rebase:
+                self._rebase(address, now)
             if address in self._enabling:
                 self._enabled = None
+            self._room = None  # a counter's value, its enable or the freeze may have changed
+
+    def _rebase(self, address: int, now: int) -> None:
+        """After writing a counter's value (or zeroing PERF_METRICS) at `now`, past the last advance: take out what
+        the next advance will count for it between the last advance and now, which the write discarded."""
+        new = self.workload.cumulative(now)
+        active = self._active()
+        if address == registers.MSR_PERF_METRICS:
+            src = self._metrics_src if active else None  # frozen: PERF_METRICS counts nothing meanwhile
+            if src is not None:
+                old = self._cum
+                grown_user = list(map(operator.sub, new.user, old.user))
+                grown_kernel = list(map(operator.sub, new.kernel, old.kernel))
+                added = self._metrics_added(src, grown_user, grown_kernel)
+                self._metrics_acc[: len(added)] = map(_TIMES_MINUS_255, added)
+            return
+        kind, i = self._registers[address]
+        regs = self.fixed if kind == FIXED else self.gp
+        for c in active:
+            if c.regs is regs and c.index == i:
+                regs[i] -= c.delta(self._cum, new)
 
     def _write(self, address: int, value: int) -> bool:
         """Apply a WRMSR; False means #GP (nothing changed)."""
         cfg = self.cfg
         kind, i = self._registers.get(address, (None, 0))
-        if kind == _EVTSEL:
+        if kind == EVTSEL:
             if value >> 32 or (cfg.version >= 5 and value & registers.EVTSEL_ANY):
                 return False
             self.evtsel[i] = value
             return True
-        if kind == _PMC_V6 and cfg.full_width_writes:
-            kind = _PMC_FULL
-        if kind in (_PMC_SIGN_EXTEND, _PMC_V6):
+        if kind == PMC_V6 and cfg.full_width_writes:
+            kind = PMC_FULL
+        if kind in (PMC_SIGN_EXTEND, PMC_V6):
             self.gp[i] = registers.sign_extend_legacy_pmc_write(value, cfg.gp_width)
             return True
-        if kind == _PMC_FULL:
+        if kind == PMC_FULL:
             if not cfg.full_width_writes or value > self.gp_mask:
                 return False
             self.gp[i] = value
             return True
-        if kind == _FIXED:
+        if kind == FIXED:
             if value > self.fixed_mask:
                 return False
             self.fixed[i] = value
@@ -460,6 +528,7 @@ class SimCpu:
             if bits & ~self.status_valid:
                 raise ValueError(f"status bits {bits & ~self.status_valid:#x} do not exist on this PMU")
             self.status |= bits
+            self._room = None  # CTR_FRZ stops every counter
 
     def snapshot(self) -> dict[int, int]:
         with self.lock:
@@ -492,10 +561,14 @@ class SimCpu:
             return self._rdpmc(ecx)
 
     def read_counters(self, n_fixed: int, n_gp: int, metrics: bool = False) -> tuple[int, list[int]]:
+        cfg = self.cfg
         with self.lock:
             self._advance()
-            values = [self._rdpmc(_RDPMC_TYPE_FIXED << 16 | i) for i in range(n_fixed)]
-            values += [self._rdpmc(_RDPMC_TYPE_GP << 16 | i) for i in range(n_gp)]
+            if cfg.rdpmc_enabled and n_fixed <= cfg.fixed_counters and n_gp <= cfg.gp_counters:
+                values = self.fixed[:n_fixed] + self.gp[:n_gp]  # what _rdpmc answers for each of them
+            else:  # one of them faults: as rdpmc by rdpmc
+                values = [self._rdpmc(_RDPMC_TYPE_FIXED << 16 | i) for i in range(n_fixed)]
+                values += [self._rdpmc(_RDPMC_TYPE_GP << 16 | i) for i in range(n_gp)]
             if metrics:
                 values.append(self._rdpmc(_RDPMC_TYPE_METRICS << 16))
             tsc = self.tsc()

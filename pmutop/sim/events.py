@@ -19,9 +19,25 @@ _PPM = 1_000_000
 # -- the model-specific encodings that count top-down truth ------------------------------------------------
 
 CountFn = Callable[[Amounts], int]
-# An event that counts one workload quantity: attrgetter is a C call (these run for every enabled counter on every
-# register access), same value as `lambda a: a.<name>`.
-_field: Callable[[str], CountFn] = operator.attrgetter
+_FIELDS: dict[str, CountFn] = {}
+_INDEX_OF: dict[int, int] = {}  # id of a _field getter (kept in _FIELDS) -> its Amounts position
+
+
+def _field(name: str) -> CountFn:
+    """An event that counts one workload quantity: attrgetter is a C call (these run for every enabled counter on
+    every register access), same value as `lambda a: a.<name>`; one getter per quantity (see field_index)."""
+    fn = _FIELDS.get(name)
+    if fn is None:
+        fn = _FIELDS[name] = operator.attrgetter(name)
+        _INDEX_OF[id(fn)] = Amounts._fields.index(name)
+    return fn
+
+
+def field_index(fn: CountFn) -> int | None:
+    """The Amounts position an event counts, where it counts one quantity as it is (no fraction, no scale): its
+    count over a stretch is then that quantity's growth."""
+    return _INDEX_OF.get(id(fn))
+
 
 # Skylake server, the four-event formula (reference topdown.md section 2). Encodings from Intel's table
 # /work/shared/perfmon/SKX/events/skylakex_core.json (perfmon SKX/events/skylakex_core.json):

@@ -48,6 +48,7 @@ from __future__ import annotations
 import struct
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from pmutop.core.clock import Clock, MonotonicClock
 from pmutop.hw.msr import MsrDevice
@@ -71,9 +72,16 @@ class SimMsrDevice(MsrDevice):
     def __init__(self, cpu_state: SimCpu) -> None:
         self.cpu = cpu_state.cpu
         self._state = cpu_state
+        # The CPU's own methods, one call fewer on every access (the methods below say the same).
+        self._read_raw = cpu_state.read  # type: ignore[method-assign]
+        self._write_raw = cpu_state.write  # type: ignore[method-assign]
+        self.read_many = cpu_state.read_many  # type: ignore[method-assign]
 
     def _read_raw(self, address: int) -> int:
         return self._state.read(address)
+
+    def read_many(self, addresses: tuple[int, ...]) -> list[int | None]:
+        return self._state.read_many(addresses)
 
     def _write_raw(self, address: int, value: int) -> None:
         self._state.write(address, value)
@@ -143,6 +151,10 @@ class SimMachine:
         scripted workloads) from now on. Counters keep their values; only what happens after now changes, so
         the new workload must give its counts at the present as the baseline."""
         self._state(cpu).replace_workload(workload)
+
+    def instant(self, cpu: int) -> AbstractContextManager[None]:
+        """`cpu`'s registers all at one instant inside (pmutop.sim.cpu.SimCpu.instant)."""
+        return self._state(cpu).instant()
 
     def msr(self, cpu: int) -> SimMsrDevice:
         self._state(cpu)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+
 from pmutop.core.clock import Clock
 from pmutop.hw.msr import MsrDevice
 from pmutop.hw.platform import NMI_WATCHDOG, PERF_EVENT_PARANOID, RDPMC_SYSFS, MsrDeviceState, Platform, RdpmcProbe
@@ -34,6 +36,7 @@ class SimPlatform(Platform):
         self.machine = SimMachine(config, clock)
         self.clock = self.machine.clock
         self.settings = {NMI_WATCHDOG: "0", PERF_EVENT_PARANOID: "2", **(settings or {})}
+        self._pce_fault = self._pce()
         if self.settings[NMI_WATCHDOG] == "1":
             self._watchdog(True)
 
@@ -54,6 +57,9 @@ class SimPlatform(Platform):
     def label(self) -> str:
         return "SIMULATED PMU"
 
+    def one_instant(self, cpu: int) -> AbstractContextManager[None]:
+        return self.machine.instant(cpu)
+
     def online_cpus(self) -> list[int]:
         return self.machine.cpus
 
@@ -72,6 +78,7 @@ class SimPlatform(Platform):
     def write_setting(self, rel: str, value: str) -> None:
         old, new = self.settings.get(rel), value.strip()
         self.settings[rel] = new
+        self._pce_fault = self._pce()
         if rel == NMI_WATCHDOG and old != new:
             self._watchdog(new == "1")
 
@@ -84,9 +91,14 @@ class SimPlatform(Platform):
     def check_pce(self) -> None:
         """Like the kernel's CR4.PCE: with an rdpmc sysfs file present, only the value 2 lets a process
         without mmapped perf events execute rdpmc (the simulator has no perf events)."""
+        if self._pce_fault is not None:
+            raise SimRdpmcFault(self._pce_fault)
+
+    def _pce(self) -> str | None:
+        """Why rdpmc faults with the settings as they are (None: it works); kept, as they change only through
+        write_setting (checked on every counter read)."""
         values = {self.settings[rel] for rel in RDPMC_SYSFS if rel in self.settings}
-        if values and values != {"2"}:
-            raise SimRdpmcFault(f"CR4.PCE clear (rdpmc sysfs = {min(values)})")
+        return f"CR4.PCE clear (rdpmc sysfs = {min(values)})" if values and values != {"2"} else None
 
     def probe_rdpmc(self, cpu: int, n_fixed: int, n_gp: int, metrics: bool = False) -> RdpmcProbe:
         try:

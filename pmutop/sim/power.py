@@ -77,6 +77,7 @@ class PowerCpu(Protocol):
     workload: Workload
     thermal: tuple[int, float]  # (time step, temperature): see _temperature
     thermal_points: tuple[object, dict[int, tuple[int, int, int]]]  # (workload, points): see _window_point
+    unhalted: tuple[int, object, int, int, int]  # (time, workload, TSC ticks, cycles, ref cycles): see read
 
     @property
     def machine(self) -> PowerMachine: ...
@@ -86,6 +87,9 @@ class PowerCpu(Protocol):
 
     @property
     def cum(self) -> Counts: ...
+
+    @property
+    def time_ns(self) -> int: ...
 
 
 THERMAL_WINDOW_NS = 1_000_000_000  # the die follows the load of about the last second
@@ -189,7 +193,16 @@ def read(cpu: PowerCpu, address: int, now_ns: int) -> int | None:
     """The value of a power/thermal/idle MSR on this simulated CPU at `now_ns` (ns since the machine started), or
     None (the register does not exist)."""
     if address in (regs.IA32_APERF, regs.IA32_MPERF, regs.MSR_CORE_C6_RESIDENCY):
-        ticks, cycles, ref_cycles = _unhalted(cpu.workload, now_ns)
+        kept = cpu.unhalted  # the three are read together (one instant when read at once: read_many)
+        if kept[0] != now_ns or kept[1] is not cpu.workload:
+            if now_ns == cpu.time_ns:  # the counters were counted up to this instant: the amounts are there
+                cum = cpu.cum
+                user, kernel = cum.user, cum.kernel
+                kept = (now_ns, cpu.workload, cum.tsc, user.cycles + kernel.cycles, user.ref_cycles + kernel.ref_cycles)
+            else:
+                kept = (now_ns, cpu.workload, *_unhalted(cpu.workload, now_ns))
+            cpu.unhalted = kept
+        _, _, ticks, cycles, ref_cycles = kept
         if address == regs.IA32_APERF:
             return cycles
         if address == regs.IA32_MPERF:

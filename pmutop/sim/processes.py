@@ -346,17 +346,35 @@ class ProcessTable:
         return (p for p in procs if p.start_tick <= tick and (p.end_tick is None or p.end_tick > tick))
 
     def top_per_cpu(self, cpus: list[int], start: int, end: int) -> dict[int, tuple[str, int, float]]:
-        """Per core, the process that ran longest in [start, end) (TSC ticks): (comm, pid, seconds running)."""
+        """Per core, the process that ran longest in [start, end) (TSC ticks): (comm, pid, seconds running), the
+        longest running first and the lowest pid among equals. slices() for every core under one lock (the live
+        view asks every interval for every core)."""
         out: dict[int, tuple[str, int, float]] = {}
-        for cpu in cpus:
-            busy: dict[int, int] = {}
-            for run, before, after in self.slices(cpu, start, end):
-                busy[run.pid] = busy.get(run.pid, 0) + after[4] - before[4]
-            if busy:
-                pid = max(busy, key=lambda p: (busy[p], -p))
-                proc = self.process(pid)
-                if proc is not None and busy[pid] > 0:
-                    out[cpu] = (proc.comm, pid, busy[pid] / self.tsc_hz)
+        if end <= start:
+            return out
+        cut, processes, hz = self.cut, self.processes, self.tsc_hz
+        with self._lock:
+            self._advance(end // self.seg_ticks)
+            for cpu in cpus:
+                runs, starts = self._runs[cpu], self._starts[cpu]
+                i = max(0, bisect.bisect_right(starts, start) - 1)
+                busy: dict[int, int] = {}
+                lo, before = start, cut(cpu, start)[4]  # reference cycles: time running
+                while lo < end and i < len(runs):
+                    run = runs[i]
+                    hi = run.end if run.end < end else end
+                    if hi > lo:
+                        after = cut(cpu, hi)[4]
+                        busy[run.pid] = busy.get(run.pid, 0) + after - before
+                        lo, before = hi, after
+                    i += 1
+                best, most = 0, 0
+                for pid, ran in busy.items():
+                    if ran > most or (ran == most and ran and pid < best):
+                        best, most = pid, ran
+                proc = processes.get(best) if most > 0 else None
+                if proc is not None:
+                    out[cpu] = (proc.comm, best, most / hz)
         return out
 
 

@@ -3,6 +3,7 @@ often each mix picks it, and how it spends its issue slots (its top-down profile
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import NamedTuple
@@ -145,3 +146,13 @@ WRITEBACK_SHARE: dict[PhaseKind, tuple[float, float]] = {
     PhaseKind.FRONTEND: (0.03, 0.1),  # instruction misses are clean
     PhaseKind.MIXED: (0.2, 0.4),  # never a regime (a mixed phase runs the others); here for completeness
 }
+
+
+def max_events_per_ns(width: int, tsc_hz: int) -> int:
+    """More than any quantity of a workload (pmutop.sim.workload) grows in a nanosecond, whatever its phase: its
+    slots (width x the fastest clock), instructions (the highest IPC x that clock) and reference cycles (the TSC
+    rate) added up, plus one for the floors. Every other quantity, and every event (pmutop.sim.events), counts at
+    most one of these."""
+    ghz = max(ranges[1][1] for ranges in RANGES.values())
+    ipc = max(ranges[2][1] for ranges in RANGES.values())
+    return math.ceil(ghz * (width + ipc)) + math.ceil(tsc_hz / 1e9) + 1

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import bisect
 import random
-import struct
 import threading
 from dataclasses import dataclass
 
@@ -44,10 +43,10 @@ from pmutop.sim.regimes import (
     PHASE_WEIGHTS,
     RANGES,
     TMA,
-    WRITEBACK_SHARE,
     PhaseKind,
     Rates,
 )
+from pmutop.sim.segment import E_CORE_GHZ, E_CORE_IPC, PACK, SEG_FACTOR, TMA_SEG_KEY, segments, within
 
 _M64 = (1 << 64) - 1
 SEGMENTS_PER_SECOND = 10
@@ -60,9 +59,6 @@ _WINDOW = 32
 # Phases kept for reads back in time (4 to 8, of 2 s at least; up to 64 grew the heap for 10 minutes). An older
 # read rebuilds the history from the seed, so a run of any length holds a bounded model.
 _KEPT_PHASES = 4
-_JITTER = 0.08  # +-8% per segment, clamped to the regime's range
-_E_CORE_GHZ = 0.65
-_E_CORE_IPC = 0.6
 _P_CORE_SLOTS_PER_CYCLE = 6  # default pipeline widths; the simulated machine passes its model's
 _E_CORE_SLOTS_PER_CYCLE = 4
 
@@ -70,16 +66,8 @@ _E_CORE_SLOTS_PER_CYCLE = 4
 _MIXED = PhaseKind.MIXED  # a module global: cheaper than the enum class attribute in per-segment code
 _TMA_PHASE_JITTER = 0.15  # per phase (per burst in a mixed phase)
 _TMA_KEY = 0x746D61  # hash keys of the top-down shares: "tma"
-_TMA_SEG_KEY = 0x746D6173
-# A jitter unit is one hash byte b, u = (b + 0.5) / 256: the factor 1 + J(2u - 1) takes 256 values, so it is
-# looked up (the same expression, evaluated once per byte value: bit-identical floats).
-_SEG_FACTOR = tuple(1.0 + _JITTER * (2.0 * ((b + 0.5) / 256.0) - 1.0) for b in range(256))
+# Per-phase jitter, as the per-segment one (pmutop.sim.segment.SEG_FACTOR).
 _PHASE_FACTOR = tuple(1.0 + _TMA_PHASE_JITTER * (2.0 * ((b + 0.5) / 256.0) - 1.0) for b in range(256))
-# Per regime, its fields' (low, high) bounds flattened, for the per-segment code's one unpacking.
-_FLAT_RANGES = {kind: tuple(x for pair in ranges for x in pair) for kind, ranges in RANGES.items()}
-_WRITEBACK_KEY = 0x7762  # "wb": the hash key of the write-back share (pmutop.sim.dram)
-_UNIT_SCALE = float(1 << 53)  # hash_unit's divisor
-_RECOVERY = {kind: profile.recovery for kind, profile in TMA.items()}
 
 
 # Per segment we store _N user then _N kernel integers: the 7 base quantities, then the 10 top-down ones
@@ -93,8 +81,9 @@ _Vec = tuple[int, ...]
 # A vector is stored packed into one integer, 64 bits a lane (lane i = bits 64i..64i+63), so adding a segment to
 # the sums is one integer addition and a window entry one object. Every amount is >= 0 and a lane's sum stays
 # below 2^64 (slots, the fastest-growing, at 6 x 5 GHz take 19 years), so lanes never carry into each other.
-_PACK = struct.Struct(f"<{2 * _N + 1}Q")
+_PACK = PACK
 _LANE = (1 << 64) - 1
+assert _PACK.size == 8 * (2 * _N + 1)
 
 
 def _unpacked(packed: int) -> _Vec:
@@ -143,6 +132,7 @@ class Workload:
         self._weights = PHASE_WEIGHTS[mix]
         self._mixed = MIXED_WEIGHTS[mix]
         self.seg_ticks = tsc_hz // SEGMENTS_PER_SECOND
+        self._within = within(self.seg_ticks)  # reads within a segment (pmutop.sim.lanes, in C where built)
         if width is None:
             width = _E_CORE_SLOTS_PER_CYCLE if e_core else _P_CORE_SLOTS_PER_CYCLE
         self.slots_per_cycle = width
@@ -165,6 +155,8 @@ class Workload:
         self._burst_cache: dict[int, tuple[PhaseKind, tuple[float, ...]]] = {}  # burst -> (regime, base)
         self._tma_cache: dict[int, tuple[PhaseKind, list[float]]] = {}  # key -> (regime, varied profile)
         self._key_hash = hash64(seed, cpu)  # every per-segment hash starts with (seed, cpu)
+        arithmetic = segments(self._key_hash, e_core, self.seg_ticks, tsc_hz, width)
+        self._segment_amounts, self._segment_run = arithmetic.amounts, arithmetic.run
         self._append_phase()
         self._phases[0].start_cum = 0
 
@@ -193,10 +185,7 @@ class Workload:
         if ends is None:  # before every phase kept: rebuilt from the seed, this workload left as it is
             return self._from_seed(seg).cumulative_ticks(ticks)
         before, after = ends
-        vec: _Vec | list[int] = _unpacked(before)
-        if off:  # linear within the segment, floored
-            st = self.seg_ticks
-            vec = [b + (a - b) * off // st for b, a in zip(vec, _unpacked(after), strict=True)]
+        vec = self._within.at(seg, before, after, off) if off else _unpacked(before)  # linear, floored
         return Counts(ticks, self._amounts(vec[:_N]), self._amounts(vec[_N:_WRITEBACKS]))
 
     def totals_ticks(self, ticks: int, fields: tuple[int, ...]) -> list[int]:
@@ -208,7 +197,10 @@ class Workload:
         if ends is None:
             return self._from_seed(seg).totals_ticks(ticks, fields)
         before, after = ends
-        st = self.seg_ticks
+        if not off or self._within.holds(seg):  # every lane at hand, or at one multiplication
+            vec = self._within.at(seg, before, after, off) if off else _unpacked(before)
+            return [vec[_WRITEBACKS] if field < 0 else vec[field] + vec[_N + field] for field in fields]
+        st = self.seg_ticks  # a few lanes in another segment: cheaper one by one than spreading all of them
         out = []
         for field in fields:
             # User and kernel are interpolated (floored) each on its own, as cumulative() does.
@@ -216,7 +208,7 @@ class Workload:
             total = 0
             for i in shifts:
                 b = before >> i & _LANE
-                total += b + ((after >> i & _LANE) - b) * off // st if off else b
+                total += b + ((after >> i & _LANE) - b) * off // st
             out.append(total)
         return out
 
@@ -316,7 +308,9 @@ class Workload:
         i = seg - self._win_first
         if i >= 0:
             if i + (off > 0) >= len(win):
-                self._extend(seg + (off > 0))
+                # One segment further than asked: the next reads (the rest of this sample, the memory's, the next
+                # interval's thermal step) then mostly find it counted, for one call here instead of several.
+                self._extend(seg + 2)
                 win = self._win
                 i = seg - self._win_first
             return win[i], win[i + 1] if off else win[i]
@@ -328,7 +322,6 @@ class Workload:
         seg = self._win_first + len(win) - 1  # the first segment not counted yet
         phase = self._phases[self._cursor - self._first]
         end = phase.start + phase.length
-        amounts = self._segment
         while seg < upto:
             if seg >= end:  # into the next phase
                 self._cursor += 1
@@ -337,8 +330,16 @@ class Workload:
                 phase = self._phases[self._cursor - self._first]
                 phase.start_cum = win[-1]
                 end = phase.start + phase.length
-            win.append(win[-1] + amounts(phase, seg))
-            seg += 1
+            # A run of segments with the same rates: the phase's, or a burst's in a mixed phase.
+            n = min(upto, end) - seg
+            if phase.kind is _MIXED:
+                n = min(n, _MIXED_BURST_SEGMENTS - seg % _MIXED_BURST_SEGMENTS)
+                regime, base = self._burst(seg)
+                key = seg // _MIXED_BURST_SEGMENTS
+            else:
+                regime, base, key = phase.kind, phase.base, phase.start
+            win += self._segment_run(seg, n, regime, base, self._varied(key, regime), win[-1])
+            seg += n
         if len(win) > 2 * _WINDOW:  # forget the oldest half (in one go: amortised)
             drop = len(win) - _WINDOW
             del win[:drop]
@@ -362,9 +363,9 @@ class Workload:
 
     # -- one segment ----------------------------------------------------------------------------------
 
-    # The per-segment path below is the simulator's hot loop (every sampled CPU, every 100 ms of simulated
-    # time): plain lists and locals, no per-segment objects; each step keeps the original float expression and
-    # evaluation order, so every number is bit-identical to the straightforward formulas (see
+    # The per-segment arithmetic is the simulator's hot loop (every sampled CPU, every 100 ms of simulated time):
+    # pmutop.sim.segment, in C where the shim is built. Each step there and here keeps the original float
+    # expression and evaluation order, so every number is bit-identical to the straightforward formulas (see
     # tests/test_sim_speed_equivalence.py).
 
     def _rates(self, phase: _Phase, seg: int) -> Rates:
@@ -407,7 +408,7 @@ class Workload:
             regime = phase.kind
             base = phase.base
         h = _mix64_after(self._key_hash, seg)  # hash64(seed, cpu, seg)
-        factor = _SEG_FACTOR
+        factor = SEG_FACTOR
         values = []
         for (lo, hi), b, u in zip(RANGES[regime], base, h.to_bytes(8, "little"), strict=True):
             # min(hi, max(lo, x)) spelt as comparisons (the builtins' call overhead dominates here).
@@ -415,148 +416,26 @@ class Workload:
             x = x if x > lo else lo
             values.append(x if x < hi else hi)
         if self.e_core:
-            values[1] *= _E_CORE_GHZ
-            values[2] *= _E_CORE_IPC
+            values[1] *= E_CORE_GHZ
+            values[2] *= E_CORE_IPC
         return regime, values, h
 
     def _segment(self, phase: _Phase, seg: int) -> int:
-        """Integer user and kernel amounts and write-backs over one whole segment (packed): _values, _tma_values and
-        _topdown_amounts inlined (the simulator's hottest code: every CPU, ten times a second), the same
-        expressions in the same order, so the same numbers."""
+        """Integer user and kernel amounts and write-backs over one whole segment, packed (pmutop.sim.segment)."""
         if phase.kind is _MIXED:
             regime, base = self._burst(seg)
             tma_key = seg // _MIXED_BURST_SEGMENTS
         else:
             regime, base = phase.kind, phase.base
             tma_key = phase.start
-        m = _M64
-        # h = hash64(seed, cpu, seg): splitmix64 of (seed, cpu)'s hash ^ seg, inlined (mix64).
-        x = ((self._key_hash ^ seg) + 0x9E3779B97F4A7C15) & m
-        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & m
-        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & m
-        h = x ^ (x >> 31)
-        u0, u1, u2, u3, u4, u5, u6, u7 = h.to_bytes(8, "little")
-        f = _SEG_FACTOR
-        lo0, hi0, lo1, hi1, lo2, hi2, lo3, hi3, lo4, hi4, lo5, hi5, lo6, hi6, lo7, hi7 = _FLAT_RANGES[regime]
-        b0, b1, b2, b3, b4, b5, b6, b7 = base
-        # min(hi, max(lo, base x jitter)) per field, spelt as comparisons.
-        util = b0 * f[u0]
-        util = util if util > lo0 else lo0
-        util = util if util < hi0 else hi0
-        ghz = b1 * f[u1]
-        ghz = ghz if ghz > lo1 else lo1
-        ghz = ghz if ghz < hi1 else hi1
-        ipc = b2 * f[u2]
-        ipc = ipc if ipc > lo2 else lo2
-        ipc = ipc if ipc < hi2 else hi2
-        mpki = b3 * f[u3]
-        mpki = mpki if mpki > lo3 else lo3
-        mpki = mpki if mpki < hi3 else hi3
-        miss_ratio = b4 * f[u4]
-        miss_ratio = miss_ratio if miss_ratio > lo4 else lo4
-        miss_ratio = miss_ratio if miss_ratio < hi4 else hi4
-        br_per_instr = b5 * f[u5]
-        br_per_instr = br_per_instr if br_per_instr > lo5 else lo5
-        br_per_instr = br_per_instr if br_per_instr < hi5 else hi5
-        br_miss_ratio = b6 * f[u6]
-        br_miss_ratio = br_miss_ratio if br_miss_ratio > lo6 else lo6
-        br_miss_ratio = br_miss_ratio if br_miss_ratio < hi6 else hi6
-        kernel_frac = b7 * f[u7]
-        kernel_frac = kernel_frac if kernel_frac > lo7 else lo7
-        kernel_frac = kernel_frac if kernel_frac < hi7 else hi7
-        if self.e_core:
-            ghz *= _E_CORE_GHZ
-            ipc *= _E_CORE_IPC
-        ref = int(self.seg_ticks * util)  # util <= 1, so ref <= TSC ticks of the segment
-        cycles = int(ref * ghz * 1e9 / self.tsc_hz)
-        instr = int(cycles * ipc)
-        llc_refs = int(instr * mpki / 1000.0 / miss_ratio)
-        llc_misses = int(llc_refs * miss_ratio)
-        branches = int(instr * br_per_instr)
-        branch_misses = int(branches * br_miss_ratio)
-        k_cycles, k_instr, k_ref = int(cycles * kernel_frac), int(instr * kernel_frac), int(ref * kernel_frac)
-        k_refs, k_misses = int(llc_refs * kernel_frac), int(llc_misses * kernel_frac)  # floored: a <= b in both
-        k_branches, k_br_misses = int(branches * kernel_frac), int(branch_misses * kernel_frac)
+        return self._segment_amounts(seg, regime, base, self._varied(tma_key, regime))
 
-        # Top-down shares (_tma_values): the per-phase (per-burst) profile, times per-segment factors.
-        cached = self._tma_cache.get(tma_key)
+    def _varied(self, key: int, regime: PhaseKind) -> list[float]:
+        """The top-down profile of the phase (burst) `key`, varied (_tma_profile), kept while it runs."""
+        cached = self._tma_cache.get(key)
         if cached is None or cached[0] is not regime:
-            cached = self._tma_profile(tma_key, regime)
-        uops, bad_w, fe_w, be_w, heavy, br, fetch, mem = cached[1]
-        x = ((h ^ _TMA_SEG_KEY) + 0x9E3779B97F4A7C15) & m  # mix64(h ^ key), inlined
-        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & m
-        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & m
-        u0, u1, u2, u3, u4, u5, u6, u7 = (x ^ (x >> 31)).to_bytes(8, "little")
-        width = self.slots_per_cycle
-        t_ret = ipc * (uops * f[u0]) / width
-        t_ret = t_ret if t_ret > 0.03 else 0.03
-        t_ret = t_ret if t_ret < 0.92 else 0.92
-        w1, w2, w3 = bad_w * f[u1], fe_w * f[u2], be_w * f[u3]
-        rest = (1.0 - t_ret) / (w1 + w2 + w3)  # = sum((w1, w2, w3)): 0 + w1 is w1 exactly
-        t_bad, t_fe = w1 * rest, w2 * rest
-        t_be = 1.0 - t_ret - t_bad - t_fe
-        heavy, br, fetch, mem = heavy * f[u4], br * f[u5], fetch * f[u6], mem * f[u7]
-        t_heavy = t_ret * (heavy if heavy < 1.0 else 1.0)
-        t_br = t_bad * (br if br < 1.0 else 1.0)
-        t_fetch = t_fe * (fetch if fetch < 1.0 else 1.0)
-        t_mem = t_be * (mem if mem < 1.0 else 1.0)
-        recovery_share = _RECOVERY[regime]
-
-        # Slots per category (_topdown_amounts), user then kernel.
-        u_cycles = cycles - k_cycles
-        slots = u_cycles * width
-        u_ret, u_bad, u_fe = int(slots * t_ret), int(slots * t_bad), int(slots * t_fe)
-        u_be = slots - u_ret - u_bad - u_fe
-        u_rec = int(u_bad * recovery_share / width)
-        slots = k_cycles * width
-        k_ret, k_bad, k_fe = int(slots * t_ret), int(slots * t_bad), int(slots * t_fe)
-        k_be = slots - k_ret - k_bad - k_fe
-        k_rec = int(k_bad * recovery_share / width)
-
-        # Write-backs (pmutop.sim.dram): a share of the segment's misses, drawn per regime and segment.
-        x = ((h ^ _WRITEBACK_KEY) + 0x9E3779B97F4A7C15) & m  # hash_unit(seed, cpu, seg, key), inlined
-        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & m
-        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & m
-        wb_lo, wb_hi = WRITEBACK_SHARE[regime]
-        writebacks = int(llc_misses * (wb_lo + (wb_hi - wb_lo) * (((x ^ (x >> 31)) >> 11) / _UNIT_SCALE)))
-        amounts = _PACK.pack(
-            u_cycles,
-            instr - k_instr,
-            ref - k_ref,
-            llc_refs - k_refs,
-            llc_misses - k_misses,
-            branches - k_branches,
-            branch_misses - k_br_misses,
-            u_ret,
-            u_bad,
-            u_fe,
-            u_be,
-            int(u_ret * t_heavy / t_ret) if t_ret else 0,
-            int(u_bad * t_br / t_bad) if t_bad else 0,
-            int(u_fe * t_fetch / t_fe) if t_fe else 0,
-            int(u_be * t_mem / t_be) if t_be > 0 else 0,
-            u_ret + u_bad - width * u_rec,
-            u_rec,
-            k_cycles,
-            k_instr,
-            k_ref,
-            k_refs,
-            k_misses,
-            k_branches,
-            k_br_misses,
-            k_ret,
-            k_bad,
-            k_fe,
-            k_be,
-            int(k_ret * t_heavy / t_ret) if t_ret else 0,
-            int(k_bad * t_br / t_bad) if t_bad else 0,
-            int(k_fe * t_fetch / t_fe) if t_fe else 0,
-            int(k_be * t_mem / t_be) if t_be > 0 else 0,
-            k_ret + k_bad - width * k_rec,
-            k_rec,
-            writebacks,
-        )
-        return int.from_bytes(amounts, "little")
+            cached = self._tma_profile(key, regime)
+        return cached[1]
 
     def _tma(self, phase: _Phase, seg: int, rates: Rates) -> TmaShares:
         """Top-down shares of one segment: the regime's profile, varied per phase (per burst in a mixed
@@ -573,7 +452,7 @@ class Workload:
         uops, bad_w, fe_w, be_w, heavy, br, fetch, mem = cached[1]
         # vary(x, i) = x * phase_factor[i] * seg_factor[i], evaluated left to right as before.
         f0, f1, f2, f3, f4, f5, f6, f7 = map(
-            _SEG_FACTOR.__getitem__, _mix64_after(seg_hash, _TMA_SEG_KEY).to_bytes(8, "little")
+            SEG_FACTOR.__getitem__, _mix64_after(seg_hash, TMA_SEG_KEY).to_bytes(8, "little")
         )
         retiring = ipc * (uops * f0) / self.slots_per_cycle
         retiring = retiring if retiring > 0.03 else 0.03  # min(0.92, max(0.03, x)) as comparisons

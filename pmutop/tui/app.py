@@ -381,9 +381,7 @@ class PmutopApp(DramView):
     # -- the header
 
     def _tick_clock(self) -> None:
-        """The run clock between samples (paused, or intervals over 1 s); an update redraws it anyway, and a
-        second redraw per second would cost a second screen refresh. A DRAM reading that came after its
-        interval's update shows now."""
+        """The run clock between updates (paused, intervals over 1 s), and a DRAM reading later than its update."""
         if time.monotonic() - self._header_drawn >= 0.9:
             self._refresh_header()
         self.poll_dram()

@@ -16,6 +16,7 @@ the previous one. Category slots = byte x slots / (sum of the four level-1 bytes
 
 from __future__ import annotations
 
+import operator
 import threading
 from dataclasses import dataclass
 
@@ -95,25 +96,6 @@ class CpuSetup:
     def n_fixed_read(self) -> int:
         """Fixed counters 0..n-1 read every time (through counter 3 for top-down)."""
         return max(self.plan.n_fixed_read, SLOTS_FIXED + 1) if self.topdown_fields else self.plan.n_fixed_read
-
-
-def split_slots(slots: int, metrics: int, fields: int) -> list[int]:
-    """Slots per top-down category from one PERF_METRICS value: byte x slots / (sum of the level-1 bytes),
-    rounded so that level 1 adds up to `slots` exactly; level 2 on the same scale, at most its parent."""
-    shares = [registers.perf_metrics_byte(metrics, k) for k in range(fields)]
-    total = shares[0] + shares[1] + shares[2] + shares[3]
-    if not total or not slots:
-        return [0] * fields
-    out: list[int] = []
-    edge = cum = 0
-    for k in range(4):  # round the running sum, not each part: the parts then add up to slots
-        cum += shares[k]
-        nxt = (2 * slots * cum + total) // (2 * total)
-        out.append(nxt - edge)
-        edge = nxt
-    for k in range(4, fields):
-        out.append(min(out[k - 4], (2 * slots * shares[k] + total) // (2 * total)))
-    return out
 
 
 class MsrCpuCounters(CpuCounters):
@@ -243,6 +225,8 @@ class MsrCpuCounters(CpuCounters):
             for pos, width, bit in zip(self._positions, self._widths, self._bits, strict=True)
         ]
         self._bits_all = sum(set(self._bits))
+        # Placements on fixed counter 3 (a requested slots event), zeroed with it for top-down (_td_zero).
+        self._slots_placed = [n for n, p in enumerate(self._placements) if p.kind == "fixed" and p.index == SLOTS_FIXED]
         self._pending_ovf = [False] * len(self._placements)
         self._acc = [0] * len(self._placements)
 
@@ -356,10 +340,9 @@ class MsrCpuCounters(CpuCounters):
         PERF_METRICS"); a requested event on fixed counter 3 restarts from 0 with it."""
         self._write(self._td_ctr, 0)
         self._write(registers.MSR_PERF_METRICS, 0)
-        for n, p in enumerate(self._placements):
-            if p.kind == "fixed" and p.index == SLOTS_FIXED:
-                self._prev[n] = 0
-                self._pending_ovf[n] = False
+        for n in self._slots_placed:
+            self._prev[n] = 0
+            self._pending_ovf[n] = False
 
     def _td_collect(self, values: list[int], status: int) -> None:
         """Fold the slots and PERF_METRICS just read into the interval's totals and zero both."""
@@ -376,15 +359,18 @@ class MsrCpuCounters(CpuCounters):
             self._acc_ovf[TOPDOWN_METHOD] = self._acc_ovf.get(TOPDOWN_METHOD, 0) + 1
         self._td_zero()
         self._td_slots += slots
-        acc = self._td_acc
-        for k, v in enumerate(split_slots(slots, metrics, self._td_fields)):
-            acc[k] += v
+        self._td_acc = list(map(operator.add, self._td_acc, registers.split_slots(slots, metrics, self._td_fields)))
 
     def foreign_changes(self) -> list[str]:
         """Control registers that no longer hold what we programmed."""
         changed = []
-        for address, ours in self.programmed.items():
-            now = self.setup.dev.read(address)
+        dev = self.setup.dev
+        addresses = tuple(self.programmed)
+        values = dev.read_many(addresses)  # at once where the device can (the simulator: one call)
+        if None in values:
+            values = [dev.read(address) for address in addresses]  # the failing read raises, as one by one
+        for (address, ours), now in zip(self.programmed.items(), values, strict=True):
+            assert now is not None
             mask = self._shared_masks.get(address, -1)
             if now & mask != ours & mask:
                 changed.append(f"{registers.msr_name(address)} {ours & mask:#x} -> {now & mask:#x}")

@@ -261,10 +261,11 @@ class PowerMonitor:
         return (st.dev, st.addresses) if st.dev is not None and st.addresses else None
 
     def _read_msrs(self, st: _Cpu) -> tuple[list[int], int]:
-        """One interval's msr_registers read here: their values and which failed (bit j: register j)."""
+        """One interval's msr_registers read here, in one read_many (a simulated CPU answers them at one instant):
+        their values and which failed (bit j: register j)."""
+        assert st.dev is not None
         values, failed = [], 0
-        for j, address in enumerate(st.addresses):
-            v = self._try(st, address)
+        for j, v in enumerate(st.dev.read_many(st.addresses)):
             if v is None:
                 failed |= 1 << j
             values.append(v or 0)

@@ -1,0 +1,172 @@
+"""The engine's mode for simulated CPUs: one Python thread samples every CPU on the shared schedule.
+
+Simulated CPUs are not this host's: there is nothing to pin a sampler to, and a Python thread per CPU costs a
+wake-up and GIL hand-offs per CPU and interval (at 256 CPUs about twice the sampling itself). So one thread
+sleeps until each deadline and then takes every CPU's sample through the same backend code a sampler thread
+runs (Sampler.take: the counter read, GLOBAL_STATUS check and delta math per CPU), in CPU order, each CPU's reads
+at one instant of its simulated time (Platform.one_instant); the readers waiting for the interval are woken once,
+after the last. Counters that can wrap within the interval are read
+in between (accumulate), as the sampler threads do. A CPU whose read fails is dropped alone.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Protocol
+
+from pmutop.backends.base import CpuCounters
+from pmutop.core.clock import Clock
+from pmutop.core.errors import HardwareError
+from pmutop.core.sample import Sample
+from pmutop.hw.platform import Platform
+
+NS = 1_000_000_000
+
+
+class Sampler(Protocol):
+    """What the drive uses of pmutop.engine.engine.Sampler (a protocol: the engine imports this module)."""
+
+    cpu: int
+    counters: CpuCounters
+    error: str | None
+
+    @property
+    def last_read_ns(self) -> int: ...
+    def fail(self, e: BaseException) -> None: ...
+    def start_counting(self) -> None: ...
+    def accumulate(self) -> None: ...
+    def take(self) -> Sample: ...
+
+
+class Engine(Protocol):
+    """What the drive uses of pmutop.engine.engine.Engine."""
+
+    clock: Clock
+    platform: Platform
+    stopping: bool
+
+    @property
+    def samplers(self) -> Mapping[int, Sampler]: ...
+    def schedule(self) -> tuple[int, int, int]: ...
+    def begin_schedule(self) -> None: ...
+    def published_many(self, published: list[tuple[int, int | None]]) -> None: ...
+
+
+class OneThreadDrive:
+    """One thread that samples every CPU of an engine at each deadline of its schedule."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.samplers = list(engine.samplers.values())
+        self.thread: threading.Thread | None = None
+        self._wake = threading.Event()  # set on a schedule change or stop: the only way to end a sleep early
+        self.early_wakeups = 0  # sleeps ended before their deadline (schedule change, stop)
+
+    def start(self) -> None:
+        """Program every CPU (in this thread: none is pinned), set the schedule, start the thread. Raises the
+        first CPU's failure (the caller restores, as after the sampler threads' start)."""
+        for sampler in self.samplers:
+            try:
+                sampler.start_counting()
+            except BaseException as e:
+                sampler.fail(e)
+        failed = [sampler.error for sampler in self.samplers if sampler.error]
+        if failed:
+            raise HardwareError(failed[0])
+        self.engine.begin_schedule()
+        thread = threading.Thread(target=self.run, name="pmutop-samplers", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError as e:  # "can't start new thread": out of threads or memory (ulimit -u)
+            raise HardwareError(f"cannot start the sampler thread: {e} (check `ulimit -u`)") from None
+        self.thread = thread
+
+    def wake(self) -> None:
+        """End the current sleep (the schedule changed, or stopping): the thread looks at both again."""
+        self._wake.set()
+
+    def run(self) -> None:
+        """Thread body: sample every live CPU at each deadline (skipping deadlines already past, as the
+        sampler threads do) and, with narrow counters, accumulate every accumulate period in between."""
+        engine = self.engine
+        # (sampler, accumulate period) of the CPUs whose counters can wrap within the interval.
+        narrow = [(s, p) for s in self.samplers if (p := s.counters.accumulate_period_ns) is not None]
+        deadline_index, gen = 1, -1
+        try:
+            while not engine.stopping:
+                epoch, interval_ns, schedule_gen = engine.schedule()
+                if schedule_gen != gen:
+                    deadline_index, gen = 1, schedule_gen
+                deadline = epoch + deadline_index * interval_ns
+                due = [(s, p) for s, p in narrow if s.error is None and s.last_read_ns + p < deadline]
+                if due:
+                    # Read before a counter could wrap twice; the deadlines stay where they are (no drift).
+                    if self._sleep_until(min(s.last_read_ns + p for s, p in due), gen):
+                        self._accumulate(due)
+                    continue
+                if not self._sleep_until(deadline, gen):
+                    continue  # stopping, or the schedule changed while waiting
+                self._take_all()
+                now = engine.clock.now_ns()
+                deadline_index = max(deadline_index + 1, (now - epoch) // interval_ns + 1)
+        except BaseException as e:  # a bug here must not leave the CPUs silently unread
+            live = [s for s in self.samplers if s.error is None]
+            for sampler in live:
+                sampler.fail(e)
+            engine.published_many([(sampler.cpu, None) for sampler in live])
+
+    def _take_all(self) -> None:
+        published: list[tuple[int, int | None]] = []
+        one_instant = self.engine.platform.one_instant
+        for sampler in self.samplers:
+            if self.engine.stopping:
+                break  # the restore waits for this thread: no reason to read the rest first
+            if sampler.error is not None:
+                continue
+            try:
+                # One CPU's reads at one instant of its simulated time, as hardware answers them within a
+                # microsecond (the simulator then evaluates its workload once for them all).
+                with one_instant(sampler.cpu):
+                    sample = sampler.take()
+                published.append((sampler.cpu, sample.seq))
+            except Exception as e:
+                sampler.fail(e)
+                published.append((sampler.cpu, None))
+        if published:
+            self.engine.published_many(published)
+
+    def _accumulate(self, due: list[tuple[Sampler, int]]) -> None:
+        """Accumulate the CPUs whose period is up (each on its own: their last reads differ)."""
+        now = self.engine.clock.now_ns()
+        failed: list[tuple[int, int | None]] = []
+        for sampler, period in due:
+            if sampler.error is None and sampler.last_read_ns + period <= now:
+                try:
+                    sampler.accumulate()
+                except Exception as e:
+                    sampler.fail(e)
+                    failed.append((sampler.cpu, None))
+        if failed:
+            self.engine.published_many(failed)
+
+    def _sleep_until(self, deadline_ns: int, gen: int) -> bool:
+        """Sleep until the deadline; False if stopping or the schedule changed."""
+        engine, wake = self.engine, self._wake
+        while True:
+            # Cleared before the checks: a set() after them ends the wait below, one before is seen by them.
+            wake.clear()
+            if engine.stopping or engine.schedule()[2] != gen:
+                self.early_wakeups += 1
+                return False
+            remaining = deadline_ns - engine.clock.now_ns()
+            if remaining <= 0:
+                return True
+            wake.wait(remaining / NS)
+
+    def stop(self, timeout_s: float) -> None:
+        """End the thread (its sleep ends at once; a round of samples in progress finishes first)."""
+        self.wake()
+        thread = self.thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=max(0.0, timeout_s))
