@@ -34,15 +34,15 @@ def test_sums_of_counts_whatever_the_keys_and_their_order() -> None:
     rng = random.Random(1)
     keys = ["instructions", "cycles", "slots", "llc_misses"]
     same = [{k: rng.randrange(1 << 40) for k in keys} for _ in range(50)]
-    assert metrics._summed(same) == plain_sums(same)
-    assert list(metrics._summed(same)) == keys
+    assert metrics.sum_counts(same) == plain_sums(same)
+    assert list(metrics.sum_counts(same)) == keys
     mixed = [dict(rng.sample(sorted(c.items()), len(c))) for c in same]  # the same keys, other orders
     mixed[7].pop("slots")
     mixed[9]["branches"] = 5
-    assert metrics._summed(mixed) == plain_sums(mixed)
-    assert list(metrics._summed(mixed)) == list(plain_sums(mixed))
+    assert metrics.sum_counts(mixed) == plain_sums(mixed)
+    assert list(metrics.sum_counts(mixed)) == list(plain_sums(mixed))
     floats = [{"a": rng.random() * 1e9, "b": rng.random()} for _ in range(30)]  # a remote feed's
-    assert metrics._summed(floats) == plain_sums(floats)  # type: ignore[arg-type]
+    assert metrics.sum_counts(floats) == plain_sums(floats)  # type: ignore[arg-type]
 
 
 def test_combined_counts_every_core_that_is_neither_failed_nor_suspect() -> None:

@@ -97,7 +97,7 @@ def for_sample(s: Sample) -> CoreMetrics:
     return compute(s.counts, s.tsc, s.tsc_hz, s.interval, s.util)
 
 
-def _summed(counts: list[dict[str, int]]) -> dict[str, int]:
+def sum_counts(counts: list[dict[str, int]]) -> dict[str, int]:
     """Each key's sum over the dicts, keys in the order first seen. Cores of one run have the same keys in the
     same order, so their values are summed column by column (in C); anything else key by key."""
     keys = list(counts[0])
@@ -135,6 +135,6 @@ def combined(samples: Iterable[Sample]) -> CoreMetrics:
             misses_per_s = (misses_per_s or 0.0) + s.counts["llc_misses"] / s.interval
     if not n:
         return CoreMetrics()
-    counts = _summed(kept)
+    counts = sum_counts(kept)
     util = sum(utils) / len(utils) if utils else None
     return _metrics(counts, tsc or None, weighted_hz / tsc if tsc else None, misses_per_s, util)

@@ -15,7 +15,7 @@ from pmutop.core.dram_reading import PackageDram, package_totals
 from pmutop.core.ring import SampleRing
 from pmutop.core.sample import Sample
 from pmutop.derive import topdown
-from pmutop.derive.metrics import CoreMetrics, combined, for_sample
+from pmutop.derive.metrics import CoreMetrics, combined, for_sample, sum_counts
 from pmutop.derive.power import SERIES as POWER_SERIES
 from pmutop.derive.power import combined_power, power_values
 from pmutop.probes.tasks import TopTask
@@ -67,10 +67,14 @@ def summed(samples: list[Sample]) -> Sample | None:
     longest = max(s.interval for s in samples)
     counts: dict[str, int] = {}
     estimated: dict[str, float] = {}
+    if all(not 0 < s.interval != longest for s in samples):  # the usual case: nothing to scale
+        counts = sum_counts([s.counts for s in samples])
+    else:
+        for s in samples:
+            scale = longest / s.interval if 0 < s.interval != longest else None
+            for k, v in s.counts.items():
+                counts[k] = counts.get(k, 0) + (v if scale is None else round(v * scale))
     for s in samples:
-        scale = longest / s.interval if 0 < s.interval != longest else None
-        for k, v in s.counts.items():
-            counts[k] = counts.get(k, 0) + (v if scale is None else round(v * scale))
         for k, f in s.estimated.items():
             estimated[k] = min(f, estimated.get(k, 1.0))
     last = samples[-1]
