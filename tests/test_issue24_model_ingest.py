@@ -69,3 +69,20 @@ def test_a_suspect_sample_and_a_failed_cpu_change_the_all_row_as_the_formulas_sa
     ok = [s for s in live if s is not None and not s.suspect]
     assert model.total.history["ipc"][-1] == combined(ok).ipc  # the history point: neither the suspect nor failed
     assert model.total.history["ipc"][-1] != model.total.history["ipc"][-2]  # with them it would be the same
+
+
+def test_the_sparkline_scale_is_the_largest_point_kept_of_any_core_whatever_the_gaps() -> None:
+    rings, cpus = _rings_after(4)
+    model = ViewModel(cpus)
+    model.ingest(rings)
+    points = [v for cpu in cpus for v in model.cores[cpu].history["ipc"] if v is not None]
+    assert model.series_top("ipc") == max(points) > 0
+    model._tops.clear()
+    model.cores[cpus[3]].history["ipc"].extend([None, 0.0, max(points) * 3, None])  # a gap, an idle point
+    assert model.series_top("ipc") == max(points) * 3
+    model._tops.clear()
+    for cpu in cpus:
+        model.cores[cpu].history["ipc"].clear()
+        model.cores[cpu].history["ipc"].extend([None, 0.0])
+    assert model.series_top("ipc") == 0.0  # nothing measured above zero: the floor of the scale
+    assert model.series_top("ipc", model.total) == max(v for v in model.total.history["ipc"] if v is not None)

@@ -430,12 +430,13 @@ class ViewModel:
 
     def series_top(self, key: str, core: CoreState | None = None) -> float:
         """The largest value in the kept history of `key`: over all cores (one scale, so cores compare by
-        eye), or of the total row alone (a sum across cores would flatten every core's line)."""
+        eye), or of the total row alone (a sum across cores would flatten every core's line). The series are
+        never negative, so the scan skips the None (and 0) points in C: it covers every core's history."""
         kind = 0 if core is None or core.cpu >= 0 else 1 if core is self.total else 2  # packages: their own scale
         cached = self._tops.get((key, kind))
         if cached is None:  # once per ingest, not once per cell
             rows = (self.cores.values(), [self.total], self.packages.values())[kind]
-            cached = max((v for c in rows for v in c.history[key] if v is not None), default=0.0)
+            cached = max((max(filter(None, c.history[key]), default=0.0) for c in rows), default=0.0)
             self._tops[(key, kind)] = cached
         return cached
 
