@@ -17,6 +17,7 @@ import time
 from pmutop.backends.sim import SimBackend
 from pmutop.core.clock import ManualClock
 from pmutop.engine.engine import Engine
+from pmutop.engine.one_thread import OneThreadDrive
 from pmutop.engine.package_sampler import PackageSampler
 from pmutop.probes.power.monitor import PowerMonitor
 from pmutop.probes.tasks import SimTasks
@@ -32,14 +33,16 @@ def run(cpus: int, intervals: int, interval: float, profile: bool) -> None:
     power = PowerMonitor.for_platform(platform, platform.online_cpus())
     engine = Engine(backend, platform, clock, platform.online_cpus(), interval, threaded=False, power=power)
     engine.start()
+    # The demo's drive: one thread takes every CPU's sample, each CPU's reads at one instant of its time.
+    drive = OneThreadDrive(engine)
     tasks = SimTasks(platform, engine.cpus)
     packages = PackageSampler(SimDramCounters(platform.machine), engine)
     packages.begin()
 
     def one() -> None:
         clock.advance(interval)
-        samples = engine.tick()
-        packages.sample_once(samples)
+        drive._take_all()
+        packages.sample_once([engine.rings[cpu].latest() for cpu in engine.cpus])
         tasks.top_per_cpu()
 
     for _ in range(3):  # past start-up
