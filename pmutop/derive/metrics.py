@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pmutop.core.sample import Sample
@@ -112,9 +112,12 @@ def sum_counts(counts: list[dict[str, int]]) -> dict[str, int]:
     return out
 
 
-def combined(samples: Iterable[Sample]) -> CoreMetrics:
+def combined(
+    samples: Iterable[Sample], sums: Callable[[list[dict[str, int]]], dict[str, int]] = sum_counts
+) -> CoreMetrics:
     """Metrics of several cores taken together (sums of counts): the table's total/average row. Per-second
-    rates are the sum of each core's rate over the time its own sample covers (a late sampler's covers more)."""
+    rates are the sum of each core's rate over the time its own sample covers (a late sampler's covers more).
+    `sums`: sum_counts, or a caller's copy that remembers sums it has made (the live view's all row)."""
     tsc = 0
     misses_per_s: float | None = None
     weighted_hz = 0.0
@@ -135,6 +138,6 @@ def combined(samples: Iterable[Sample]) -> CoreMetrics:
             misses_per_s = (misses_per_s or 0.0) + s.counts["llc_misses"] / s.interval
     if not n:
         return CoreMetrics()
-    counts = sum_counts(kept)
+    counts = sums(kept)
     util = sum(utils) / len(utils) if utils else None
     return _metrics(counts, tsc or None, weighted_hz / tsc if tsc else None, misses_per_s, util)

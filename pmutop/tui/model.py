@@ -57,7 +57,7 @@ class CoreState:
         return f"{self.cpu}{' ' + self.core_type if self.core_type else ''}"
 
 
-def summed(samples: list[Sample]) -> Sample | None:
+def summed(samples: list[Sample], sums: Callable[[list[dict[str, int]]], dict[str, int]] = sum_counts) -> Sample | None:
     """The cores' latest samples added up: the total row's counts and event rates.
 
     Samplers can cover slightly different times (one ran late): each core's counts are taken at its own rate
@@ -68,7 +68,7 @@ def summed(samples: list[Sample]) -> Sample | None:
     counts: dict[str, int] = {}
     estimated: dict[str, float] = {}
     if all(not 0 < s.interval != longest for s in samples):  # the usual case: nothing to scale
-        counts = sum_counts([s.counts for s in samples])
+        counts = sums([s.counts for s in samples])
     else:
         for s in samples:
             scale = longest / s.interval if 0 < s.interval != longest else None
@@ -275,7 +275,7 @@ class ViewModel:
             end = max(s.time for s in by_interval[seq])
             self.total.spans.append((end - max(s.interval for s in by_interval[seq]), end))
             self.latest_time = end
-            m = self._once(combined, ok)
+            m = self._once(self._combined, ok)
             self.total.metrics = m
             for k in SERIES:
                 self.total.history[k].append(getattr(m, k))
@@ -286,12 +286,12 @@ class ViewModel:
                 for k in TMA_SERIES:
                     self.total.history[k].append(tma[k])
             if self.rate_keys:
-                self._append_rates(self.total, self._once(summed, ok))
+                self._append_rates(self.total, self._once(self._summed, ok))
             if self.track_packages:
                 self._package_interval(ok, end)
         live = [c.latest for c in self.cores.values() if c.latest is not None and c.error is None]
-        self.total.metrics = self._once(combined, live)
-        self.total.latest = self._once(summed, live)
+        self.total.metrics = self._once(self._combined, live)
+        self.total.latest = self._once(self._summed, live)
         if self.measures_topdown:
             self.total.tma = self._once(self._combined_tma, [s for s in live if not s.suspect])
         self.total.overflow_totals = {}
@@ -302,8 +302,8 @@ class ViewModel:
         if self.track_packages:
             for number, members in self._by_package(live).items():
                 state = self._package(number)
-                state.latest = package_sample(number, members, self._once(summed, members))
-                state.metrics = self._once(combined, members)
+                state.latest = package_sample(number, members, self._once(self._summed, members))
+                state.metrics = self._once(self._combined, members)
                 if self.measures_topdown:
                     state.tma = self._once(self._combined_tma, [s for s in members if not s.suspect])
         self._tops = {}
@@ -321,6 +321,20 @@ class ViewModel:
         if key not in self._results:
             self._results[key] = compute(samples)
         return self._results[key]  # type: ignore[return-value]
+
+    def _sum_counts(self, counts: list[dict[str, int]]) -> dict[str, int]:
+        """sum_counts, once per ingest for the same counts: the all row's metrics and its summed counts (and a
+        one-package machine's package row) add up the same cores' counts. Callers only read the result."""
+        key = (sum_counts, tuple(map(id, counts)))
+        if key not in self._results:
+            self._results[key] = sum_counts(counts)
+        return self._results[key]  # type: ignore[return-value]
+
+    def _combined(self, samples: list[Sample]) -> CoreMetrics:
+        return combined(samples, self._sum_counts)
+
+    def _summed(self, samples: list[Sample]) -> Sample | None:
+        return summed(samples, self._sum_counts)
 
     def _combined_tma(self, samples: list[Sample]) -> topdown.Fractions:
         return topdown.combine_weighed(self._weighed(s) for s in samples)
@@ -346,7 +360,7 @@ class ViewModel:
         for number, members in self._by_package(ok).items():
             state = self._package(number)
             state.spans.append((end - max(s.interval for s in members), end))
-            m = self._once(combined, members)
+            m = self._once(self._combined, members)
             for k in SERIES:
                 state.history[k].append(getattr(m, k))
             power = combined_power(members)
@@ -360,7 +374,7 @@ class ViewModel:
                 for k in TMA_SERIES:
                     state.history[k].append(tma[k])
             if self.rate_keys:
-                self._append_rates(state, self._once(summed, members))
+                self._append_rates(state, self._once(self._summed, members))
 
     def set_dram(self, packages: list[PackageDram]) -> None:
         """The latest DRAM traffic per package (and on the all row, every package's added up)."""
