@@ -62,6 +62,8 @@ class CpuCounters(ABC):
     # The top-down method this CPU measures (pmutop.pmu.topdown_plan names), or None; the engine copies it into
     # each Sample.
     topdown_method: str | None = None
+    # True where read() counts only `keys` (the engine then knows which plausibility checks can apply).
+    counts_only_keys: bool = False
 
     @abstractmethod
     def start(self) -> int:

@@ -87,6 +87,8 @@ def _group_reading(words: tuple[int, ...]) -> perf_event.GroupReading:
 
 
 class PerfCpuCounters(CpuCounters):
+    counts_only_keys = True  # read() counts its groups' names only
+
     def __init__(
         self, cpu: int, groups: list[perf_event.PerfGroup], clock: Clock, busy: CpuBusy | None, use_tsc: bool
     ) -> None:

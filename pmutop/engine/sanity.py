@@ -7,6 +7,10 @@ MAX_IPC = 16.0  # well above any core's retire width
 TSC_SLACK = 1.02  # ref cycles tick at the TSC rate while unhalted; allow read skew
 
 
+# impossible() finds nothing wrong in counts with none of these keys (each of its checks needs one of them).
+CHECKED_KEYS = frozenset(("ref_cycles", "cycles", "llc_misses"))
+
+
 def impossible(counts: dict[str, int], tsc: int | None, tsc_hz: float | None) -> str | None:
     """Why this interval's counts cannot be real, or None."""
     ref = counts.get("ref_cycles")

@@ -212,6 +212,19 @@ class PowerMonitor:
         if st.first and self.powercap is not None:
             st.prev_powercap = self.powercap.read(st.package)
 
+    def package_only(self, cpu: int) -> int | None:
+        """After start(cpu): this CPU's package when sample() reads no source for it (its fields are then only
+        `package` and an empty power_src, every interval), else None. The engine then skips sample()."""
+        st = self._state[cpu]
+        if st.dev is not None or st.perf_groups or st.hwmon_core or st.idle_states:
+            return None
+        if st.first and (
+            (self.hwmon is not None and st.package in self.hwmon.package)
+            or (self.powercap is not None and st.prev_powercap)
+        ):
+            return None
+        return st.package
+
     def _try(self, st: _Cpu, address: int) -> int | None:
         assert st.dev is not None
         try:
