@@ -145,7 +145,8 @@ class PerfCpuCounters(CpuCounters):
                     estimated[name] = round(fraction, 4)  # 0: not counted at all in this interval
         self._prev = current
         util = self._busy.busy(self.cpu) if self._busy is not None else None
-        return Reading(at_ns=at, tsc=tsc, counts=counts, estimated=estimated, util=util)
+        # Positional (at_ns, tsc, counts, overflows, suspect, estimated, util): a little less every interval.
+        return Reading(at, tsc, counts, {}, None, estimated, util)
 
     def close(self) -> None:
         for g in self._groups:

@@ -75,7 +75,8 @@ class CpuBusy:
         self._stat = ProcStat() if cpu_times is None else None
         self._prev: dict[int, tuple[float, float]] = {}
         self._lock = threading.Lock()  # the samplers of all CPUs call busy() from their own threads
-        self._snapshot: dict[int, tuple[float, float]] = {}
+        self._index = {cpu: i for i, cpu in enumerate(self._online)}  # cpu -> its row
+        self._snapshot: list[tuple[float, float]] = []  # the rows of the last read (empty: CPUs changed)
         self._generation = 0
         self._used: dict[int, int] = {}  # cpu -> the snapshot generation it last used
 
@@ -87,11 +88,10 @@ class CpuBusy:
             rows.append((busy, busy + sum(getattr(t, f, 0.0) for f in IDLE_FIELDS)))
         return rows
 
-    def _totals(self) -> dict[int, tuple[float, float]]:
+    def _totals(self) -> list[tuple[float, float]]:
         rows = stat_rows(self._stat.read()) if self._stat is not None else self._given_rows()
-        if len(rows) != len(self._online):  # a CPU went on/offline: positions no longer match
-            return {}
-        return dict(zip(self._online, rows, strict=True))
+        # A CPU went on/offline: positions no longer match (no CPU has a row then).
+        return rows if len(rows) == len(self._online) else []
 
     def close(self) -> None:
         if self._stat is not None:
@@ -105,12 +105,14 @@ class CpuBusy:
                 self._snapshot = self._totals()
                 self._generation += 1
             self._used[cpu] = self._generation
-            now = self._snapshot.get(cpu)
+            snapshot = self._snapshot
         finally:
             self._lock.release()
-        prev = self._prev.get(cpu)
-        if now is None:
+        i = self._index.get(cpu)
+        if i is None or not snapshot:
             return None
+        now = snapshot[i]
+        prev = self._prev.get(cpu)
         self._prev[cpu] = now
         if prev is None or now[1] <= prev[1]:
             return None
