@@ -24,6 +24,7 @@ from pmutop.core.timeline import Timeline
 from pmutop.engine.package_sampler import PackageSampler
 from pmutop.feeds.replay import ReplayFeed
 from pmutop.recording.reader import read_recording
+from pmutop.tui import interval_readings
 from pmutop.tui.screens.processes import ProcessesScreen
 from pmutop.tui.widgets.kept_lines import KeptFooter, KeptStatic
 from pmutop.tui.widgets.plot import HistoryPlot, PlotLines
@@ -43,7 +44,13 @@ def test_a_timeline_wait_ends_when_a_reading_comes_and_times_out_when_none_does(
     assert timeline.wait_past(0, 0.0) is True  # already past: no wait
 
 
-async def test_one_update_shows_the_intervals_cpu_rows_and_its_dram_reading_that_came_after_them() -> None:
+async def test_one_update_shows_the_intervals_cpu_rows_and_its_dram_reading_that_came_after_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The wait's budget made roomy: on a loaded machine the reading's thread may start late (what the view does
+    # when the budget runs out is the test below).
+    monkeypatch.setattr(interval_readings, "WAIT_S", 30.0)
+    monkeypatch.setattr(interval_readings, "WAIT_SHARE", 30.0)
     app, engine, _, clock = demo_app(cpus=2, e_cores=0, intervals=2, dram=True, model="spr")
     packages = app.package_feed
     assert isinstance(packages, PackageSampler)
@@ -76,6 +83,25 @@ async def test_one_update_shows_the_intervals_cpu_rows_and_its_dram_reading_that
     assert [seq for seq, _, _ in latest] == [3, 4, 5]  # two intervals before the view, then one per interval
     assert all(seq == on_screen for seq, on_screen, _ in latest)
     assert len({text for _, _, text in latest}) == 3  # each update drew its interval's figures
+
+
+class _Threaded(Timeline[int]):
+    @property
+    def reading_thread(self) -> bool:
+        return True
+
+
+def test_the_wait_for_an_intervals_reading_gives_up_after_its_budget_and_the_update_goes_ahead() -> None:
+    silent, failed, other = _Threaded(), _Threaded(), Timeline[int]()
+    failed.failure = "uncore gone"
+    t0 = time.monotonic()
+    assert interval_readings.wait_for_interval([silent, failed, other], [0, 0, 0], interval=0.2) == [0, 0, 0]
+    took = time.monotonic() - t0
+    assert 0.04 <= took < 1.0  # a quarter of the 0.2 s interval (0.05 s), not the reading's whole interval
+    t0 = time.monotonic()
+    threading.Timer(0.02, lambda: silent.append(1.0, 5)).start()
+    assert interval_readings.wait_for_interval([silent, other], [0, 0], interval=60.0) == [1, 0]
+    assert time.monotonic() - t0 < interval_readings.WAIT_S + 1.0  # it came: no wait for the rest of the budget
 
 
 async def test_a_plot_redraws_only_the_lines_that_changed() -> None:

@@ -10,7 +10,8 @@ import time
 
 from pmutop.core.timeline import Timeline
 
-WAIT_S = 0.2  # at most, and at most a quarter of the interval
+WAIT_S = 0.2  # at most,
+WAIT_SHARE = 0.25  # and at most this share of the interval
 
 
 def seqs(feeds: list[object]) -> list[int]:
@@ -22,7 +23,7 @@ def wait_for_interval(feeds: list[object], seen: list[int], interval: float) -> 
     """In the sample watcher's thread, once an interval's CPU samples are in: wait for each feed that a thread of
     its own reads (and that has not failed) to move past where it was (`seen`); returns where they are now. No
     wait for a replay's or a remote feed (nothing comes after the samples there)."""
-    deadline = time.monotonic() + min(WAIT_S, interval / 4)
+    deadline = time.monotonic() + min(WAIT_S, interval * WAIT_SHARE)
     for feed, was in zip(feeds, seen, strict=True):
         if isinstance(feed, Timeline) and feed.reading_thread and feed.failure is None:
             feed.wait_past(was, max(0.0, deadline - time.monotonic()))
