@@ -72,9 +72,9 @@ def _samples(tmp_path: Path, counts: dict[str, int], *, full: bool, suspect: str
     )
     engine.start()
     for sampler in engine.samplers.values():
-        assert sampler._plain  # nothing to read: the lean path
+        assert sampler._package is not None  # nothing to read: the lean path
         if full:
-            sampler._checked, sampler._plain = True, False
+            sampler._checked, sampler._package = True, None
     out: list[object] = []
     for _ in range(3):
         clock.advance(NS // 2)

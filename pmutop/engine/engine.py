@@ -23,6 +23,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from pmutop.backends.base import Backend, CpuCounters, Reading
 from pmutop.core.clock import Clock
@@ -59,10 +60,9 @@ class Sampler:
         self.wake = threading.Event()  # set on a schedule change or stop: the only way to end a sleep early
         self.early_wakeups = 0  # sleeps ended before their deadline (schedule change, stop)
         # Known once counting starts: whether impossible() can find anything in these counters' counts, and
-        # whether the power monitor reads nothing for this CPU (then its fields are only the package). The
-        # Sample is then made without either call: every CPU, every interval.
+        # this CPU's package where the power monitor reads nothing for it (its fields are then only that): the
+        # Sample is made without either call, every CPU, every interval.
         self._checked = True
-        self._plain = False
         self._package: int | None = None
 
     @property
@@ -87,7 +87,6 @@ class Sampler:
         counters = self.counters
         self._checked = not (counters.counts_only_keys and CHECKED_KEYS.isdisjoint(counters.keys))
         self._package = power.package_only(self.cpu) if power is not None else None
-        self._plain = power is None or self._package is not None
         self.started = True
 
     def accumulate(self) -> None:
@@ -109,30 +108,12 @@ class Sampler:
             elapsed = (reading.at_ns - self._t0_ns) / NS
             tsc_hz = self._tsc_total / elapsed if elapsed > 0 and self._tsc_total else None
         suspect = reading.suspect or (impossible(reading.counts, reading.tsc, tsc_hz) if self._checked else None)
-        if self._plain and msr is None:
-            # What the call below makes with no power fields but the package, in fewer steps (positional).
-            sample = Sample(
-                self.cpu,
-                self.ring.count + 1,
-                (reading.at_ns - self.engine.start_ns) / NS,
-                interval,
-                reading.tsc,
-                tsc_hz,
-                reading.counts,
-                reading.overflows,
-                suspect,
-                None,
-                reading.estimated,
-                reading.util,
-                self.counters.topdown_method,
-                package=self._package,
-                power_src={},
-            )
-            self.ring.push(sample)
-            return sample
         power = self.engine.power
+        extra: dict[str, Any]
         if power is None:
             extra = {}
+        elif self._package is not None:  # what power.sample() gives for this CPU, without the call
+            extra = {"package": self._package, "power_src": {}}
         elif msr is None:  # the Python samplers: the power monitor reads its registers itself
             extra = power.sample(self.cpu, interval, tsc_hz)
         else:
@@ -463,7 +444,7 @@ class Engine:
         for sampler in self.samplers.values():
             if sampler.error is None:
                 try:
-                    sample = sampler.publish(sampler.counters.read())  # take(): one call less every interval
+                    sample = sampler.take()
                     out.append(sample)
                     if self._waiters:  # published()'s own test, here: a batch tick has no waiters
                         self.published(sampler.cpu, sample.seq)

@@ -25,6 +25,7 @@ SERIES = ("ipc", "ghz", "util", "llc_misses_per_s")
 TMA_SERIES = topdown.LEVEL1
 Span = tuple[float, float]  # (start, end) of a history point, in seconds since the run started
 Result = TypeVar("Result")
+Part = TypeVar("Part")  # what _once is asked about: samples, or their counts
 
 
 @dataclass
@@ -312,7 +313,7 @@ class ViewModel:
         self._results = {}
         return True
 
-    def _once(self, compute: Callable[[list[Sample]], Result], samples: list[Sample]) -> Result:
+    def _once(self, compute: Callable[[list[Part]], Result], samples: list[Part]) -> Result:
         """compute(samples), once per ingest for the same samples: with one interval per ingest (the usual
         case) the all row's and each package's history point and latest values are of the same samples, and at
         hundreds of CPUs each sum is a good part of the ingest. (Ids are safe keys during one ingest: the
@@ -325,10 +326,7 @@ class ViewModel:
     def _sum_counts(self, counts: list[dict[str, int]]) -> dict[str, int]:
         """sum_counts, once per ingest for the same counts: the all row's metrics and its summed counts (and a
         one-package machine's package row) add up the same cores' counts. Callers only read the result."""
-        key = (sum_counts, tuple(map(id, counts)))
-        if key not in self._results:
-            self._results[key] = sum_counts(counts)
-        return self._results[key]  # type: ignore[return-value]
+        return self._once(sum_counts, counts)
 
     def _combined(self, samples: list[Sample]) -> CoreMetrics:
         return combined(samples, self._sum_counts)
