@@ -13,6 +13,7 @@ from pmutop.core.feed import SampleFeed
 from pmutop.core.own_cost import ProcessCost
 from pmutop.core.run_description import RunInfo
 from pmutop.core.task_reading import TaskFeed
+from pmutop.core.user_turn import favour_user
 from pmutop.engine.engine import Engine
 from pmutop.hw.platform import Platform
 from pmutop.probes.tasks import NoTasks, ProcTasks, SimTasks, TaskSource, TopTask, close_tasks
@@ -78,6 +79,7 @@ def run_live_view(
     from pmutop.tui.app import PmutopApp
 
     LIVE_VIEW_RAN.set()
+    favour_user()
     own_tasks = task_source(platform, cpus) if tasks is None else None
     app = PmutopApp(
         engine,

@@ -27,6 +27,7 @@ from pmutop.backends.msr.counters import FOREIGN_CHECK_NS
 from pmutop.core.clock import Clock, MonotonicClock
 from pmutop.core.errors import HardwareError
 from pmutop.core.sample import Sample
+from pmutop.core.user_turn import USER_TURN
 from pmutop.hw import native_sampler
 from pmutop.hw.msr import MsrAccessError, MsrDevice, MsrFile
 from pmutop.hw.native_sampler import NativeCore, NativeReading, NativeSamplerGroup
@@ -232,6 +233,7 @@ class NativeDrive:
             if count <= seen[i] or not live[i]:
                 continue
             seen[i] = count
+            USER_TURN.wait()  # a key being answered goes first (the readings are taken already)
             sampler = self.samplers[i]
             try:
                 if err:

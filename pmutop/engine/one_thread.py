@@ -19,6 +19,7 @@ from pmutop.backends.base import CpuCounters
 from pmutop.core.clock import Clock
 from pmutop.core.errors import HardwareError
 from pmutop.core.sample import Sample
+from pmutop.core.user_turn import USER_TURN
 from pmutop.hw.platform import Platform
 
 NS = 1_000_000_000
@@ -124,6 +125,7 @@ class OneThreadDrive:
                 break  # the restore waits for this thread: no reason to read the rest first
             if sampler.error is not None:
                 continue
+            USER_TURN.wait()  # a key being answered goes first (between CPUs: each is read at its own instant)
             try:
                 # One CPU's reads at one instant of its simulated time, as hardware answers them within a
                 # microsecond (the simulator then evaluates its workload once for them all).

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
@@ -30,6 +30,7 @@ from pmutop.core.heap_freeze import freeze_startup_heap
 from pmutop.core.own_cost import OwnCostMeter
 from pmutop.core.run_description import RunInfo
 from pmutop.core.task_reading import TaskFeed
+from pmutop.core.user_turn import USER_TURN
 from pmutop.derive.records import extra_events
 from pmutop.probes.tasks import NoTasks, TaskSource, TopTask
 from pmutop.tui import format as fmt
@@ -211,6 +212,14 @@ class PmutopApp(DramView):
             await self.action_select_view(view)
         check_size(self, self.size.width, self.size.height)
 
+    async def on_event(self, event: events.Event) -> None:
+        # A key or click: pmutop's background Python threads pause until its answer is on screen
+        # (pmutop.core.user_turn: the simulator's round at 256 CPUs would otherwise halve the UI's speed).
+        if isinstance(event, events.Key | events.MouseDown | events.MouseScrollDown | events.MouseScrollUp):
+            USER_TURN.begin()
+            self.call_after_refresh(USER_TURN.end)
+        await super().on_event(event)
+
     def on_unmount(self) -> None:
         self._stop_watching()
 
@@ -285,6 +294,7 @@ class PmutopApp(DramView):
                 side_seen = interval_readings.wait_for_interval(side, side_seen, self.feed.interval)
             # Nothing to show them on while paused, or while a view without the top-task column covers the table
             # (a scan of every process each interval): the column is blank until the next interval after it.
+            USER_TURN.wait()
             tasks = None if self.paused else {} if self._top_tasks_hidden() else self._lookup_tasks()
             if self._stop.is_set():
                 return
@@ -304,6 +314,9 @@ class PmutopApp(DramView):
 
     def apply_update(self, tasks: dict[int, TopTask] | None) -> None:
         if self._stop.is_set():  # closing: the widgets may already be gone
+            return
+        if USER_TURN.active:  # a key's answer first: at 256 CPUs an update takes tens of ms
+            self.call_after_refresh(self.apply_update, tasks)
             return
         try:
             self._apply_update(tasks)

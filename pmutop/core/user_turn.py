@@ -1,0 +1,63 @@
+"""The user's turn: while the live view answers a key, pmutop's background Python threads pause.
+
+One interpreter lock serves every Python thread. A key that lands while a background thread works (the
+simulator's round of 256 CPUs, the top-task lookup) is answered at half speed or worse: the two threads
+take turns holding the lock, 5 ms at a time (sys.getswitchinterval). So the live view says when a key's
+answer starts (`begin`) and when it is on screen (`end`), and the background loops call `wait()` between
+small steps of their work (one CPU, one process): they sleep while the user waits. A turn ends by itself
+after MAX_TURN_S, so a view that never says `end` (it failed mid-answer) delays the loops once, briefly.
+
+Before the view sees the key at all, Textual's input thread and then its event loop each need the lock: with
+the default switch interval each waits up to 5 ms at every step while a background thread computes, so the
+live view shortens it (favour_user).
+
+Process-wide, like the lock it works around: one instance, USER_TURN."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+MAX_TURN_S = 0.15  # longer than any key's answer at 256 CPUs; the samples of that round are late by at most this
+# A thread woken by a key waits at most this long for the interpreter lock at each step (CPython's default: 5 ms).
+# More hand-offs happen only while two threads want the lock at once, which in the live view is seldom.
+SWITCH_INTERVAL_S = 0.001
+
+
+class UserTurn:
+    def __init__(self) -> None:
+        self._free = threading.Event()
+        self._free.set()
+        self._until = 0.0
+        self.waits = 0  # how many times a background loop paused for the user (tests)
+
+    def begin(self) -> None:
+        """A key (or click) is being answered: background loops pause at their next step."""
+        self._until = time.monotonic() + MAX_TURN_S
+        self._free.clear()
+
+    def end(self) -> None:
+        """The answer is on screen: the loops go on."""
+        self._free.set()
+
+    @property
+    def active(self) -> bool:
+        return not self._free.is_set() and time.monotonic() < self._until
+
+    def wait(self) -> None:
+        """A background loop's step: returns at once unless the user's turn is on (one flag test)."""
+        if self._free.is_set():
+            return
+        remaining = self._until - time.monotonic()
+        if remaining > 0:
+            self.waits += 1
+            self._free.wait(remaining)
+
+
+USER_TURN = UserTurn()
+
+
+def favour_user() -> None:
+    """The live view's start: shorter turns of the interpreter lock (see the module's note)."""
+    sys.setswitchinterval(SWITCH_INTERVAL_S)

@@ -1,0 +1,106 @@
+"""Issue 24, a key within 50 ms at 256 CPUs: while the live view answers a key, pmutop's background Python
+threads (the simulator's round of every CPU, the native drain, the top-task lookup) pause between steps, and an
+interval's update waits until the key's answer is on screen (pmutop.core.user_turn). The figure itself is in
+`python -m benchmarks` (key latency); these pin the behaviour behind it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from pmutop.app.screenshots import demo_app
+from pmutop.core import user_turn
+from pmutop.core.clock import ManualClock
+from pmutop.core.user_turn import USER_TURN, UserTurn
+from tests.test_engine_one_thread import make, wait_until
+from tests.test_tui import WIDE, next_update
+
+
+@pytest.fixture(autouse=True)
+def no_turn_left() -> Iterator[None]:
+    yield
+    USER_TURN.end()  # process-wide: never leave a turn on for the next test
+
+
+def test_a_background_step_waits_while_a_key_is_answered_and_goes_on_when_it_is_on_screen() -> None:
+    turn = UserTurn()
+    turn.wait()  # no key: no wait
+    assert turn.waits == 0 and not turn.active
+    turn.begin()
+    assert turn.active
+    waiter = threading.Thread(target=turn.wait)
+    waiter.start()
+    time.sleep(0.05)
+    assert waiter.is_alive()
+    turn.end()
+    waiter.join(timeout=5)
+    assert not waiter.is_alive() and turn.waits == 1 and not turn.active
+
+
+def test_a_turn_the_view_never_ends_holds_a_step_back_only_briefly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(user_turn, "MAX_TURN_S", 0.05)
+    turn = UserTurn()
+    turn.begin()  # and the view failed before its end()
+    started = time.monotonic()
+    turn.wait()
+    assert 0.03 <= time.monotonic() - started < 2.0
+    assert not turn.active
+    started = time.monotonic()
+    turn.wait()  # the turn is over: no second wait
+    assert time.monotonic() - started < 0.02 and turn.waits == 1
+
+
+def test_the_simulators_round_reads_no_further_cpu_while_a_key_is_answered() -> None:
+    clock = ManualClock(1_000_000_000)
+    _, engine = make(cpus=3, clock=clock)
+    try:
+        engine.start()
+        USER_TURN.begin()
+        waits = USER_TURN.waits
+        clock.advance(0.05)
+        wait_until(lambda: USER_TURN.waits > waits)  # the round reached its first CPU
+        time.sleep(0.05)
+        assert [engine.rings[cpu].count for cpu in engine.cpus] == [0, 0, 0]
+        USER_TURN.end()
+        assert engine.wait_for_samples(dict.fromkeys(engine.cpus, 0), timeout=10)
+        assert all(engine.rings[cpu].latest().error is None for cpu in engine.cpus)  # type: ignore[union-attr]
+    finally:
+        engine.stop()
+
+
+async def test_an_intervals_update_waits_for_the_keys_answer_then_comes() -> None:
+    app, engine, _, clock = demo_app(intervals=1)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        clock.advance(1.0)
+        engine.tick()
+        before = app.updates
+        USER_TURN.begin()  # as a key does
+        app.apply_update(None)
+        assert app.updates == before  # not yet: the key's answer is drawn first
+        USER_TURN.end()
+        await next_update(app, pilot, before)
+
+
+async def test_a_key_starts_the_users_turn_and_its_answer_on_screen_ends_it() -> None:
+    app, _, _, _ = demo_app(intervals=2)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        began: list[float] = []
+        begin = USER_TURN.begin
+
+        def recorded_begin() -> None:
+            began.append(time.monotonic())
+            begin()
+
+        USER_TURN.begin = recorded_begin  # type: ignore[method-assign]
+        try:
+            await pilot.press("r")
+            assert began
+            await pilot.pause()
+            assert not USER_TURN.active
+        finally:
+            del USER_TURN.begin
