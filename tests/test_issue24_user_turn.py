@@ -85,6 +85,23 @@ async def test_an_intervals_update_waits_for_the_keys_answer_then_comes() -> Non
         await next_update(app, pilot, before)
 
 
+async def test_a_key_held_down_holds_an_update_back_once_only() -> None:
+    app, engine, _, clock = demo_app(intervals=1)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        clock.advance(1.0)
+        engine.tick()
+        before = app.updates
+        USER_TURN.begin()
+        USER_TURN.end = lambda: None  # type: ignore[method-assign]  # every refresh brings the next repeat
+        try:
+            app.apply_update(None)
+            await next_update(app, pilot, before)  # after one refresh, although the turn is still on
+            assert USER_TURN.active
+        finally:
+            del USER_TURN.end
+
+
 async def test_a_key_starts_the_users_turn_and_its_answer_on_screen_ends_it() -> None:
     app, _, _, _ = demo_app(intervals=2)
     async with app.run_test(size=WIDE) as pilot:

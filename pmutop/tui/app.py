@@ -312,11 +312,13 @@ class PmutopApp(DramView):
             with self.batch_update():
                 self.core_table.update_rows(visible)
 
-    def apply_update(self, tasks: dict[int, TopTask] | None) -> None:
+    def apply_update(self, tasks: dict[int, TopTask] | None, deferred: bool = False) -> None:
         if self._stop.is_set():  # closing: the widgets may already be gone
             return
-        if USER_TURN.active:  # a key's answer first: at 256 CPUs an update takes tens of ms
-            self.call_after_refresh(self.apply_update, tasks)
+        # A key's answer first (at 256 CPUs an update takes tens of ms); once only: a key held down (auto-repeat)
+        # must not hold the numbers back.
+        if USER_TURN.active and not deferred:
+            self.call_after_refresh(self.apply_update, tasks, True)
             return
         try:
             self._apply_update(tasks)
