@@ -11,17 +11,15 @@ import asyncio
 import contextlib
 import os
 import threading
-import time
 from pathlib import Path
 from typing import ClassVar
 
-from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import DataTable, Input
 
 from pmutop.core.dram_reading import PackageFeed
 from pmutop.core.errors import PmutopError
@@ -36,9 +34,9 @@ from pmutop.probes.tasks import NoTasks, TaskSource, TopTask
 from pmutop.tui import format as fmt
 from pmutop.tui import interval_readings
 from pmutop.tui.config import Settings
-from pmutop.tui.dram_view import DramView
 from pmutop.tui.filter import parse_filter
-from pmutop.tui.header import add_lost_hosts, banner_text, machine_text, status_text
+from pmutop.tui.header import machine_text
+from pmutop.tui.header_view import HeaderView
 from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.base import ViewScreen
 from pmutop.tui.screens.detail import DetailScreen
@@ -57,7 +55,7 @@ INTERVAL_STEPS = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 PLOT_MIN_ROWS = 6  # a history panel: border, 3 plot rows, the time axis
 
 
-class PmutopApp(DramView):
+class PmutopApp(HeaderView):
     TITLE = "pmutop"
     CSS_PATH = Path(__file__).with_name("app.tcss")  # every style of the live view and its screens
     ENABLE_COMMAND_PALETTE = False  # every action has a key (and `?` lists them): its footer room goes to Help
@@ -392,48 +390,6 @@ class PmutopApp(DramView):
             self.notify(message, title="suspect sample", severity="warning", timeout=6)
         self.model.new_errors.clear()
         self.model.new_suspects.clear()
-
-    # -- the header
-
-    def _tick_clock(self) -> None:
-        """The run clock between updates (paused, intervals over 1 s), and a DRAM reading later than its update."""
-        if time.monotonic() - self._header_drawn >= 0.9:
-            self._refresh_header()
-        self.poll_dram()
-
-    def _set_line(self, widget_id: str, text: Text) -> None:
-        """Show `text` on a one-line Static: nothing to do when unchanged, no layout pass when changed."""
-        widget = self.query_one(widget_id, Static)
-        if widget.content != text:
-            widget.update(text, layout=False)
-
-    def _status_line(self, status: Text) -> Text:
-        """The status line shown: `status`, or more (the replay puts its position, speed and END first)."""
-        return status
-
-    def _refresh_header(self) -> None:
-        self._header_drawn = time.monotonic()
-        if self._stop.is_set():
-            return
-        self._header_stale = self.table_covered()
-        if self._header_stale:
-            return
-        with contextlib.suppress(NoMatches):  # the 1 s timer fired while the app was closing
-            self._draw_header()
-
-    def _draw_header(self) -> None:
-        own = self.own_cost.text() if self.own_cost is not None else None
-        self._set_line("#status", self._status_line(status_text(self.info, self.feed, self.core_table, own)))
-        banner = banner_text(self.info, self.model, self.paused, self.size.width)
-        if self.lost_hosts is not None:
-            add_lost_hosts(banner, self.lost_hosts.lost())
-        self._set_line("#banner", banner)
-        self.draw_dram()
-        widget = self.query_one("#banner", Static)
-        empty = not banner.plain
-        if widget.has_class("empty") != empty:
-            widget.set_class(empty, "empty")
-            self._fit()
 
     # -- sorting, rows, the formulas
 

@@ -76,7 +76,7 @@ class FleetApp(PmutopApp):
     def _show(self, shown: Shown) -> None:
         self.feed, self.info, self.names, self.keys = shown.feed, shown.info, shown.names, shown.keys
         self.model, self.core_table = shown.model, shown.table
-        self.lost_hosts = shown.feed if isinstance(shown.feed, LostHosts) else None  # type: ignore[assignment]
+        self.lost_hosts = shown.feed if isinstance(shown.feed, LostHosts) else None
         self._follow = self._plotted = self._last_highlight = None
         self.query_one("#machine", Static).update(machine_text(self.info))
         self.core_table.build(self.size.width, force=True)
