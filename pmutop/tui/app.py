@@ -212,7 +212,9 @@ class PmutopApp(HeaderView):
 
     async def on_event(self, event: events.Event) -> None:
         # A key or click: pmutop's background Python threads pause until its answer is on screen
-        # (pmutop.core.user_turn: the simulator's round at 256 CPUs would otherwise halve the UI's speed).
+        # (pmutop.core.user_turn: the simulator's round at 256 CPUs would otherwise halve the UI's speed). A key
+        # comes here twice, from the driver and bubbled back from the focused widget: the turn ends after the
+        # refresh that follows the second, when the key's action has run.
         if isinstance(event, events.Key | events.MouseDown | events.MouseScrollDown | events.MouseScrollUp):
             USER_TURN.begin()
             self.call_after_refresh(USER_TURN.end)
@@ -290,9 +292,9 @@ class PmutopApp(HeaderView):
             seen = {cpu: ring.count for cpu, ring in self.feed.rings.items()}
             if not self.paused:
                 side_seen = interval_readings.wait_for_interval(side, side_seen, self.feed.interval)
+            USER_TURN.wait()  # a key being answered goes first (the lookup can take ms at 256 CPUs)
             # Nothing to show them on while paused, or while a view without the top-task column covers the table
             # (a scan of every process each interval): the column is blank until the next interval after it.
-            USER_TURN.wait()
             tasks = None if self.paused else {} if self._top_tasks_hidden() else self._lookup_tasks()
             if self._stop.is_set():
                 return
