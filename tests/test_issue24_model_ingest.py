@@ -6,13 +6,14 @@ failed CPU, two intervals in one ingest (a paused view catching up)."""
 from __future__ import annotations
 
 import dataclasses
+import random
 
 from pmutop.app.screenshots import demo_app
 from pmutop.core.ring import SampleRing
 from pmutop.core.sample import Sample
 from pmutop.derive import topdown
 from pmutop.derive.metrics import combined
-from pmutop.tui.model import ViewModel, package_sample, summed
+from pmutop.tui.model import HISTORY, ViewModel, package_sample, summed
 
 
 def _rings_after(intervals: int, cpus: int = 8) -> tuple[dict[int, SampleRing], list[int]]:
@@ -71,18 +72,40 @@ def test_a_suspect_sample_and_a_failed_cpu_change_the_all_row_as_the_formulas_sa
     assert model.total.history["ipc"][-1] != model.total.history["ipc"][-2]  # with them it would be the same
 
 
+def _push(rings: dict[int, SampleRing], cpu: int, ipc: float | None, **fields: object) -> None:
+    """The CPU's next interval with this IPC (None: a point without one, as an idle core's)."""
+    ring = rings[cpu]
+    seq = ring.count + 1
+    counts = {"cycles": 1000, "instructions": round(1000 * ipc)} if ipc is not None else {"cycles": 0}
+    ring.push(Sample(cpu=cpu, seq=seq, time=float(seq), interval=1.0, tsc=2000, tsc_hz=2e3, counts=counts, **fields))
+
+
+def _scanned_top(model: ViewModel) -> float:
+    points = [v for core in model.cores.values() for v in core.history["ipc"] if v]
+    return max(points, default=0.0)
+
+
 def test_the_sparkline_scale_is_the_largest_point_kept_of_any_core_whatever_the_gaps() -> None:
-    rings, cpus = _rings_after(4)
+    """The scale is carried from ingest to ingest (a scan of every core's history was too slow at hundreds
+    of CPUs): it must still be the largest point kept, as the kept points age out, through gaps, suspect
+    samples, a failed CPU and several intervals in one ingest."""
+    cpus = [0, 1, 2]
+    rings = {cpu: SampleRing(HISTORY * 4) for cpu in cpus}
     model = ViewModel(cpus)
-    model.ingest(rings)
-    points = [v for cpu in cpus for v in model.cores[cpu].history["ipc"] if v is not None]
-    assert model.series_top("ipc") == max(points) > 0
-    model._tops.clear()
-    model.cores[cpus[3]].history["ipc"].extend([None, 0.0, max(points) * 3, None])  # a gap, an idle point
-    assert model.series_top("ipc") == max(points) * 3
-    model._tops.clear()
-    for cpu in cpus:
-        model.cores[cpu].history["ipc"].clear()
-        model.cores[cpu].history["ipc"].extend([None, 0.0])
-    assert model.series_top("ipc") == 0.0  # nothing measured above zero: the floor of the scale
+    assert model.series_top("ipc") == 0.0  # nothing measured yet: the floor of the scale
+    rng = random.Random(24)
+    failed: set[int] = set()
+    for step in range(HISTORY * 3):
+        for _ in range(2 if step % 37 == 0 else 1):  # now and then two intervals arrive at once
+            for cpu in set(cpus) - failed:
+                if cpu == 2 and step == HISTORY:
+                    _push(rings, cpu, None, error="cpu 2: the msr file went away")
+                    failed.add(cpu)
+                elif step % 11 == 0:
+                    _push(rings, cpu, rng.uniform(0, 9), suspect="counts beyond what the clock allows")
+                else:  # falling for a while (the top ages out every point), then rising, with gaps
+                    trend = 4.0 - (step % 150) / 50
+                    _push(rings, cpu, None if rng.random() < 0.1 else max(0.0, trend + rng.uniform(0, 0.5)))
+        model.ingest(rings)
+        assert model.series_top("ipc") == _scanned_top(model), f"after interval {step}"
     assert model.series_top("ipc", model.total) == max(v for v in model.total.history["ipc"] if v is not None)

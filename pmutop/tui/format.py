@@ -66,16 +66,17 @@ def nice_ceiling(value: float, floor: float) -> float:
 
 
 def sparkline(values: Sequence[float | None], width: int, top: float) -> str:
-    """The last `width` values as block characters on a 0..top scale (blank where missing)."""
+    """The last `width` values as block characters on a 0..top scale (blank where missing). One expression
+    per value: the table draws one for each row on screen every interval."""
     n = len(values)
     tail = islice(values, max(0, n - width), n)  # a deque's tail, without copying the whole history
-    chars = []
-    for v in tail:
-        if v is None:
-            chars.append(" ")
-            continue
-        level = 0 if top <= 0 else round(min(max(v / top, 0.0), 1.0) * (len(SPARK) - 1))
-        chars.append(SPARK[max(level, 1) if v > 0 else 0])
+    if top <= 0:
+        chars = [" " if v is None else SPARK[1] if v > 0 else SPARK[0] for v in tail]
+    else:  # any value above 0 shows at least the lowest block
+        steps = len(SPARK) - 1
+        chars = [
+            " " if v is None else SPARK[max(round(min(v / top, 1.0) * steps), 1)] if v > 0 else SPARK[0] for v in tail
+        ]
     return "".join(chars).rjust(width)
 
 

@@ -46,6 +46,8 @@ class CoreState:
     # When each history point was measured, newest last (the histories end at the same point): plots are
     # drawn against time, so points of different intervals take the room they lasted.
     spans: deque[Span] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    # series_top's per-core part as of the last ingest: series -> (seen, largest point, points after it).
+    tops: dict[str, tuple[int, float, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.history:
@@ -442,16 +444,50 @@ class ViewModel:
 
     def series_top(self, key: str, core: CoreState | None = None) -> float:
         """The largest value in the kept history of `key`: over all cores (one scale, so cores compare by
-        eye), or of the total row alone (a sum across cores would flatten every core's line). The series are
-        never negative, so the scan skips the None (and 0) points in C: it covers every core's history."""
+        eye), or of the total row alone (a sum across cores would flatten every core's line)."""
         kind = 0 if core is None or core.cpu >= 0 else 1 if core is self.total else 2  # packages: their own scale
         cached = self._tops.get((key, kind))
         if cached is None:  # once per ingest, not once per cell
-            rows = (self.cores.values(), [self.total], self.packages.values())[kind]
-            cached = max((max(filter(None, c.history[key]), default=0.0) for c in rows), default=0.0)
+            if kind == 0:
+                cached = max((_kept_top(c, key) for c in self.cores.values()), default=0.0)
+            else:
+                rows = [self.total] if kind == 1 else self.packages.values()
+                cached = max((_scan_top(c.history[key])[0] for c in rows), default=0.0)
             self._tops[(key, kind)] = cached
         return cached
 
     @property
     def overflow_count(self) -> int:
         return sum(self.total.overflow_totals.values())
+
+
+def _scan_top(history: deque[float | None]) -> tuple[float, int]:
+    """The largest point of a history and how many points came after its newest occurrence. The series are
+    never negative, so the scan skips the None (and 0) points in C."""
+    top = max(filter(None, history), default=0.0)
+    if not top:
+        return 0.0, 0
+    for age, v in enumerate(reversed(history)):
+        if v == top:
+            return top, age
+    raise AssertionError("unreachable: the top is one of the points")
+
+
+def _kept_top(core: CoreState, key: str) -> float:
+    """_scan_top of a core's history, carried from the last ingest: the core's samples are numbered (seq)
+    and each adds at most one point, so after one more sample only the newest point is new, and only losing
+    the top off the far end needs a scan. At hundreds of CPUs a scan of every core's history per ingest was
+    a good part of the live view's cost. (Samples that add no point, a failed CPU's, only age the top early:
+    a scan then, never a wrong answer.)"""
+    history = core.history[key]
+    known = core.tops.get(key)
+    if known is not None and core.seen == known[0]:
+        return known[1]
+    if known is not None and core.seen == known[0] + 1 and known[2] + 1 < len(history):
+        _, top, age = known
+        newest = history[-1]
+        top, age = (newest, 0) if newest and newest > top else (top, age + 1)
+    else:
+        top, age = _scan_top(history)
+    core.tops[key] = (core.seen, top, age)
+    return top
