@@ -76,6 +76,35 @@ def test_ctrl_c_during_start_up_is_one_line_and_130(tmp_path: Path, delay: float
     assert len(lines) == 1 and lines[0].startswith("pmutop: "), err
 
 
+# Stands in for the standard signal module in the run's directory (first on sys.path for `python -m`): Ctrl-C
+# arrives while the module is being imported, then the real one is loaded. Its import takes milliseconds (it
+# builds enums), long enough for a Ctrl-C to land in it under load.
+_CTRL_C_DURING_IMPORT_OF_SIGNAL = """
+import importlib.util, os, sys, sysconfig, time
+os.kill(os.getpid(), 2)
+time.sleep(0.2)  # the interrupt is taken here, at the latest
+spec = importlib.util.spec_from_file_location("signal", os.path.join(sysconfig.get_paths()["stdlib"], "signal.py"))
+module = importlib.util.module_from_spec(spec)
+sys.modules["signal"] = module
+spec.loader.exec_module(module)
+"""
+
+
+def test_ctrl_c_while_the_signal_module_is_imported_is_one_line_and_130(tmp_path: Path) -> None:
+    """The first thing pmutop does is take Ctrl-C: even the signal module's import comes after (seen in CI: a
+    Ctrl-C during that import ended in a traceback)."""
+    (tmp_path / "signal.py").write_text(_CTRL_C_DURING_IMPORT_OF_SIGNAL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pmutop", "--demo", "--batch", "--count", "1", "--interval", "0.5"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr == "pmutop: interrupted\n"
+
+
 def _in_pmutop(err: str) -> bool:
     """Whether a traceback reached pmutop's own code (else the signal came during Python's start-up)."""
     return "Traceback" not in err or "pmutop/" in err
