@@ -109,3 +109,12 @@ def test_the_sparkline_scale_is_the_largest_point_kept_of_any_core_whatever_the_
         model.ingest(rings)
         assert model.series_top("ipc") == _scanned_top(model), f"after interval {step}"
     assert model.series_top("ipc", model.total) == max(v for v in model.total.history["ipc"] if v is not None)
+
+
+def test_a_nan_point_does_not_stop_the_scale() -> None:
+    """A NaN (a remote feed's value, say) equals no point: the carried scale must not fail on it, and answers
+    what a scan answers."""
+    model = ViewModel([0])
+    model.cores[0].history["ipc"].extend([float("nan"), 1.5])
+    top = model.series_top("ipc")
+    assert top != top  # NaN, as max() gives with the NaN first

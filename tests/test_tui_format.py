@@ -20,7 +20,8 @@ def test_numbers_keep_their_width() -> None:
     ]
     assert fmt.fixed(None, ".2f", 5) == "    -" and fmt.fixed(0.5, ".1f", 6, 100) == "  50.0"
     assert fmt.sparkline([0, 1, 2, 4, None], 6, 4.0) == "  ▂▄█ "
-    # Any value above 0 shows (the lowest block), beyond the top is the top, below 0 and a zero scale blank.
+    # Any value above 0 shows (at least the lowest block, also on a zero scale), beyond the top is the top, 0
+    # and below are blank.
     assert fmt.sparkline([0.001, 9.0, -1.0, 3.0], 4, 4.0) == "▁█ ▆"
     assert fmt.sparkline([0.0, 2.0, None], 3, 0.0) == " ▁ "
     assert fmt.sparkline([1.0] * 200, 3, 4.0) == "▂▂▂"  # the last values only

@@ -470,7 +470,7 @@ def _scan_top(history: deque[float | None]) -> tuple[float, int]:
     for age, v in enumerate(reversed(history)):
         if v == top:
             return top, age
-    raise AssertionError("unreachable: the top is one of the points")
+    return top, len(history)  # a NaN top equals no point: as if about to leave, so the next call scans again
 
 
 def _kept_top(core: CoreState, key: str) -> float:
