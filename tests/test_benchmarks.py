@@ -211,3 +211,33 @@ def test_memory_growth_finder_names_the_allocation_sites_that_grew() -> None:
     assert lines[0].startswith("RSS ") and "traced Python heap" in lines[0]
     assert lines[1].startswith("net growth (KiB)")
     assert all(re.search(r"\S+:\d+", line) for line in lines[2:])  # file:line of each site
+
+
+def test_batch_floor_runs_the_real_batch_mode_with_util_unknown() -> None:
+    # Where the perf backend falls back to software events (this VM), Util% comes from /proc/stat; the floor
+    # runner prints the same records with Util% unknown, so that read is the only difference it measures.
+    arguments = ["--batch", "--backend", "perf", "--events", "cpu-clock,context-switches", "--interval", "0.2"]
+    common = {"capture_output": True, "text": True, "timeout": 60, "cwd": ROOT}
+    floor = subprocess.run([sys.executable, "benchmarks/batch_floor.py", *arguments, "--count", "2"], **common)
+    if floor.returncode != 0 and "perf_event" in floor.stderr:
+        pytest.skip(f"the perf backend cannot run here: {floor.stderr.strip().splitlines()[-1]}")
+    assert floor.returncode == 0, floor.stderr
+    header, *rows = floor.stdout.splitlines()
+    assert header.split()[:3] == ["time", "CPU", "Util%"] and rows
+    assert {row.split()[2] for row in rows} == {"-"}  # unknown on every row, the total's included
+    assert "own cost" in floor.stderr  # the rest of batch mode ran as usual
+
+
+def test_batch_benchmark_measures_pmutop_perf_stat_and_the_floor_side_by_side() -> None:
+    from benchmarks import programs
+
+    try:
+        results = programs.batch(seconds=0.3, repeat=1)
+    finally:
+        programs.procs.cleanup()
+    assert set(results) == {programs.MINE, programs.PERF_STAT, programs.FLOOR}
+    mine, perf, floor = (results[name] for name in (programs.MINE, programs.PERF_STAT, programs.FLOOR))
+    if "skipped" in mine or "skipped" in perf:
+        pytest.skip(f"batch or perf stat cannot run here: {mine.get('skipped') or perf.get('skipped')}")
+    assert mine["ratio"] == mine["median"] / perf["median"] and mine["met"] == (mine["ratio"] <= 1.0)
+    assert floor["ratio"] == floor["median"] / perf["median"] and "target" not in floor
