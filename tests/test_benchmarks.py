@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.flags import needs_tmux
+from helpers.flags import needs_perf_events, needs_tmux
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -213,14 +213,13 @@ def test_memory_growth_finder_names_the_allocation_sites_that_grew() -> None:
     assert all(re.search(r"\S+:\d+", line) for line in lines[2:])  # file:line of each site
 
 
+@needs_perf_events
 def test_batch_floor_runs_the_real_batch_mode_with_util_unknown() -> None:
     # Where the perf backend falls back to software events (this VM), Util% comes from /proc/stat; the floor
     # runner prints the same records with Util% unknown, so that read is the only difference it measures.
     arguments = ["--batch", "--backend", "perf", "--events", "cpu-clock,context-switches", "--interval", "0.2"]
     common = {"capture_output": True, "text": True, "timeout": 60, "cwd": ROOT}
     floor = subprocess.run([sys.executable, "benchmarks/batch_floor.py", *arguments, "--count", "2"], **common)
-    if floor.returncode != 0 and "perf_event" in floor.stderr:
-        pytest.skip(f"the perf backend cannot run here: {floor.stderr.strip().splitlines()[-1]}")
     assert floor.returncode == 0, floor.stderr
     header, *rows = floor.stdout.splitlines()
     assert header.split()[:3] == ["time", "CPU", "Util%"] and rows

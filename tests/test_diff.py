@@ -9,9 +9,9 @@ import statistics
 from pathlib import Path
 
 import pytest
+from helpers.flags import needs_perf_events
 
 from pmutop.app.main import main
-from pmutop.backends.perf import probe_software_events
 from pmutop.recording.diff import diff_rows, diff_table
 from pmutop.recording.reader import read_recording
 
@@ -101,7 +101,7 @@ def test_a_simulated_recording_is_not_compared_with_a_measured_one(
     assert "SIMULATED" in err and "measured" in err
 
 
-@pytest.mark.skipif(probe_software_events(0) is not None, reason="CPU-wide software perf events cannot be opened here")
+@needs_perf_events
 def test_software_only_recordings_compare_what_they_measured(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.flags import needs_perf_events
 
 from pmutop.app.main import main
-from pmutop.backends.perf import probe_software_events
 from pmutop.core.sysroot import Sysroot
 from pmutop.probes.power import sysfs
 from pmutop.probes.power.sysfs import CpuIdle
@@ -71,9 +71,6 @@ def test_beyond_the_open_files_budget_states_are_still_read(tmp_path: Path, monk
     assert _open_fds() == before
 
 
-needs_perf_events = pytest.mark.skipif(
-    probe_software_events(0) is not None, reason="CPU-wide software perf events cannot be opened here"
-)
 needs_cpuidle = pytest.mark.skipif(not CpuIdle(Sysroot("/")).states(0), reason="no cpuidle on this host")
 PERF_BATCH = ["--batch", "--backend", "perf", "--events", "cpu-clock,context-switches", "--interval", "0.1"]
 

@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers.flags import needs_perf
+from helpers.flags import needs_perf, needs_perf_events
 from helpers.workloads import PING_PONG
 
-from pmutop.backends.perf import PerfBackend, encode_for_perf, probe_software_events
+from pmutop.backends.perf import PerfBackend, encode_for_perf
 from pmutop.core.errors import HardwareError, UsageError
 from pmutop.core.sysroot import Sysroot
 from pmutop.engine.engine import Engine
@@ -25,10 +25,6 @@ from pmutop.hw.platform import HostPlatform
 from pmutop.pmu.events import ARCH_EVENTS, SOFTWARE_EVENTS, parse_events
 
 pytestmark = pytest.mark.integration  # starts processes, terminals or servers
-
-needs_perf_events = pytest.mark.skipif(
-    probe_software_events(0) is not None, reason="CPU-wide software perf events cannot be opened here"
-)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pmutop.backends.perf import probe_software_events
 from pmutop.hw import shim
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"  # beside the repository (the steering repo's shared/)
@@ -22,3 +23,6 @@ HAS_SHARED_PERFMON = (SHARED_PERFMON / "mapfile.csv").is_file()
 needs_tmux = pytest.mark.skipif(not HAS_TMUX, reason="tmux is not installed")
 needs_perf = pytest.mark.skipif(not HAS_PERF, reason="perf (linux-perf) is not installed")
 needs_shim = pytest.mark.skipif(not HAS_SHIM, reason="the cffi shim is not built")
+needs_perf_events = pytest.mark.skipif(
+    probe_software_events(0) is not None, reason="CPU-wide software perf events cannot be opened here"
+)
