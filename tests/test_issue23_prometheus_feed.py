@@ -61,9 +61,9 @@ def fleet():  # type: ignore[no-untyped-def]
         for p in ports:
             scrape(p)
         deadline = time.monotonic() + 40
-        while True:  # until rate() over 2 s has points for every CPU of every instance
+        while True:  # until rate() over 3 s (the feed's window) has points for every CPU of every instance
             try:
-                if len(api(base, "rate(pmutop_instructions_total[2s])", time.time())) == 6:
+                if len(api(base, "rate(pmutop_instructions_total[3s])", time.time())) == 6:
                     break
             except OSError:
                 pass
@@ -111,10 +111,10 @@ def test_batch_agrees_with_each_instances_own_counters_and_lists_every_instance(
     rec = tmp_path / "fleet.jsonl"
     r = run("--prometheus", base, "--batch", "--format", "json", "--count", "2", "--timestamps", "--record", str(rec))
     assert r.returncode == 0, r.stderr
-    assert "Prometheus scrapes every 1 s: a new interval every 1 s, each the rates over the last 2 s" in r.stderr
+    assert "Prometheus scrapes every 1 s: a new interval every 1 s, each the rates over the last 3 s" in r.stderr
     records = [json.loads(line) for line in r.stdout.splitlines()]
     assert {(x["host"], x["cpu"]) for x in records} == {(i, c) for i in instances for c in (0, 1)}
-    assert len(records) == 12 and all(x["interval"] == 2.0 and x["mode"] == "SIMULATED" for x in records)
+    assert len(records) == 12 and all(x["interval"] == 3.0 and x["mode"] == "SIMULATED" for x in records)
     ipcs = set()
     for x in records:
         from datetime import datetime
@@ -134,7 +134,7 @@ def test_batch_agrees_with_each_instances_own_counters_and_lists_every_instance(
 
 def test_a_past_window_comes_from_the_servers_history(fleet) -> None:  # type: ignore[no-untyped-def]
     base, instances, _, ready = fleet
-    time.sleep(max(0.0, ready + 10 - time.time()))  # the window (8 s to 4 s ago, 2 s rates) all in the history
+    time.sleep(max(0.0, ready + 11 - time.time()))  # the window (8 s to 4 s ago, 3 s rates) all in the history
     r = run("--prometheus", base, "--batch", "--format", "csv", "--since", "8s", "--until", "4s", "--interval", "2")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 import threading
 import time
@@ -41,6 +42,7 @@ class FakePrometheus:
         self.delay = 3.0
         self.gone: set[str] = set()
         self.starts = {inst: 1_700_000_000.0 + i for i, inst in enumerate(self.instances)}
+        self.ingest_lag: float | None = None
         self.queries: list[str] = []  # every query asked, in order
         self.headers: list[dict[str, str]] = []  # every request's headers
         self._cache: dict[tuple[str, str], bytes] = {}
@@ -106,6 +108,9 @@ class FakePrometheus:
             at = float(params.get("time", time.time()))
             values = [[at - 4 + k, "1"] for k in range(5)]  # scraped every 1 s
             return _body("matrix", [{"metric": {"instance": self.instances[0]}, "values": values}])
+        lag = self.ingest_lag
+        if lag is not None and "rate(" in query and _scrapes_in_window(query, float(params["time"]), lag) < 2:
+            return _body("vector", [])
         if "max by (instance) (pmutop_start_time_seconds" in query:
             return _body("vector", [_point({"instance": i}, self.starts[i]) for i in self._selected(query)])
         key = (query, self.mode + ",".join(sorted(self.gone)))
@@ -176,6 +181,14 @@ class FakePrometheus:
         steps = [round(start + k * step, 3) for k in range(int((end - start) / step + 1e-6) + 1)]
         result = [{"metric": m, "values": [[t, str(v)] for t in steps]} for m, v in self.series(query)]
         return _body("matrix", result)
+
+
+def _scrapes_in_window(query: str, at: float, lag: float) -> int:
+    """How many of the scrapes taken on whole seconds and stored `lag` s later lie in the query's window
+    (at - window, at] at `at`."""
+    window = int(re.findall(r"\[(\d+)ms\]", query)[0]) / 1000
+    newest = math.floor(at) if at - math.floor(at) >= lag else math.floor(at) - 1
+    return sum(1 for k in range(math.floor(at - window), newest + 1) if at - window < k)
 
 
 def _point(metric: dict[str, str], value: float | str) -> dict[str, Any]:
