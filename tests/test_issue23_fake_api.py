@@ -307,6 +307,34 @@ def test_batch_json_records_carry_the_host_and_its_own_cpu() -> None:
         assert len(lines) == 1 + 10 * 4  # 10 steps of 1 s (the fake scrapes every 1 s), 4 CPUs each
 
 
+def test_a_cpu_without_samples_is_said_once_and_its_record_has_no_made_up_interval() -> None:
+    """A round where a CPU has no rate: its batch record is empty (interval too: nothing was measured over
+    any interval) and stderr says why, once while it lasts; said again after it comes back and goes."""
+    import json
+
+    with FakePrometheus(hosts=2, cpus=2) as fake:
+        fake.mode = "partial"  # host 0's CPU 0 has no sampled_seconds, every round
+        r = pmutop("--prometheus", fake.url, "--batch", "--format", "json", "--count", "3")
+        assert r.returncode == 0, r.stderr
+        said = "host-0000:9464: no samples from cpu 0 in the last 3 s"
+        assert r.stderr.count(said) == 1, r.stderr
+        records = [json.loads(line) for line in r.stdout.splitlines()]
+        empty = [x for x in records if (x["host"], x["cpu"]) == ("host-0000:9464", 0)]
+        assert len(records) == 12 and len(empty) == 3
+        assert all(x["interval"] is None and x["ipc"] is None and x["util"] is None for x in empty)
+        assert all(x["interval"] == 3.0 and x["ipc"] == pytest.approx(2.0) for x in records if x not in empty)
+        feed = feed_of(fake)
+        notices: list[str] = []
+        feed.on_notice = notices.append
+        try:
+            for mode in ("partial", "partial", "ok", "partial"):
+                fake.mode = mode
+                feed.poll()
+            assert notices == [said, "host-0000:9464: samples from cpu 0 again", said]
+        finally:
+            feed.stop()
+
+
 async def test_the_live_view_shows_every_instance_and_a_lost_one_in_its_banner() -> None:
     from helpers.pilot import text_of
     from textual.widgets import DataTable, Static

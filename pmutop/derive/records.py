@@ -183,7 +183,9 @@ def record(
         rec["interval_index"] = index
     if host is not None:
         rec["host"] = host[0]
-    rec |= {"cpu": s.cpu if host is None else host[1], "interval": round(s.interval, 6)}
+    # A failed sample (a fleet's CPU without samples this round) measured no interval: null, not 0.
+    interval = None if s.error else round(s.interval, 6)
+    rec |= {"cpu": s.cpu if host is None else host[1], "interval": interval}
     counts = dict(s.counts)
     if s.tsc is not None:
         counts["tsc"] = s.tsc

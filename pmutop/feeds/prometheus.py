@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from pmutop.core.cpulist import format_cpu_list
 from pmutop.core.errors import PmutopError
 from pmutop.core.ring import SampleRing
 from pmutop.core.run_description import RunInfo
@@ -102,6 +103,7 @@ class PrometheusFeed(PromRounds[FleetHost]):
 
     def _discover(self, at: float) -> float:
         self.hosts_of: dict[int, tuple[str, int]] = {}  # cpu id -> (instance, its own cpu number)
+        self._gaps_said: dict[str, tuple[int, ...]] = {}  # instance -> its CPUs last said to have no samples
         self.core_types: dict[int, str] = {}
         infos = self.client.labels(self.match, at)
         if not infos:
@@ -215,6 +217,7 @@ class PrometheusFeed(PromRounds[FleetHost]):
         for h in self.hosts:
             inst = h.instance
             first = h.first_of_package
+            gaps: list[int] = []
             for cpu in h.cpus:
                 gid, where = h.gid(cpu), (inst, str(cpu))
                 if h.lost_since is not None:
@@ -222,6 +225,7 @@ class PrometheusFeed(PromRounds[FleetHost]):
                     continue
                 rate = sampled.get(where)
                 if not rate or rate <= 0:
+                    gaps.append(cpu)
                     out.append((gid, {"error": f"{inst}: no samples from cpu {cpu} in the last {window:g} s"}))
                     continue
                 scale = window / rate  # per second of the exporter's own sampling, times the window
@@ -261,9 +265,23 @@ class PrometheusFeed(PromRounds[FleetHost]):
                         if (inst, str(package)) in pkg_temps:
                             fields["pkg_temp_c"] = pkg_temps[(inst, str(package))]
                 out.append((gid, fields))
+            if h.lost_since is None:
+                self._say_gaps(inst, gaps, window)
+            else:
+                self._gaps_said.pop(inst, None)  # its loss is said instead
         return out
 
-    # -- rounds from the server's history
+    def _say_gaps(self, instance: str, gaps: list[int], window: float) -> None:
+        """One line when CPUs of an instance have no samples in the window (their rows and records are empty
+        meanwhile; batch says it on stderr), and one when they have again; not a line every round."""
+        before, now = self._gaps_said.get(instance, ()), tuple(gaps)
+        if now == before:
+            return
+        if now:
+            self._notice(f"{instance}: no samples from cpu {format_cpu_list(gaps)} in the last {window:g} s")
+        else:
+            self._notice(f"{instance}: samples from cpu {format_cpu_list(list(before))} again")
+        self._gaps_said[instance] = now
 
     # -- rounds: live, and from the server's history
 
