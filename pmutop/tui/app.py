@@ -222,6 +222,7 @@ class PmutopApp(HeaderView):
 
     def on_unmount(self) -> None:
         self._stop_watching()
+        USER_TURN.end()  # the key that closed the view (q) has no refresh after it to end its turn
 
     def _stop_watching(self) -> None:
         """End the sample watcher now, not at its next timeout: quitting waits for that thread."""
