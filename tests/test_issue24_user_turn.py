@@ -24,6 +24,7 @@ from tests.test_tui import WIDE, next_update
 def no_turn_left() -> Iterator[None]:
     yield
     USER_TURN.end()  # process-wide: never leave a turn on for the next test
+    gc.enable()  # nor collection off, when a test of a turn of its own failed midway
 
 
 def test_a_background_step_waits_while_a_key_is_answered_and_goes_on_when_it_is_on_screen() -> None:
