@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from textual.widgets import Input
 
 from pmutop.app.screenshots import demo_app
 from pmutop.core import user_turn
@@ -146,3 +147,39 @@ async def test_a_key_starts_the_users_turn_and_its_answer_on_screen_ends_it() ->
             assert not USER_TURN.active and gc.isenabled()
         finally:
             del USER_TURN.begin
+
+
+@pytest.mark.parametrize("key", ["r", "s", "greater_than_sign", "less_than_sign", "p", "space"])
+async def test_a_table_key_acts_when_the_app_first_gets_it_not_after_a_pending_frame(key: str) -> None:
+    # A key the app handles only after forwarding it to the focused table comes back to the app after the frame
+    # already due (at 256 CPUs an interval's update, ~10 ms): the table's own keys are the app's at once.
+    app, engine, _, _ = demo_app(intervals=2)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        table = app.query_one("#cores")
+        forwarded: list[str] = []
+        forward = table._forward_event
+
+        def recorded_forward(event: object) -> None:
+            forwarded.append(getattr(event, "key", ""))
+            forward(event)  # type: ignore[arg-type]
+
+        table._forward_event = recorded_forward  # type: ignore[method-assign]
+        before = (app.core_table.sort_key, app.core_table.reverse, app.paused)
+        await pilot.press(key)
+        await pilot.pause()
+        assert forwarded == []
+        assert (app.core_table.sort_key, app.core_table.reverse, app.paused) != before
+    engine.stop()
+
+
+async def test_the_filter_line_still_types_every_table_key() -> None:
+    app, engine, _, _ = demo_app(intervals=2)
+    async with app.run_test(size=WIDE) as pilot:
+        await pilot.pause()
+        before = (app.core_table.sort_key, app.core_table.reverse, app.paused, app.feed.interval)
+        await pilot.press("slash", *"0-2 rs<>p+=")
+        await pilot.pause()
+        assert app.query_one("#filter", Input).value == "0-2 rs<>p+="
+        assert (app.core_table.sort_key, app.core_table.reverse, app.paused, app.feed.interval) == before
+    engine.stop()

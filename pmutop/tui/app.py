@@ -61,22 +61,26 @@ class PmutopApp(HeaderView):
     ENABLE_COMMAND_PALETTE = False  # every action has a key (and `?` lists them): its footer room goes to Help
     # The footer shows these in this order and cuts what does not fit: Help and Quit first, so they are
     # there at 80 columns. Keys that open a dialog or a view are priority bindings: the app handles them
-    # in turn with the keys typed after them, which then reach the new dialog, not the table.
+    # in turn with the keys typed after them, which then reach the new dialog, not the table. So are the
+    # table's own keys: the app acts on them when it first gets them, not after forwarding them to the
+    # focused table and back, which put a frame already due (at 256 CPUs an interval's update, ~10 ms) before
+    # the key's answer. A focused filter line still gets its letters (Textual leaves it the keys it types).
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark,h,f1", "help", "Help", priority=True),
         Binding("q,f10", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
-        Binding("p,space", "pause", "Pause"),  # p first: the footer's shortest key name
-        Binding("p,space", "resume", "Resume"),  # the footer shows the one that applies
+        Binding("p,space", "pause", "Pause", priority=True),  # p first: the footer's shortest key name
+        Binding("p,space", "resume", "Resume", priority=True),  # the footer shows the one that applies
+        # Not priority: Textual does not count + and - as characters a focused filter line types (0-2).
         Binding("plus,equals_sign", "slower", "Interval", key_display="+/-"),
         Binding("minus", "faster", "Shorter interval", show=False),
-        Binding("s,greater_than_sign", "next_sort", "Sort"),
-        Binding("less_than_sign", "previous_sort", "Sort back", show=False),
+        Binding("s,greater_than_sign", "next_sort", "Sort", priority=True),
+        Binding("less_than_sign", "previous_sort", "Sort back", show=False, priority=True),
         Binding("f6", "choose_sort", "Sort by", show=False, priority=True),
         Binding("slash", "filter", "Filter", priority=True),
         Binding("backslash", "clear_filter", "Clear filter", show=False),
         Binding("c", "choose_columns", "Columns", priority=True),
-        Binding("r", "reverse_sort", "Reverse", show=False),  # no room at 80 columns (the help lists it)
+        Binding("r", "reverse_sort", "Reverse", show=False, priority=True),  # no room at 80 columns (? lists it)
         # From the table (shown there), then the same keys on the views (hidden: the view shows its own);
         # on a view they come before its own keys: a number selects that view (it never goes back one, as
         # a view's own "back" key did) and Esc always leads to the table.
