@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -234,9 +235,30 @@ def test_batch_benchmark_measures_pmutop_perf_stat_and_the_floor_side_by_side() 
         results = programs.batch(seconds=0.3, repeat=1)
     finally:
         programs.procs.cleanup()
-    assert set(results) == {programs.MINE, programs.PERF_STAT, programs.FLOOR}
-    mine, perf, floor = (results[name] for name in (programs.MINE, programs.PERF_STAT, programs.FLOOR))
+    assert set(results) == {programs.MINE, programs.PERF_STAT, programs.FLOOR, programs.PYTHON_FLOOR}
+    mine, perf = results[programs.MINE], results[programs.PERF_STAT]
     if "skipped" in mine or "skipped" in perf:
         pytest.skip(f"batch or perf stat cannot run here: {mine.get('skipped') or perf.get('skipped')}")
     assert mine["ratio"] == mine["median"] / perf["median"] and mine["met"] == (mine["ratio"] <= 1.0)
-    assert floor["ratio"] == floor["median"] / perf["median"] and "target" not in floor
+    for floor in (results[programs.FLOOR], results[programs.PYTHON_FLOOR]):
+        assert floor["ratio"] == floor["median"] / perf["median"] and "target" not in floor
+
+
+@needs_perf_events
+def test_batch_python_floor_reads_every_cpu_each_interval() -> None:
+    # The bare loop the batch benchmark sets beside pmutop: a line per CPU and an `all` line every interval,
+    # from the same perf groups (its cpu-clock column: the interval's seconds, as perf counted them).
+    floor = subprocess.Popen(
+        [sys.executable, "benchmarks/batch_python_floor.py", "0.1"], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    try:
+        assert floor.stdout is not None
+        cpus = len(os.sched_getaffinity(0))
+        lines = [floor.stdout.readline().split() for _ in range(2 * (cpus + 1))]
+    finally:
+        floor.kill()
+        floor.wait()
+    first, second = lines[: cpus + 1], lines[cpus + 1 :]
+    assert [line[1] for line in first] == [*map(str, sorted(os.sched_getaffinity(0))), "all"]
+    assert float(second[0][0]) > float(first[0][0])
+    assert all(0.05 < float(line[2]) < 0.3 for line in first[:-1])  # cpu-clock: about 0.1 s per interval
