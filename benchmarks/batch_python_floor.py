@@ -44,6 +44,7 @@ def run(interval: float) -> None:
         remaining = epoch + k * step - time.monotonic_ns()
         if remaining > 0:
             time.sleep(remaining / 1e9)
+        at = k * interval  # this deadline's time, as batch mode's time column
         k += 1
         now = [unpack(os.read(fd, size)) for fd in fds]
         os.pread(stat, 65536, 0)
@@ -52,12 +53,15 @@ def run(interval: float) -> None:
         for cpu, a, b in zip(cpus, prev, now, strict=True):
             switches = b[4] - a[4]
             total += switches
-            lines.append(f"{k * interval:8.2f} {cpu:4} {(b[3] - a[3]) / 1e9:8.3f} {switches:9}\n")
-        lines.append(f"{k * interval:8.2f}  all {total:18}\n")
+            lines.append(f"{at:8.2f} {cpu:4} {(b[3] - a[3]) / 1e9:8.3f} {switches:9}\n")
+        lines.append(f"{at:8.2f}  all {total:18}\n")
         out.write("".join(lines))
         out.flush()
         prev = now
 
 
 if __name__ == "__main__":
-    run(float(sys.argv[1]) if len(sys.argv) > 1 else 0.5)
+    try:
+        run(float(sys.argv[1]) if len(sys.argv) > 1 else 0.5)
+    except (BrokenPipeError, KeyboardInterrupt):  # its reader went away, or Ctrl+C: the end, quietly
+        os._exit(0)  # not sys.exit: flushing the closed pipe at exit would fail again
