@@ -4,6 +4,7 @@ runs the real program (in a real terminal: tmux) and measures it from outside (p
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -17,6 +18,7 @@ MINE = "batch pmutop --backend perf"
 PERF_STAT = "batch perf stat -I 500"
 FLOOR = "batch pmutop without its Util% source"
 PYTHON_FLOOR = "batch floor: its system calls from a bare Python loop"
+C_FLOOR = "batch floor: its system calls from a bare C loop"
 
 
 def batch(seconds: float, repeat: int) -> dict[str, Any]:
@@ -24,7 +26,27 @@ def batch(seconds: float, repeat: int) -> dict[str, Any]:
     `perf stat -a -A -I 500` counting the same events; and, to show what pmutop's figure is made of, the same
     batch run without its Util% source (benchmarks/batch_floor.py: /proc/stat where there are no hardware
     events, as in a VM without a PMU; perf stat shows no utilisation), and the floor under any Python batch
-    here: the same reads and writes from a bare Python loop (benchmarks/batch_python_floor.py)."""
+    here: the same reads and writes from a bare Python loop (benchmarks/batch_python_floor.py), and from a bare
+    C loop (benchmarks/batch_c_floor.c, compiled for the run; skipped without a C compiler)."""
+    with tempfile.TemporaryDirectory(prefix="pmutop-batch-floor-") as build:
+        return _batch(seconds, repeat, _c_floor(build))
+
+
+def _c_floor(build: str) -> list[str] | str:
+    """The C floor's command, compiled into `build`, or why there is none."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return "no C compiler (cc) to build benchmarks/batch_c_floor.c"
+    binary = os.path.join(build, "batch_c_floor")
+    source = str(procs.ROOT / "benchmarks" / "batch_c_floor.c")
+    done = subprocess.run([compiler, "-O2", "-o", binary, source], capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        return f"benchmarks/batch_c_floor.c did not compile: {lines[-1] if lines else done.returncode}"
+    return [binary, "0.5"]
+
+
+def _batch(seconds: float, repeat: int, c_floor: list[str] | str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     arguments = ["--batch", "--backend", "perf", "--events", "cpu-clock,context-switches", "--interval", "0.5"]
     commands = {
@@ -33,6 +55,10 @@ def batch(seconds: float, repeat: int) -> dict[str, Any]:
         FLOOR: [sys.executable, str(procs.ROOT / "benchmarks" / "batch_floor.py"), *arguments],
         PYTHON_FLOOR: [sys.executable, str(procs.ROOT / "benchmarks" / "batch_python_floor.py"), "0.5"],
     }
+    if isinstance(c_floor, str):
+        out[C_FLOOR] = skipped(c_floor)
+    else:
+        commands[C_FLOOR] = c_floor
     runs: dict[str, list[float]] = {}
     for name, cmd in commands.items():
         if not procs.have(cmd[0]) and not os.path.exists(cmd[0]):
@@ -57,7 +83,7 @@ def batch(seconds: float, repeat: int) -> dict[str, Any]:
         r["ratio"] = mine / perf
         r["target"] = "<= 1.0x perf stat -I 500"
         r["met"] = r["ratio"] <= 1.0
-    for name in (FLOOR, PYTHON_FLOOR):  # against perf stat, like the figure above them
+    for name in (FLOOR, PYTHON_FLOOR, C_FLOOR):  # against perf stat, like the figure above them
         value = out.get(name, {}).get("median")
         if value is not None and perf:
             out[name]["ratio"] = value / perf

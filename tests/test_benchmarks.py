@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -235,22 +236,36 @@ def test_batch_benchmark_measures_pmutop_perf_stat_and_the_floor_side_by_side() 
         results = programs.batch(seconds=0.3, repeat=1)
     finally:
         programs.procs.cleanup()
-    assert set(results) == {programs.MINE, programs.PERF_STAT, programs.FLOOR, programs.PYTHON_FLOOR}
+    assert set(results) == {programs.MINE, programs.PERF_STAT, programs.FLOOR, programs.PYTHON_FLOOR, programs.C_FLOOR}
     mine, perf = results[programs.MINE], results[programs.PERF_STAT]
     if "skipped" in mine or "skipped" in perf:
         pytest.skip(f"batch or perf stat cannot run here: {mine.get('skipped') or perf.get('skipped')}")
     assert mine["ratio"] == mine["median"] / perf["median"] and mine["met"] == (mine["ratio"] <= 1.0)
-    for floor in (results[programs.FLOOR], results[programs.PYTHON_FLOOR]):
+    floors = [results[programs.FLOOR], results[programs.PYTHON_FLOOR]]
+    if shutil.which("cc") or shutil.which("gcc"):  # else it says why it was skipped
+        floors.append(results[programs.C_FLOOR])
+    else:
+        assert "C compiler" in results[programs.C_FLOOR]["skipped"]
+    for floor in floors:
         assert floor["ratio"] == floor["median"] / perf["median"] and "target" not in floor
 
 
+def _c_floor(tmp_path: Path) -> list[str]:
+    from benchmarks import programs
+
+    built = programs._c_floor(str(tmp_path))
+    if isinstance(built, str):
+        pytest.skip(built)
+    return built[:1]
+
+
 @needs_perf_events
-def test_batch_python_floor_reads_every_cpu_each_interval() -> None:
-    # The bare loop the batch benchmark sets beside pmutop: a line per CPU and an `all` line every interval,
-    # from the same perf groups (its cpu-clock column: the interval's seconds, as perf counted them).
-    floor = subprocess.Popen(
-        [sys.executable, "benchmarks/batch_python_floor.py", "0.1"], stdout=subprocess.PIPE, text=True, cwd=ROOT
-    )
+@pytest.mark.parametrize("language", ["python", "c"])
+def test_batch_floors_read_every_cpu_each_interval(language: str, tmp_path: Path) -> None:
+    # The bare loops the batch benchmark sets beside pmutop: a line per CPU and an `all` line every interval,
+    # from the same perf groups (the cpu-clock column: the interval's seconds, as perf counted them).
+    command = [sys.executable, "benchmarks/batch_python_floor.py"] if language == "python" else _c_floor(tmp_path)
+    floor = subprocess.Popen([*command, "0.1"], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert floor.stdout is not None
         cpus = len(os.sched_getaffinity(0))
@@ -262,3 +277,5 @@ def test_batch_python_floor_reads_every_cpu_each_interval() -> None:
     assert [line[1] for line in first] == [*map(str, sorted(os.sched_getaffinity(0))), "all"]
     assert [float(first[0][0]), float(second[0][0])] == [0.1, 0.2]  # each deadline's time, as batch mode prints it
     assert all(0.05 < float(line[2]) < 0.3 for line in first[:-1])  # cpu-clock: about 0.1 s per interval
+    # Context switches counted (at least the loop's own sleeps), and the `all` line their sum.
+    assert int(first[-1][2]) == sum(int(line[3]) for line in first[:-1]) > 0
