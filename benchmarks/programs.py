@@ -32,9 +32,14 @@ def batch(seconds: float, repeat: int) -> dict[str, Any]:
         return _batch(seconds, repeat, _c_floor(build))
 
 
+def c_compiler() -> str | None:
+    """The C compiler the C floor is built with, if this machine has one."""
+    return shutil.which("cc") or shutil.which("gcc")
+
+
 def _c_floor(build: str) -> list[str] | str:
-    """The C floor's command, compiled into `build`, or why there is none."""
-    compiler = shutil.which("cc") or shutil.which("gcc")
+    """The C floor's command (its interval to follow), compiled into `build`, or why there is none."""
+    compiler = c_compiler()
     if compiler is None:
         return "no C compiler (cc) to build benchmarks/batch_c_floor.c"
     binary = os.path.join(build, "batch_c_floor")
@@ -43,7 +48,7 @@ def _c_floor(build: str) -> list[str] | str:
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines()
         return f"benchmarks/batch_c_floor.c did not compile: {lines[-1] if lines else done.returncode}"
-    return [binary, "0.5"]
+    return [binary]
 
 
 def _batch(seconds: float, repeat: int, c_floor: list[str] | str) -> dict[str, Any]:
@@ -58,7 +63,7 @@ def _batch(seconds: float, repeat: int, c_floor: list[str] | str) -> dict[str, A
     if isinstance(c_floor, str):
         out[C_FLOOR] = skipped(c_floor)
     else:
-        commands[C_FLOOR] = c_floor
+        commands[C_FLOOR] = [*c_floor, "0.5"]
     runs: dict[str, list[float]] = {}
     for name, cmd in commands.items():
         if not procs.have(cmd[0]) and not os.path.exists(cmd[0]):
