@@ -4,6 +4,7 @@ self-test's workloads works), and Ctrl-C at any moment of start-up ends in one l
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,10 +19,24 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.integration
 
 
+def _sources(into: Path) -> Path:
+    """What a wheel is built from, copied without an earlier build's output: after the README's install
+    command (`pip install .`) the tree has build/ with the compiled shim in it, which setuptools would put in
+    the wheel instead of compiling (and so instead of saying the shim was not built)."""
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy2(ROOT / name, into / name)
+    leftovers = shutil.ignore_patterns("__pycache__", "*.so", "*.o", "_shim.c")
+    for name in ("pmutop", "shim"):
+        shutil.copytree(ROOT / name, into / name, ignore=leftovers)
+    return into
+
+
 def test_it_installs_without_a_c_compiler_and_says_what_is_missing(tmp_path: Path) -> None:
     env = os.environ | {"CC": "/nonexistent/cc", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    (tmp_path / "src").mkdir()
+    source = _sources(tmp_path / "src")
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(tmp_path), str(source)],
         capture_output=True,
         text=True,
         env=env,
