@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import fcntl
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,3 +57,17 @@ def private_config_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
     home = tmp_path_factory.mktemp("xdg")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
     return home
+
+
+@pytest.fixture(autouse=True)
+def machine_share(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The tests run on two workers at once (pytest-xdist). A test marked `alone` measures what this machine can
+    do while it runs, so it holds the run's lock exclusively and every other test holds it shared: the other
+    worker waits between two of its tests until the `alone` test is done."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    # Each worker's base temp is <the run's>/popen-gwN: the lock is the run's, not another run's.
+    with open(tmp_path_factory.getbasetemp().parent / "machine.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if request.node.get_closest_marker("alone") else fcntl.LOCK_SH)
+        yield  # closing the file releases the lock

@@ -153,6 +153,7 @@ class TimedScan(ProcessScan):
 
 
 @pytest.mark.integration
+@pytest.mark.alone  # the spawners need the CPUs: beside another test they fall short of the storm
 def test_10000_short_lived_processes_a_second(tmp_path: Path) -> None:
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
