@@ -23,6 +23,7 @@ def _sources(into: Path) -> Path:
     """What a wheel is built from, copied without an earlier build's output: after the README's install
     command (`pip install .`) the tree has build/ with the compiled shim in it, which setuptools would put in
     the wheel instead of compiling (and so instead of saying the shim was not built)."""
+    into.mkdir()
     for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy2(ROOT / name, into / name)
     leftovers = shutil.ignore_patterns("__pycache__", "*.so", "*.o", "_shim.c")
@@ -33,7 +34,6 @@ def _sources(into: Path) -> Path:
 
 def test_it_installs_without_a_c_compiler_and_says_what_is_missing(tmp_path: Path) -> None:
     env = os.environ | {"CC": "/nonexistent/cc", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    (tmp_path / "src").mkdir()
     source = _sources(tmp_path / "src")
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(tmp_path), str(source)],
