@@ -65,3 +65,34 @@ async def test_a_recording_with_dram_bandwidth_replays_into_the_memory_view(tmp_
             feed.close()
     assert "DRAM pkg0" in header and "% of 307 GB/s" in header and "est." not in header.split("DRAM", 1)[1][:60]
     assert "ch0" in memory or "channel" in memory.lower()
+
+
+async def test_every_replayed_view_says_it_is_a_replay(tmp_path: Path) -> None:
+    """The process, cgroup and memory views of a replay carry the REPLAY badge, as the core table's banner does:
+    a replayed number must never pass for a live one."""
+    run = [sys.executable, "-m", "pmutop", "--demo", "--sim-cpus", "2", "--batch", "--tasks", "--cgroups"]
+    done = subprocess.run(
+        [*run, "--count", "3", "--interval", "0.2", "--record", str(tmp_path / "run.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    app, feed = replay_app(read_recording(str(tmp_path / "run.jsonl")), "max")
+    seen: dict[str, str] = {}
+    async with app.run_test(size=(160, 50)) as pilot:
+        feed.start()
+        try:
+            for _ in range(100):
+                await pilot.pause(0.05)
+                if feed.task_feed is not None and feed.task_feed.latest() is not None:
+                    break
+            for key in ("4", "5", "6"):
+                await pilot.press(key)
+                await pilot.pause(0.3)
+                seen[key] = screen_text(app)
+        finally:
+            feed.close()
+    for key, text in seen.items():
+        title = text.splitlines()[0] + "\n" + "\n".join(line for line in text.splitlines()[:6])
+        assert "REPLAY" in title, (key, text[:800])

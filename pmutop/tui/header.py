@@ -22,6 +22,12 @@ def machine_text(info: RunInfo) -> Text:
     return t
 
 
+def replay_mark(title: Text, info: RunInfo) -> None:
+    """REPLAY on a view's own title, for the views that have no room for the banner's `REPLAY of ...`."""
+    if info.replay:
+        title.append("   REPLAY", style="bold white on blue")
+
+
 def status_text(info: RunInfo, feed: SampleFeed, table: CoreTable, own_cost: str | None = None) -> Text:
     """The backend, interval, run time, sort, filter, the columns that do not fit, and pmutop's own cost
     (`own_cost`, where measured)."""

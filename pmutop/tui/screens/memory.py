@@ -17,6 +17,7 @@ from textual.widgets import Static
 
 from pmutop.core.dram_reading import SOURCE_SIMULATED, PackageDram
 from pmutop.tui.dram_text import channel_table, estimate_line, package_line, rate_text
+from pmutop.tui.header import replay_mark
 from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.base import VIEW_KEYS, ViewScreen
 from pmutop.tui.widgets.kept_lines import KeptFooter
@@ -56,6 +57,7 @@ class MemoryScreen(ViewScreen):
     def title_text(self) -> Text:
         feed = self.live.package_feed
         t = Text("Memory bandwidth per package and channel", style="bold")
+        replay_mark(t, self.live.info)
         if self.live.info.simulated or (feed is not None and feed.source_name == SOURCE_SIMULATED):
             t.append("   SIMULATED", style="bold black on yellow")
         return t

@@ -140,7 +140,7 @@ class ReadingDetailScreen(ViewScreen):
         )
         estimated = estimated_mode(snapshot)
         title = self.heading(latest, current)
-        mode_marks(title, snapshot, self.live.info.simulated)
+        mode_marks(title, snapshot, self.live.info)
         self.query_one("#rd-title", Static).update(title)
         for key, _plot_title, _, _, _ in plots_for(feed.events):
             plot = self.query_one(f"#rd-{key}", HistoryPlot)

@@ -16,8 +16,10 @@ from textual.widgets import DataTable, Input, Static
 from textual.widgets.data_table import RowDoesNotExist, RowKey
 
 from pmutop.core.errors import PmutopError
+from pmutop.core.run_description import RunInfo
 from pmutop.core.task_reading import SIMULATED, TaskFeed, TaskSnapshot
 from pmutop.tui.filter import TaskFilter, parse_task_filter
+from pmutop.tui.header import replay_mark
 from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.base import LiveView, ViewScreen
 from pmutop.tui.screens.pickers import ChoiceScreen, ColumnsScreen
@@ -53,11 +55,12 @@ class TaskViews(LiveView, Protocol):
     def task_unavailable(self, kind: str) -> str: ...
 
 
-def mode_marks(title: Text, snapshot: TaskSnapshot | None, simulated: bool) -> None:
-    """`est.` for estimated numbers, SIMULATED for made-up ones, on a view's title."""
+def mode_marks(title: Text, snapshot: TaskSnapshot | None, info: RunInfo) -> None:
+    """REPLAY for recorded numbers, `est.` for estimated ones, SIMULATED for made-up ones, on a view's title."""
+    replay_mark(title, info)
     if estimated_mode(snapshot):
         title.append("   est.", style="bold black on cyan")
-    if simulated or (snapshot is not None and snapshot.mode == SIMULATED):
+    if info.simulated or (snapshot is not None and snapshot.mode == SIMULATED):
         title.append("   SIMULATED", style="bold black on yellow")
 
 
@@ -138,7 +141,7 @@ class TaskListScreen(ViewScreen):
 
     def _unavailable(self) -> None:
         title = Text(self.TITLE_TEXT, style="bold")
-        mode_marks(title, None, self.live.info.simulated)
+        mode_marks(title, None, self.live.info)
         self.query_one("#tl-title", Static).update(title)
         self.query_one("#tl-notes", Static).update(Text(self.tasks.task_unavailable(self.KIND), style="yellow"))
         self.query_one("#tl-table").display = False
@@ -250,7 +253,7 @@ class TaskListScreen(ViewScreen):
             title.append(f"   sorted by {sort.title}{' ▼' if self.reverse else ' ▲'}", style="dim")
         if self.row_filter is not None:
             title.append(f"   filter: {self.row_filter.text}", style="yellow")
-        mode_marks(title, snapshot, self.live.info.simulated)
+        mode_marks(title, snapshot, self.live.info)
         if self._estimated:
             title.append(f"  ({EST.strip()} columns: each core's counts split by CPU share)", style="cyan")
         self.query_one("#tl-title", Static).update(title, layout=False)  # one line high in the CSS
