@@ -8,12 +8,15 @@ import argparse
 import threading
 import time
 
+import pytest
+
 from rich.text import Text
 from textual.widgets import DataTable, Static
 
 from pmutop.app.commands.run import start_view
 from pmutop.app.screenshots import demo_app
 from pmutop.app.task_setup import TaskPlan
+from pmutop.core.run_description import RunInfo
 from pmutop.core.task_reading import ESTIMATED, SIMULATED, TaskSnapshot
 from pmutop.engine.task_sampler import KEEP, TaskSampler
 from pmutop.tui.app import PmutopApp
@@ -171,6 +174,27 @@ async def test_process_view_estimated_form_says_est_everywhere_and_how_to_get_ex
         assert "Counted" not in headers(app)  # no counter ran: nothing to show there
         notes = title(app, "#tl-notes")
         assert "explain 87% of the cores' busy time" in notes and "exact numbers: --backend perf" in notes
+    engine.stop()
+
+
+@pytest.mark.parametrize("key", ["4", "5"], ids=["processes", "cgroups"])
+async def test_a_narrow_task_view_says_how_many_columns_do_not_fit(key: str) -> None:
+    """At 80 columns the process and cgroup tables drop columns; the title says how many, as the core table's
+    status line does, and where to choose them (c)."""
+    app, engine, _, _, _ = task_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press(key)
+        await pilot.pause()
+        shown = len(headers(app))
+        every = len(app.screen.columns)  # type: ignore[attr-defined]
+        assert shown < every
+        assert f"+{every - shown} columns (c)" in title(app)
+    engine.stop()
+    wide, engine, _, _, _ = task_app()
+    async with wide.run_test(size=(250, 40)) as pilot:
+        await pilot.press(key)
+        await pilot.pause()
+        assert "columns (c)" not in title(wide)
     engine.stop()
 
 
@@ -373,10 +397,16 @@ async def test_tasks_and_cgroups_options_open_on_their_view() -> None:
 
 def test_simulated_snapshots_say_simulated_even_on_a_real_machine() -> None:
     marked = Text("Processes")
-    mode_marks(marked, TaskSnapshot(mode=SIMULATED), simulated=False)
+    mode_marks(
+        marked,
+        TaskSnapshot(mode=SIMULATED),
+        RunInfo("h", "m", None, "p", "perf", "r", simulated=False, hypervisor=False, cpus=[]),
+    )
     assert "SIMULATED" in marked.plain
     plain = Text("Processes")
-    mode_marks(plain, TaskSnapshot(), simulated=False)
+    mode_marks(
+        plain, TaskSnapshot(), RunInfo("h", "m", None, "p", "perf", "r", simulated=False, hypervisor=False, cpus=[])
+    )
     assert plain.plain == "Processes"
 
 

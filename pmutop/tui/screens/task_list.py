@@ -97,6 +97,7 @@ class TaskListScreen(ViewScreen):
         self.hidden: set[str] = set()
         self.row_filter: TaskFilter | None = None
         self.widths: dict[str, int] = {}
+        self.dropped = 0  # chosen columns that do not fit the width (the title's "+N columns")
         self.columns: tuple[TaskColumn, ...] = ()
         self._estimated = False
         self._seq = -1  # the snapshot shown
@@ -185,6 +186,7 @@ class TaskListScreen(ViewScreen):
         if force or self._layout != (shown, self._estimated, width, self.sort_key, self.reverse):
             self._layout = (shown, self._estimated, width, self.sort_key, self.reverse)
             self.widths = layout(width, shown, self._estimated)
+            self.dropped = len(shown) - len(self.widths)
             cursor = self._cursor_key()
             table.clear(columns=True)
             for c in shown:
@@ -253,6 +255,8 @@ class TaskListScreen(ViewScreen):
             title.append(f"   sorted by {sort.title}{' ▼' if self.reverse else ' ▲'}", style="dim")
         if self.row_filter is not None:
             title.append(f"   filter: {self.row_filter.text}", style="yellow")
+        if self.dropped:
+            title.append(f"   +{self.dropped} column{'s' if self.dropped > 1 else ''} (c)", style="dim")
         mode_marks(title, snapshot, self.live.info)
         if self._estimated:
             title.append(f"  ({EST.strip()} columns: each core's counts split by CPU share)", style="cyan")
