@@ -9,7 +9,6 @@ import threading
 import time
 
 import pytest
-
 from rich.text import Text
 from textual.widgets import DataTable, Static
 
