@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pmutop.app.screenshots import demo_app
 from pmutop.core.ring import SampleRing
 from pmutop.core.sample import Sample
 from pmutop.derive.records import METRIC_ORDER, record
 from pmutop.tui.model import ViewModel
 from pmutop.tui.topdown_view import COLOURS, row_cells, stacked_bar
+from tests.helpers.pilot import screen_text
 
 
 def td_sample(cpu: int, seq: int, ret: int, bad: int, fe: int, be: int, method: str | None = "perf_metrics") -> Sample:
@@ -75,3 +77,33 @@ def test_batch_records_carry_the_tma_fields_null_where_not_measured() -> None:
     assert all(plain[f] is None for f in METRIC_ORDER if f.startswith("tma_"))
     assert [f for f in METRIC_ORDER if f.startswith("tma_")][:4] == [
         "tma_retiring", "tma_bad_speculation", "tma_frontend_bound", "tma_backend_bound"]  # fmt: skip
+
+
+async def test_top_down_that_costs_counters_says_which_option_turns_it_on() -> None:
+    """On a core whose top-down takes general-purpose counters (Skylake's formula), a plain run does not measure
+    it; the view says the option that would, not only where to read about it."""
+    app, engine, _, _ = demo_app(model="skx", cpus=4, e_cores=0, intervals=3)
+    try:
+        async with app.run_test(size=(160, 40)) as pilot:
+            await pilot.press("2")
+            await pilot.pause()
+            title = screen_text(app).splitlines()[0]
+    finally:
+        engine.stop()
+    assert "run with --topdown" in title, title
+
+
+async def test_on_a_hybrid_part_the_all_bar_says_it_covers_only_the_cores_that_measure_top_down() -> None:
+    """Alder Lake's P-cores measure top-down for free (PERF_METRICS), its E-cores only with --topdown: the all
+    bar then sums the P-cores alone, and the view says so; the E-cores' rows say which option measures them."""
+    app, engine, _, _ = demo_app(model="adl", cpus=12, e_cores=4, intervals=3)
+    try:
+        async with app.run_test(size=(160, 30)) as pilot:
+            await pilot.press("2")
+            await pilot.pause()
+            lines = screen_text(app).splitlines()
+    finally:
+        engine.stop()
+    assert "all = the 8 P-cores that measure top-down" in lines[0], lines[0]
+    e_core = next(line for line in lines if line.startswith("8 E"))
+    assert "run with --topdown" in e_core, e_core

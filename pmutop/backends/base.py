@@ -98,6 +98,8 @@ class Backend(ABC):
     software_only: bool = False
     watchdog_paused: bool = False  # the NMI watchdog was paused for this run (the msr backend does it)
     hardware_problem: str | None = None
+    # Top-down this machine can measure but a plain run does not (it costs counters), and the option that would.
+    topdown_off: str | None = None
 
     def __init__(
         self,

@@ -250,6 +250,7 @@ class PerfBackend(Backend):
         plan = self._plan_topdown(cpu, pmu)
         self._topdown_plans[cpu] = plan
         if not plan.enabled(self.topdown):
+            self.topdown_off = self.topdown_off or plan.off_unless_asked(self.topdown)
             if self.topdown and not plan.available:
                 self._topdown_note(f"top-down not measured: {plan.detail.removeprefix('unavailable: ')}", cpu)
             return []

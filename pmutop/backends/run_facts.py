@@ -42,5 +42,6 @@ def collect(platform: Platform, backend: Backend, cpus: list[int], hostname: str
         core_types=core_types,
         notices=list(backend.notices),
         watchdog_paused=backend.watchdog_paused,
+        topdown_off=backend.topdown_off,
         hardware_problem=backend.hardware_problem if backend.software_only else None,
     )

@@ -148,6 +148,13 @@ class TopdownPlan:
             return False
         return wanted is True or not self.costs_counters
 
+    def off_unless_asked(self, wanted: bool | None) -> str | None:
+        """What to tell a run that does not measure top-down only because it was not asked to."""
+        if wanted is None and self.available and not self.enabled(None):
+            n = self.gp_counters
+            return f"top-down takes {n} general-purpose counter{'s' if n != 1 else ''} here: run with --topdown"
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "method": self.method,

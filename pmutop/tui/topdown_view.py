@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from pmutop.derive import topdown
-from pmutop.tui.model import CoreState
+from pmutop.tui.model import CoreState, ViewModel
 
 # Explicit colours, not ANSI names: the theme maps "red" and "magenta" to one colour. Chosen (after
 # Okabe & Ito) to stay four different colours at 256 and 16 colours (bright cyan, bright red, bright
@@ -45,6 +45,20 @@ def stacked_bar(fractions: dict[str, float | None] | None, width: int, patterns:
     return bar
 
 
+def measured_share(model: ViewModel, core_types: dict[int, str]) -> str | None:
+    """What the all row's top-down covers when only some CPUs measure it (a hybrid part whose E-cores need
+    --topdown): "the 8 P-cores" or "6 of 12 CPUs"; None when it covers every CPU with a sample."""
+    sampled = [c for c in model.cores.values() if c.latest is not None and c.error is None]
+    measured = [c for c in sampled if c.latest is not None and c.latest.topdown is not None]
+    if not measured or len(measured) == len(sampled):
+        return None
+    kinds = {core_types.get(c.cpu) for c in measured}
+    others = {core_types.get(c.cpu) for c in sampled if c not in measured}
+    if len(kinds) == 1 and None not in kinds and not kinds & others:
+        return f"the {len(measured)} {kinds.pop()}-cores"
+    return f"{len(measured)} of {len(sampled)} CPUs"
+
+
 def legend(patterns: bool = False) -> Text:
     t = Text()
     for k in topdown.LEVEL1:
@@ -53,14 +67,17 @@ def legend(patterns: bool = False) -> Text:
     return t
 
 
-def row_cells(core: CoreState, bar_width: int, patterns: bool = False) -> list[Text]:
+def row_cells(core: CoreState, bar_width: int, patterns: bool = False, why_not: str | None = None) -> list[Text]:
+    """The row of one CPU (or the all row); `why_not`: what a core that does not measure top-down says instead
+    of NOT_MEASURED (the option that would measure it)."""
     label = Text("all" if core.cpu < 0 else core.label, style="bold" if core.cpu < 0 else "")
     if core.error is not None:
         return [label, Text("failed", style="bold red"), *(Text("") for _ in SHORT), Text("")]
     tma = core.tma
     if tma is None or tma.get("tma_retiring") is None:
-        why = "waiting for a sample" if core.latest is None else NOT_MEASURED
-        if len(why) > bar_width and why == NOT_MEASURED:  # narrow: the gist, not a cut sentence
+        not_measured = f"not measured: {why_not.rsplit(': ', 1)[-1]}" if why_not else NOT_MEASURED
+        why = "waiting for a sample" if core.latest is None else not_measured
+        if len(why) > bar_width and why == not_measured:  # narrow: the gist, not a cut sentence
             why = "not measured"
         if core.latest is not None and core.latest.topdown is not None:
             why = "idle (no slots this interval)"

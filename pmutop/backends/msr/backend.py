@@ -256,6 +256,7 @@ class MsrBackend(Backend):
             backend="msr",
         )
         if not plan.available or not plan.enabled(self.topdown):
+            self.topdown_off = self.topdown_off or plan.off_unless_asked(self.topdown)
             if self.topdown and plan.detail:
                 self._note_once(f"top-down not measured on cpu {setup.cpu}: {plan.detail}")
             return []

@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Static
 
 from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.base import VIEW_KEYS, ViewScreen
-from pmutop.tui.topdown_view import FIXED_COLUMNS, SHORT, legend, row_cells
+from pmutop.tui.topdown_view import FIXED_COLUMNS, SHORT, legend, measured_share, row_cells
 from pmutop.tui.widgets.kept_lines import KeptFooter
 
 
@@ -60,7 +60,10 @@ class TopdownScreen(ViewScreen):
         if app.info.simulated:
             title.append("   SIMULATED", style="bold black on yellow")
         if not model.measures_topdown:
-            title.append("   no core measures top-down here (see `pmutop info`)", style="dim")
+            why = app.info.topdown_off or "no core measures top-down here (see `pmutop info`)"
+            title.append(f"   {why}", style="dim")
+        elif (share := measured_share(model, app.info.core_types)) is not None:
+            title.append(f"   all = {share} that measure top-down", style="dim")
         self.query_one("#tma-title", Static).update(title)
         table = self.query_one("#tma", DataTable)
         rows = [(str(cpu), core) for cpu, core in model.cores.items()] + [("total", model.total)]
@@ -70,14 +73,16 @@ class TopdownScreen(ViewScreen):
             table.clear()
             self._shown.clear()
             for key, core in rows:
-                cells = row_cells(core, self._bar_width, self.app.no_color)
+                cells = row_cells(core, self._bar_width, self.app.no_color, app.info.topdown_off)
                 table.add_row(*cells, key=key)
                 for col, cell in zip(columns, cells, strict=True):
                     self._shown[(key, col.value or "")] = (cell.plain, repr(cell.spans))
             self._rows = keys
             return
         for key, core in rows:  # only the cells whose text or colours changed
-            for col, cell in zip(columns, row_cells(core, self._bar_width, self.app.no_color), strict=True):
+            for col, cell in zip(
+                columns, row_cells(core, self._bar_width, self.app.no_color, app.info.topdown_off), strict=True
+            ):
                 shown = (cell.plain, repr(cell.spans))
                 if self._shown.get((key, col.value or "")) != shown:
                     self._shown[(key, col.value or "")] = shown
