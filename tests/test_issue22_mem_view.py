@@ -168,6 +168,26 @@ def test_package_rows_sit_above_the_all_row_whatever_the_sort_and_filter() -> No
         engine.stop()  # type: ignore[attr-defined]
 
 
+def test_one_socket_has_no_package_row_or_dram_columns_that_repeat_the_all_row_and_the_header() -> None:
+    """On one socket a package row would repeat the all row, and the DRAM columns would be blank on every CPU
+    row with the package's figures already on the header's DRAM line: neither is shown."""
+    app, engine = app_with(feed_of([package(0, 36.0, 16.2)]))
+
+    async def go() -> None:
+        async with app.run_test(size=(120, 30)) as pilot:
+            await pilot.pause()
+            text = screen_text(app)
+            assert row_order(app)[-1] == "total" and "pkg0" not in row_order(app)
+            assert "DRAM pkg0  R 36.0 GB/s  W 16.2 GB/s" in text
+            headings = next(line for line in text.splitlines() if line.startswith("CPU"))
+            assert "DRAM" not in headings, headings
+
+    try:
+        run(go())
+    finally:
+        engine.stop()  # type: ignore[attr-defined]
+
+
 def test_the_memory_view_shows_every_channel_and_the_history_per_package() -> None:
     app, engine = app_with(feed_of(two_sockets()))
 

@@ -16,6 +16,7 @@ from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowDoesNotEx
 from pmutop.tui.columns import (
     COLUMN_FORMULAS,
     CSTATE_PREFIX,
+    DRAM_KEYS,
     POWER_KEYS,
     TURBOSTAT_KEYS,
     cell_parts,
@@ -49,8 +50,8 @@ class CoreTable:
         on_rows_changed: Callable[[], None],
         dram: bool = False,
     ) -> None:
-        """`dram`: a DRAM bandwidth source measures this run: its columns, and a row per package even on a
-        single-socket machine (without one, package rows only where there are several packages)."""
+        """`dram`: a DRAM bandwidth source measures this run: its columns where there are several packages (on one,
+        the header's DRAM line says it all)."""
         self.model = model
         self.dram = dram
         self.keys = keys
@@ -74,6 +75,8 @@ class CoreTable:
         self.hidden = {k for k in settings.hidden_columns if k in self.by_key and k != "cpu"}
         self.turned_on = set(settings.shown_columns)  # columns off by default chosen with `c` (may come later)
         self.widths: dict[str, int] = {}
+        self._width: int | None = None  # the width the columns were built for
+        self._per_package = False  # the columns were built for several packages (the DRAM columns)
         self.dropped = 0  # columns that do not fit the width (the "+N columns" marker)
         self.row_filter: RowFilter | None = None
         self.shown_rows: list[str] = []  # row keys in the table, in display order
@@ -87,13 +90,14 @@ class CoreTable:
             return self.model.packages[int(row_key[len(PACKAGE_ROW) :])]
         return self.model.cores[int(row_key)]
 
+    def several_packages(self) -> bool:
+        return len(self.model.packages) > 1
+
     def package_rows(self) -> list[str]:
-        """The package rows' keys, in package order: none on a single socket without DRAM figures (they would
-        repeat the all row)."""
-        packages = self.model.packages
-        if not packages or (len(packages) < 2 and not self.dram):
+        """The package rows' keys, in package order: none on a single socket (the row would repeat the all row)."""
+        if not self.several_packages():
             return []
-        return [f"{PACKAGE_ROW}{n}" for n in packages]
+        return [f"{PACKAGE_ROW}{n}" for n in self.model.packages]
 
     def cpu_rows_shown(self) -> int:
         return sum(1 for r in self.shown_rows if r != TOTAL_ROW and not r.startswith(PACKAGE_ROW))
@@ -119,7 +123,10 @@ class CoreTable:
     def build(self, width: int, force: bool = False) -> bool:
         """(Re)create the columns for this width; rows keep their keys. On start, resize, column choice.
         True when the table was rebuilt."""
-        chosen = tuple(c for c in self.columns if self.wanted(c.key))
+        self._width, self._per_package = width, self.several_packages()
+        # DRAM figures are a package's: with one package, a column blank on every CPU row says nothing the header's
+        # DRAM line does not.
+        chosen = tuple(c for c in self.columns if self.wanted(c.key) and (self._per_package or c.key not in DRAM_KEYS))
         widths = layout(width - SCROLLBAR, chosen)
         self.dropped = len(chosen) - len(widths)
         if widths == self.widths and not force:
@@ -146,6 +153,9 @@ class CoreTable:
     def sync_rows(self) -> bool:
         """Add and remove rows so the table holds exactly the filtered rows, then order them. True when
         the set of rows changed."""
+        if self.dram and self._width is not None and self._per_package != self.several_packages():
+            self.build(self._width, force=True)  # a second package came: its DRAM columns, then the rows
+            return True
         wanted = self._wanted_rows()
         have = set(self.shown_rows)
         changed = set(wanted) != have
