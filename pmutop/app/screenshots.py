@@ -39,7 +39,6 @@ VIEWS: dict[str, tuple[str, ...]] = {
     "heatmap": ("3",),
     "help": ("question_mark",),
     "memory": ("6",),
-    "package-detail": ("end", "up", "enter"),  # the pkg0 row, just above the all row
 }
 
 
