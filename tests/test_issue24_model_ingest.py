@@ -13,6 +13,7 @@ from pmutop.core.ring import SampleRing
 from pmutop.core.sample import Sample
 from pmutop.derive import topdown
 from pmutop.derive.metrics import combined
+from pmutop.tui.columns import render_cell
 from pmutop.tui.model import HISTORY, ViewModel, package_sample, summed
 
 
@@ -118,3 +119,18 @@ def test_a_nan_point_does_not_stop_the_scale() -> None:
     model.cores[0].history["ipc"].extend([float("nan"), 1.5])
     top = model.series_top("ipc")
     assert top != top  # NaN, as max() gives with the NaN first
+
+
+def test_a_sparkline_is_scaled_to_the_points_it_shows_not_to_a_burst_that_scrolled_away() -> None:
+    """The table's sparklines show the last few intervals; a burst a minute ago (the plots below still show it)
+    must not flatten every core's line to the lowest block: the scale is the largest point of any core among
+    the points drawn (cores still compare by eye)."""
+    model = ViewModel([0, 1])
+    key = "llc_misses_per_s"
+    model.cores[0].history[key].extend([200e6] * 5 + [2e6, 4e6, 6e6, 8e6] * 10)
+    model.cores[1].history[key].extend([1e6] * 45)
+    line = render_cell("llc_hist", model.cores[0], model, 12).plain
+    assert len(set(line)) == 4, line  # four levels: 2, 4, 6 and 8 M/s on an 8 M/s scale
+    assert render_cell("llc_hist", model.cores[1], model, 12).plain == "▁" * 12  # 1 M/s against core 0's 8 M/s
+    wide = render_cell("llc_hist", model.cores[0], model, 60).plain
+    assert "█" in wide[-45:-40]  # drawn, the burst sets the scale again

@@ -253,10 +253,10 @@ def _render(key: str, core: CoreState, model: ViewModel, width: int) -> Cell:
         name = t.name if len(t.name) <= room else t.name[: room - 1] + "…"  # say that it was cut
         return (f"{name} {pid}"[:width].ljust(width), "dim")
     if key == "ipc_hist":
-        top = fmt.nice_ceiling(model.series_top("ipc", core), 4.0)
+        top = fmt.nice_ceiling(model.shown_top("ipc", core, width), 4.0)
         return (fmt.sparkline(model.columns_of(core, "ipc", width), width, top), "cyan")
     if key == "llc_hist":
-        top = fmt.nice_ceiling(model.series_top("llc_misses_per_s", core), 1e6)
+        top = fmt.nice_ceiling(model.shown_top("llc_misses_per_s", core, width), 1e6)
         return (fmt.sparkline(model.columns_of(core, "llc_misses_per_s", width), width, top), "magenta")
     if key == "avg_mhz" or key.startswith(CSTATE_PREFIX):
         s = core.latest

@@ -9,6 +9,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from typing import TypeVar
 
 from pmutop.core.dram_reading import PackageDram, package_totals
@@ -219,7 +220,7 @@ class ViewModel:
         self.intervals = 0  # intervals seen (the total row's history length, before the cap)
         self.new_errors: list[str] = []  # failures not yet announced
         self.new_suspects: list[str] = []
-        self._tops: dict[tuple[str, int], float] = {}  # (series, cores/all/packages) -> largest value kept
+        self._tops: dict[tuple[object, ...], float] = {}  # (series, cores/all/packages[, columns]) -> largest value
         self.measures_topdown = False  # some CPU measures top-down (its samples say how)
         # Interval changes, as (time of the change, old seconds, new seconds): histories then mix intervals
         # of two lengths, and the views mark where.
@@ -429,14 +430,17 @@ class ViewModel:
     def columns_of(self, core: CoreState, key: str, columns: int) -> Sequence[float | None]:
         """`key`'s history as `columns` cells of today's interval each, newest last (the table's sparklines,
         like the plots, against time): the history itself when every point lasted one interval."""
+        if self._one_point_per_column():
+            return core.history[key]
+        return resample(core.history[key], core.spans, self.latest_time, self.step, columns)
+
+    def _one_point_per_column(self) -> bool:
         step = self.step
         if step <= 0:
-            return core.history[key]
+            return True
         if self._uniform is None or self._uniform[0] != step:  # once per ingest, not once per cell
             self._uniform = (step, one_point_per_column(self.total.spans, self.latest_time, step))
-        if self._uniform[1]:
-            return core.history[key]
-        return resample(core.history[key], core.spans, self.latest_time, step, columns)
+        return self._uniform[1]
 
     def set_tasks(self, tasks: dict[int, TopTask]) -> None:
         for cpu, core in self.cores.items():
@@ -456,9 +460,29 @@ class ViewModel:
             self._tops[(key, kind)] = cached
         return cached
 
+    def shown_top(self, key: str, core: CoreState, columns: int) -> float:
+        """The scale of a `columns`-wide sparkline: the largest of the points drawn, of every core's (one scale,
+        so cores compare by eye) or of the total or package rows'. A burst that scrolled out of the sparkline
+        would flatten every line still shown. (When the interval changed, the cells are resampled: the whole
+        kept history then, which never clips.)"""
+        if not self._one_point_per_column():
+            return self.series_top(key, core)
+        kind = 0 if core.cpu >= 0 else 1 if core is self.total else 2
+        cached = self._tops.get((key, kind, columns))
+        if cached is None:  # once per ingest, not once per cell
+            rows = self.cores.values() if kind == 0 else [self.total] if kind == 1 else self.packages.values()
+            cached = max((_tail_top(c.history[key], columns) for c in rows), default=0.0)
+            self._tops[(key, kind, columns)] = cached
+        return cached
+
     @property
     def overflow_count(self) -> int:
         return sum(self.total.overflow_totals.values())
+
+
+def _tail_top(history: deque[float | None], points: int) -> float:
+    """The largest of the newest `points` points (None, 0 and NaN are no point)."""
+    return max((v for v in islice(reversed(history), points) if v and v == v), default=0.0)
 
 
 def _scan_top(history: deque[float | None]) -> tuple[float, int]:
