@@ -3,13 +3,15 @@ screen driven with Pilot over the simulated PMU."""
 
 from __future__ import annotations
 
+import html
+import re
 from collections import deque
 from itertools import pairwise
 
 import pytest
 from textual.widgets import OptionList, Static
 
-from pmutop.app.screenshots import demo_app
+from pmutop.app.screenshots import SIZE, demo_app, scene
 from pmutop.tui.heatmap import (
     METRICS,
     MISSING_CHAR,
@@ -229,3 +231,28 @@ async def test_resizing_refolds_and_widens_the_cells() -> None:
             assert all(len(r) <= screen.query_one(HeatmapRows).size.width for r in rows_of(app))
     finally:
         engine.stop()
+
+
+async def test_in_the_saved_picture_now_sits_under_the_newest_column_and_every_column_has_a_sample() -> None:
+    """The picture (an SVG: a viewer without its monospace font places a long text run by its own advances)
+    puts each axis label at its own column, "now" ending under the newest cell; the picture's run is long
+    enough that no column is "no sample"."""
+    app, engine, keys = scene("heatmap")
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            for key in keys:
+                await pilot.press(key)
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, HeatmapScreen)
+            assert all(MISSING_CHAR not in row for row in rows_of(app)), rows_of(app)[0]
+            svg = app.export_screenshot()
+    finally:
+        if engine is not None:
+            engine.stop()
+    texts = [(float(x), html.unescape(t)) for x, t in re.findall(r'<text[^>]*x="([\d.]+)"[^>]*>([^<]*)</text>', svg)]
+    cell_width = next(x for x, t in texts if t.startswith("0\xa0P"))  # the first row's label: column 1 (padding)
+    now_x = next(x for x, t in texts if t.strip() == "now")
+    end_column = round(now_x / cell_width) + 3
+    newest_column = 1 + screen.label_width + 1 + screen.points * screen.cell  # padding, label and gap, the cells
+    assert end_column == newest_column

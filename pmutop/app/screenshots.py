@@ -30,6 +30,7 @@ from pmutop.sim.dram import SimDramCounters
 from pmutop.sim.model import SimConfig
 from pmutop.sim.platform import SimPlatform
 from pmutop.tui.app import PmutopApp
+from pmutop.tui.model import HISTORY
 
 SIZE = (160, 50)
 VIEWS: dict[str, tuple[str, ...]] = {
@@ -195,7 +196,8 @@ def scene(name: str) -> tuple[PmutopApp, Engine | None, tuple[str, ...]]:
         app, engine, _, _ = demo_app(dram=True, model=SHOWN_MODEL, task_source=ScriptedTasks(mode))
         return app, engine, keys
     if name in VIEWS:
-        app, engine, _, _ = demo_app(dram=True, model=SHOWN_MODEL)
+        # The heatmap's picture runs as long as the model keeps, so no column of the map waits for a sample.
+        app, engine, _, _ = demo_app(dram=True, model=SHOWN_MODEL, intervals=HISTORY if name == "heatmap" else 60)
         return app, engine, VIEWS[name]
     if name == "software-only":
         return software_app()[0], None, ()

@@ -145,7 +145,10 @@ class HeatmapScreen(ViewScreen):
         self._set("hm-title", self.title_text(model))
         self._set("hm-legend", legend(metric, scale))
         axis = Text(" " * (self.label_width + 1))
-        axis.append(time_axis(points, step, cell, marks), style="dim")
+        axis.append(time_axis(points, step, cell, marks))
+        # Each label its own styled run: a picture (SVG) then places each at its column, not after a run of spaces
+        # that a viewer without the monospace font draws narrower.
+        axis.highlight_regex(r"\S+", style="dim")
         axis.highlight_words([MARK], style="yellow")
         self._set("hm-axis", axis)
         if dram is not None:
