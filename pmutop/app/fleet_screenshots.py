@@ -15,7 +15,7 @@ from pmutop.feeds.fleet import FleetFeed
 from pmutop.feeds.promql import DEFAULT_MATCH, Client, Labels, Server, Vector
 from pmutop.tui.fleet_app import FleetApp
 
-NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z: the pictures' fixed clock
+NOW = 1_767_277_930.0  # 2026-01-01T14:32:10Z: the pictures' fixed clock (a time of day, not a placeholder midnight)
 ROLES = (("web", 8, 32), ("db", 3, 64), ("batch", 4, 96), ("cache", 2, 16))  # (role, hosts, CPUs each)
 LOST, RESTARTED = "db-03:9464", "cache-02:9464"
 EVENTS = ("instructions", "cycles", "ref_cycles", "llc_misses", "slots", *list(TOPDOWN_CATEGORIES)[:4])
