@@ -18,6 +18,7 @@ from textual.widgets.data_table import RowDoesNotExist, RowKey
 from pmutop.core.errors import PmutopError
 from pmutop.core.task_reading import SIMULATED, TaskFeed, TaskSnapshot
 from pmutop.tui.filter import TaskFilter, parse_task_filter
+from pmutop.tui.format import WAITING
 from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.base import LiveView, ViewScreen
 from pmutop.tui.screens.pickers import ChoiceScreen, ColumnsScreen
@@ -200,7 +201,7 @@ class TaskListScreen(ViewScreen):
         self.readings = {key: r for key, r, _ in rows}
         self._sync(table, rows)
         self._title(snapshot, len(rows), every)
-        notes = list(snapshot.notes) if snapshot is not None else ["waiting for the first interval"]
+        notes = list(snapshot.notes) if snapshot is not None else [WAITING]
         if snapshot is not None and not every:
             notes.insert(0, self.EMPTY)
         failure = getattr(feed, "failure", None)
