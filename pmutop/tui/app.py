@@ -209,9 +209,7 @@ class PmutopApp(HeaderView):
         self.screen_change_signal.subscribe(self, self._screen_changed)
         if self.settings_problem:
             self.notify(self.settings_problem, title="settings", severity="warning", timeout=10)
-        view = self.start_view or self.settings.view
-        if view in ("topdown", "heatmap", "processes", "cgroups"):
-            await self.action_select_view(view)
+        await self.open_start_view()
         check_size(self, self.size.width, self.size.height)
 
     async def on_event(self, event: events.Event) -> None:
@@ -343,7 +341,8 @@ class PmutopApp(HeaderView):
         if self._pending_tasks is not None:
             self.model.set_tasks(self._pending_tasks)
         if isinstance(self.screen, ViewScreen):
-            self.screen.refresh_from(self.model)  # the table is hidden: its rows wait
+            if self.screen.is_mounted:  # one still mounting draws the model itself once it is
+                self.screen.refresh_from(self.model)  # the table is hidden: its rows wait
             self.core_table.hidden_update()
         else:
             with self.batch_update():
@@ -355,6 +354,7 @@ class PmutopApp(HeaderView):
         self.updates += 1
         if changed and not self._numbers_shown:  # the first numbers are on screen: start-up is over
             self._numbers_shown = True
+            self.check_pending_metric()
             self.call_after_refresh(freeze_startup_heap)
 
     def _refresh_panels(self) -> None:

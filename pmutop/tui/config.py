@@ -11,7 +11,7 @@ import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-VIEWS = ("table", "topdown", "heatmap")
+VIEWS = ("table", "topdown", "heatmap", "processes", "cgroups", "memory")  # keys 1-6
 
 
 @dataclass

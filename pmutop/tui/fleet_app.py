@@ -34,6 +34,7 @@ from pmutop.tui.screens.fleet_heatmap import FleetHeatmapScreen
 from pmutop.tui.screens.fleet_topdown import FleetTopdownScreen
 from pmutop.tui.screens.too_small import TooSmallScreen
 from pmutop.tui.table_controller import TOTAL_ROW, CoreTable
+from pmutop.tui.views import WHAT
 from pmutop.tui.widgets.fast_table import FastTable
 from pmutop.tui.widgets.filter_bar import FilterBar
 
@@ -183,10 +184,10 @@ class FleetApp(PmutopApp):
             return
         await super().action_back()
 
-    async def action_select_view(self, view: str, metric: str | None = None) -> None:
+    async def action_select_view(self, view: str, metric: str | None = None, remember: bool = True) -> None:
         """Over the hosts, the heatmap and top-down views are the fleet's (hosts as rows); the rest as locally."""
         if view not in ("heatmap", "topdown") or self.opened is not None:
-            await super().action_select_view(view, metric)
+            await super().action_select_view(view, metric, remember)
             return
         if isinstance(self.screen, FleetHeatmapScreen) and view == "heatmap":
             if metric:
@@ -198,7 +199,12 @@ class FleetApp(PmutopApp):
                 await self.push_screen(FleetHeatmapScreen(self._heatmap_metric(metric)))
             else:
                 await self.push_screen(FleetTopdownScreen())
-        self._remember(view=view)
+        if remember:
+            self._remember(view=view)
+
+    def task_unavailable(self, kind: str) -> str:
+        what = WHAT.get(kind, kind)
+        return f"{what}: not available over --prometheus (the exporters serve per-CPU counters)"
 
     @on(Input.Submitted, "#filter")
     def _host_filter_submitted(self, event: Input.Submitted) -> None:

@@ -95,6 +95,7 @@ def interval_text(seconds: float) -> str:
 
 TICK_STEPS = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400)
 MARK = "▲"  # under the column where the interval changed
+WAITING = "waiting for the first reading"  # a view opened before the first interval came (a saved view at start)
 
 
 def seconds_text(seconds: float) -> str:

@@ -232,6 +232,11 @@ class ViewModel:
         self._weighings: dict[int, tuple[Sample, tuple[int | float | None, topdown.Fractions]]] = {}
         self._results: dict[tuple[object, tuple[int, ...]], object] = {}  # _once's, during one ingest
 
+    @property
+    def waiting(self) -> bool:
+        """No interval has come yet (a saved view can open before the first): the views say they wait for it."""
+        return self.intervals == 0
+
     def _core(self, cpu: int, core_type: str | None) -> CoreState:
         return CoreState(
             cpu, core_type, history={k: deque(maxlen=HISTORY) for k in self.series}, name=self.names.get(cpu)

@@ -14,14 +14,14 @@ from pmutop.core.feed import HostLabels, ReplayControls, SampleFeed
 from pmutop.core.task_reading import TaskFeed
 from pmutop.tui.config import Settings
 from pmutop.tui.config import save as save_settings
-from pmutop.tui.heatmap import DRAM_METRICS, Metric
+from pmutop.tui.heatmap import BY_KEY, DRAM_KEYS, DRAM_METRICS, Metric, metric_of
 from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.base import ViewScreen
 from pmutop.tui.screens.cgroups import CgroupsScreen
 from pmutop.tui.screens.detail import DetailScreen
 from pmutop.tui.screens.heatmap import HeatmapScreen
 from pmutop.tui.screens.memory import MemoryScreen
-from pmutop.tui.screens.pickers import ChoiceScreen, first_measured, measured_metrics
+from pmutop.tui.screens.pickers import METRIC_NEEDS, ChoiceScreen, first_measured, measured_metrics
 from pmutop.tui.screens.processes import ProcessesScreen
 from pmutop.tui.screens.too_small import TooSmallScreen
 from pmutop.tui.screens.topdown import TopdownScreen
@@ -32,8 +32,11 @@ VIEWS: dict[str, type[Screen[None]]] = {
     "cgroups": CgroupsScreen,
     "memory": MemoryScreen,
 }
-REMEMBERED = ("table", "topdown", "heatmap")  # a run without per-task counters cannot start in those views
+TASK_VIEWS = ("processes", "cgroups")  # shown only by a run that counts per task (else the table, and why)
 WHAT = {"processes": "per-process counters", "cgroups": "per-cgroup counters"}
+# Heatmap metrics only the samples can say are measured (power from its sources, top-down where the samples
+# carry it): a saved one waits for the first readings; the others are known to be measured or not from the start.
+SAMPLE_BORNE = frozenset(BY_KEY) - DRAM_KEYS - frozenset(METRIC_NEEDS)
 HOW = {"processes": "start with --tasks or --pid", "cgroups": "start with --cgroups or --cgroup PATH"}
 
 
@@ -46,6 +49,9 @@ class ViewKeys(App[int]):
     task_feed: TaskFeed | None
     task_note: str | None  # why this run has no per-task counters, when the caller knows better
     package_feed: PackageFeed | None
+    start_view: str | None  # --tasks, --cgroups: the view to open on instead of the saved one
+    _metric_pending: str | None = None  # the saved heatmap metric shown before the readings say if it is measured
+    _said_metric: str | None = None  # the saved metric this run said it cannot show
 
     def _save_settings(self) -> None:
         if self.settings_path is None:
@@ -82,10 +88,26 @@ class ViewKeys(App[int]):
             return f"{what}: not available over --connect (the exporters serve per-CPU counters)"
         return f"{what}: {HOW.get(kind, '')}"
 
-    async def action_select_view(self, view: str, metric: str | None = None) -> None:
+    async def open_start_view(self) -> None:
+        """On start: the view asked for (--tasks, --cgroups), else the saved one. A saved view this run cannot
+        show (a process or cgroup view without per-task counters) leaves the table on screen and says why, once;
+        the setting stays for the next run that can."""
+        view = self.start_view or self.settings.view
+        if view in TASK_VIEWS and self.task_feed is None and not self.start_view:
+            title = "process" if view == "processes" else "cgroup"
+            self.notify(
+                f"{self.task_unavailable(view)}; showing the table instead of the saved {title} view",
+                title="settings",
+                severity="warning",
+                timeout=10,
+            )
+        elif view != "table":
+            await self.action_select_view(view, remember=False)
+
+    async def action_select_view(self, view: str, metric: str | None = None, remember: bool = True) -> None:
         """Show `view` ("table", "topdown", "heatmap", "processes", "cgroups", "memory") as the one view over the table,
-        whatever is shown now (views never stack: Esc then always leads to the table); the first three are
-        the view the next run starts in. Awaited, so the keys typed after the view's key reach the view."""
+        whatever is shown now (views never stack: Esc then always leads to the table); it is the view the next
+        run starts in. Awaited, so the keys typed after the view's key reach the view."""
         wanted: type[Screen[None]] | None = HeatmapScreen if view == "heatmap" else VIEWS.get(view)
         if wanted is None or not isinstance(self.screen, wanted):
             while len(self.screen_stack) > 1 and not isinstance(self.screen, TooSmallScreen):
@@ -96,7 +118,7 @@ class ViewKeys(App[int]):
                 await self.push_screen(VIEWS[view]())
         elif isinstance(self.screen, HeatmapScreen) and metric:
             self.screen.set_metric(self._heatmap_metric(metric))
-        if view in REMEMBERED:
+        if remember:
             self._remember(view=view)
 
     async def action_back(self) -> None:
@@ -107,7 +129,46 @@ class ViewKeys(App[int]):
             await self.action_select_view("table")
 
     def _heatmap_metric(self, wanted: str | None) -> Metric:
-        return first_measured(self.heatmap_metrics(), wanted, self.settings.heatmap_metric)
+        """`wanted` (a key, the chooser's), else the saved metric, where this run measures it; else the first
+        it measures. The saved one is kept until the first readings when only they can say (power, top-down
+        from the samples); one this run cannot show is replaced, once, with a line saying so."""
+        measured = self.heatmap_metrics()
+        if wanted is not None or self.settings.heatmap_metric is None:
+            return first_measured(measured, wanted, self.settings.heatmap_metric)
+        saved = self.settings.heatmap_metric
+        if any(m.key == saved for m in measured):
+            return first_measured(measured, saved)
+        if self.model.waiting and saved in SAMPLE_BORNE:
+            self._metric_pending = saved
+            return metric_of(saved)
+        return self._metric_fallback(saved, measured)
+
+    def _metric_fallback(self, saved: str, measured: list[Metric]) -> Metric:
+        fallback = measured[0]
+        if self._said_metric != saved:  # once a run, however often the heatmap opens
+            self._said_metric = saved
+            try:
+                title = metric_of(saved).title
+            except KeyError:  # not a metric (an edited file, a newer pmutop's): its key
+                title = saved
+            self.notify(
+                f"heatmap: the saved metric {title} is not measured here; showing {fallback.title}",
+                title="settings",
+                severity="warning",
+                timeout=10,
+            )
+        return fallback
+
+    def check_pending_metric(self) -> None:
+        """After the first readings: the saved metric the heatmap showed while it waited, if they do not
+        measure it, gives way to one they do."""
+        pending, self._metric_pending = self._metric_pending, None
+        screen = self.screen
+        if pending is None or not isinstance(screen, HeatmapScreen) or screen.metric.key != pending:
+            return
+        measured = self.heatmap_metrics()
+        if not any(m.key == pending for m in measured):
+            screen.set_metric(self._metric_fallback(pending, measured))
 
     def heatmap_metrics(self) -> list[Metric]:
         """What the heatmap can show in this run: only what it measures (util at least; DRAM read and write

@@ -11,6 +11,7 @@ import math
 
 from rich.text import Text
 
+from pmutop.tui.format import WAITING
 from pmutop.tui.heatmap import CHROME_ROWS, Group, geometry
 from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.heatmap import HeatmapScreen
@@ -46,7 +47,7 @@ class FleetHeatmapScreen(HeatmapScreen):
         self._layout_for = key
         labels = [(cpu, core.label) for cpu, core in model.cores.items()]
         self.groups = fold_hosts(labels, max(height - CHROME_ROWS - 1, 1))
-        self.label_width = max(3, *(len(g.label) for g in self.groups))
+        self.label_width = max((3, *(len(g.label) for g in self.groups)))  # no hosts found yet: none
         self.points, self.cell = geometry(width, self.label_width)
 
     def title_text(self, model: ViewModel) -> Text:
@@ -54,6 +55,8 @@ class FleetHeatmapScreen(HeatmapScreen):
         if self.grouped:
             size = max(len(g.cpus) for g in self.groups)
             t = Text(f"Fleet heatmap: {self.metric.title}, rows are runs of ≤{size} hosts (mean)", style="bold")
+        if model.waiting:
+            t.append(f"   {WAITING}", style="dim")
         if self.live.info.simulated:
             t.append("   SIMULATED", style="bold black on yellow")
         note = model.interval_note()

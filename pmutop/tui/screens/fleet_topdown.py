@@ -14,7 +14,7 @@ from pmutop.tui.topdown_view import FIXED_COLUMNS, SHORT
 class FleetTopdownScreen(TopdownScreen):
     def _build(self, width: int) -> bool:
         names = [len(c.label) for c in self.live.model.cores.values()]
-        host = min(LABEL_MAX, max(FIXED_COLUMNS["cpu"], *names))
+        host = min(LABEL_MAX, max((FIXED_COLUMNS["cpu"], *names)))  # no hosts found yet: none
         fixed = sum(FIXED_COLUMNS.values()) - FIXED_COLUMNS["cpu"] + host
         bar = max(8, width - fixed - 2 * (len(FIXED_COLUMNS) + 1) - 2)
         if bar == self._bar_width:

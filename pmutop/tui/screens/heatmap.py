@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.widgets import Static
 
-from pmutop.tui.format import MARK
+from pmutop.tui.format import MARK, WAITING
 from pmutop.tui.heatmap import (
     CHROME_ROWS,
     DRAM_KEYS,
@@ -89,7 +89,7 @@ class HeatmapScreen(ViewScreen):
         self._layout_for = key
         core_rows = max(height - CHROME_ROWS - 1, 1)  # one row is the all row
         self.groups = packages[:core_rows] if packages is not None else fold(list(model.cores.values()), core_rows)
-        self.label_width = max(3, *(len(g.label) for g in self.groups))
+        self.label_width = max((3, *(len(g.label) for g in self.groups)))  # no rows before the first reading
         self.points, self.cell = geometry(width, self.label_width)
 
     def _set(self, widget_id: str, text: Text) -> None:
@@ -98,16 +98,25 @@ class HeatmapScreen(ViewScreen):
             self._shown[widget_id] = key
             self.query_one(f"#{widget_id}", Static).update(text)
 
+    def waiting(self, model: ViewModel) -> bool:
+        """Nothing to show yet: no interval, or for DRAM no figures from the package feed."""
+        if self.metric.key in DRAM_KEYS:
+            feed = self.live.package_feed
+            return feed is not None and feed.latest() is None
+        return model.waiting
+
     def title_text(self, model: ViewModel) -> Text:
         t = Text(f"Heatmap: {self.metric.title} per {'package' if self.metric.per_package else 'core'}", style="bold")
-        if self.metric.per_package and not self.groups:
+        if self.waiting(model):
+            t.append(f"   {WAITING}", style="dim")
+        elif self.metric.per_package and not self.groups:
             t.append("   not measured here", style="dim")
         elif self.grouped:  # short enough that the SIMULATED badge still fits at 80 columns
             size = max(len(g.cpus) for g in self.groups)
             t = Text(f"Heatmap: {self.metric.title}, rows are groups of ≤{size} CPUs (mean)", style="bold")
         if self.live.info.simulated:
             t.append("   SIMULATED", style="bold black on yellow")
-        if self.metric.key.startswith("tma_") and not model.measures_topdown:
+        if self.metric.key.startswith("tma_") and not model.measures_topdown and not model.waiting:
             t.append("   no core measures top-down here (see `pmutop info`)", style="dim")
         note = model.interval_note()
         if note:

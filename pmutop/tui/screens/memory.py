@@ -17,6 +17,7 @@ from textual.widgets import Static
 
 from pmutop.core.dram_reading import SOURCE_SIMULATED, PackageDram
 from pmutop.tui.dram_text import channel_table, estimate_line, package_line, rate_text
+from pmutop.tui.format import WAITING
 from pmutop.tui.header import replay_mark
 from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.base import VIEW_KEYS, ViewScreen
@@ -81,7 +82,7 @@ class MemoryScreen(ViewScreen):
             return
         timeline = feed.timeline()
         if not timeline:
-            body.update(Text("waiting for the first interval's DRAM figures", style="dim"))
+            body.update(Text(WAITING, style="dim"))
             return
         at, packages = timeline[-1]
         source = Text(feed.why, style="dim")

@@ -19,6 +19,7 @@ from pmutop.core.errors import PmutopError
 from pmutop.core.run_description import RunInfo
 from pmutop.core.task_reading import SIMULATED, TaskFeed, TaskSnapshot
 from pmutop.tui.filter import TaskFilter, parse_task_filter
+from pmutop.tui.format import WAITING
 from pmutop.tui.header import replay_mark
 from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.base import LiveView, ViewScreen
@@ -205,7 +206,7 @@ class TaskListScreen(ViewScreen):
         self.readings = {key: r for key, r, _ in rows}
         self._sync(table, rows)
         self._title(snapshot, len(rows), every)
-        notes = list(snapshot.notes) if snapshot is not None else ["waiting for the first interval"]
+        notes = list(snapshot.notes) if snapshot is not None else [WAITING]
         if snapshot is not None and not every:
             notes.insert(0, self.EMPTY)
         failure = getattr(feed, "failure", None)

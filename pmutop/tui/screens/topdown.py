@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.widgets import DataTable, Static
 
+from pmutop.tui.format import WAITING
 from pmutop.tui.model import ViewModel
 from pmutop.tui.screens.base import VIEW_KEYS, ViewScreen
 from pmutop.tui.topdown_view import FIXED_COLUMNS, SHORT, legend, measured_share, row_cells
@@ -20,6 +21,12 @@ class TopdownScreen(ViewScreen):
     # Its keys are the app's: 1/2/3/t and Esc select a view (priority bindings), Home/End move the highlight.
     BINDINGS: ClassVar[list[BindingType]] = [*VIEW_KEYS]
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._bar_width = 0
+        self._rows: list[str] = []
+        self._shown: dict[tuple[str, str], tuple[str, str]] = {}  # cell -> (text, styles) on screen
+
     def compose(self) -> ComposeResult:
         yield Static(id="tma-title")
         yield Static(legend(self.app.no_color), id="tma-legend")
@@ -28,9 +35,6 @@ class TopdownScreen(ViewScreen):
         yield KeptFooter()
 
     def on_mount(self) -> None:
-        self._bar_width = 0
-        self._rows: list[str] = []
-        self._shown: dict[tuple[str, str], tuple[str, str]] = {}  # cell -> (text, styles) on screen
         self._build(self.size.width)
         self.refresh_from(self.live.model)
 
@@ -55,11 +59,15 @@ class TopdownScreen(ViewScreen):
         return True
 
     def refresh_from(self, model: ViewModel) -> None:
+        if not self._bar_width:  # an interval that came before on_mount built the table: on_mount draws it
+            return
         app = self.live
         title = Text("Top-down: where each core's issue slots go", style="bold")
         if app.info.simulated:
             title.append("   SIMULATED", style="bold black on yellow")
-        if not model.measures_topdown:
+        if model.waiting:
+            title.append(f"   {WAITING}", style="dim")
+        elif not model.measures_topdown:
             why = app.info.topdown_off or "no core measures top-down here (see `pmutop info`)"
             title.append(f"   {why}", style="dim")
         elif (share := measured_share(model, app.info.core_types)) is not None:
