@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -68,7 +69,7 @@ class PmutopApp(HeaderView):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark,h,f1", "help", "Help", priority=True),
         Binding("q,f10", "quit", "Quit"),
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+        Binding("ctrl+c", "ctrl_c", "Quit", show=False, priority=True),
         Binding("p,space", "pause", "Pause", priority=True),  # p first: the footer's shortest key name
         Binding("p,space", "resume", "Resume", priority=True),  # the footer shows the one that applies
         # Not priority: Textual does not count + and - as characters a focused filter line types (0-2).
@@ -122,13 +123,16 @@ class PmutopApp(HeaderView):
         package_feed: PackageFeed | None = None,
         dram_note: str | None = None,
         own_cost: OwnCostMeter | None = None,
+        interrupt: Callable[[], bool] | None = None,
     ) -> None:
         """`settings_path` None: settings are not saved (tests, screenshots); `settings_problem`: the one
         line to show about an unusable config file. `task_feed`: the per-process and per-cgroup counters
         (views 4 and 5; None: they say why not, `task_note` when the caller knows); `start_view`: the view
         to open on (--tasks, --cgroups) instead of the saved one. `package_feed`: DRAM bandwidth per package
         (the header's lines, the package rows, view 6; None: an estimate from LLC misses, `dram_note` why).
-        `own_cost`: pmutop's own CPU % and RSS for the status line (None: not shown, as in the screenshots)."""
+        `own_cost`: pmutop's own CPU % and RSS for the status line (None: not shown, as in the screenshots).
+        `interrupt`: passes Ctrl-C on to the measured command (-- COMMAND), True when it did; Ctrl-C then does
+        what it does in a shell instead of ending pmutop (which waits for the command to end)."""
         super().__init__(driver_class=quick_exit_driver())
         self.feed = feed
         self.info = info
@@ -139,6 +143,7 @@ class PmutopApp(HeaderView):
         self.package_feed = package_feed
         self.dram_note = dram_note
         self.own_cost = own_cost
+        self.interrupt = interrupt
         self.settings = settings or Settings()
         self.settings_path = settings_path
         self.settings_problem = settings_problem
@@ -576,3 +581,10 @@ class PmutopApp(HeaderView):
     async def action_quit(self) -> None:
         self._stop_watching()
         self.exit(0)
+
+    async def action_ctrl_c(self) -> None:
+        """The terminal is the view's (raw mode: no SIGINT): a measured command gets the Ctrl-C as from a shell."""
+        if self.interrupt is not None and self.interrupt():
+            self.notify("Ctrl-C passed on to the command (SIGINT); q ends pmutop", timeout=4)
+            return
+        await self.action_quit()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from pmutop.app.backend_factory import build_backend, request_from_args
-from pmutop.app.commands.measure_command import finish_command, release_command
+from pmutop.app.commands.measure_command import command_interrupt, finish_command, release_command
 from pmutop.app.console import NEEDS_TERMINAL, has_terminal, say, warn
 from pmutop.app.dram_setup import open_dram
 from pmutop.app.live_view import SharedTasks, run_feed_view, run_live_view, task_source
@@ -280,7 +280,17 @@ def _measure(
                 sampler.start()
             try:
                 run_live_view(
-                    engine, info, platform, cpus, guard, settings, tasks, sampler, start_view(args, plan), session.dram
+                    engine,
+                    info,
+                    platform,
+                    cpus,
+                    guard,
+                    settings,
+                    tasks,
+                    sampler,
+                    start_view(args, plan),
+                    session.dram,
+                    command_interrupt(task_counters),
                 )
             finally:
                 if sampler is not None:
