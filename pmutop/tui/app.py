@@ -28,7 +28,7 @@ from pmutop.core.feed import HostLabels, LostHosts, SampleFeed
 from pmutop.core.heap_freeze import freeze_startup_heap
 from pmutop.core.own_cost import OwnCostMeter
 from pmutop.core.run_description import RunInfo
-from pmutop.core.task_reading import TaskFeed
+from pmutop.core.task_reading import TaskFeed, TaskStarter
 from pmutop.core.user_turn import USER_TURN
 from pmutop.derive.records import extra_events
 from pmutop.probes.tasks import NoTasks, TaskSource, TopTask
@@ -124,6 +124,7 @@ class PmutopApp(HeaderView):
         dram_note: str | None = None,
         own_cost: OwnCostMeter | None = None,
         interrupt: Callable[[], bool] | None = None,
+        start_tasks: TaskStarter | None = None,
     ) -> None:
         """`settings_path` None: settings are not saved (tests, screenshots); `settings_problem`: the one
         line to show about an unusable config file. `task_feed`: the per-process and per-cgroup counters
@@ -132,7 +133,8 @@ class PmutopApp(HeaderView):
         (the header's lines, the package rows, view 6; None: an estimate from LLC misses, `dram_note` why).
         `own_cost`: pmutop's own CPU % and RSS for the status line (None: not shown, as in the screenshots).
         `interrupt`: passes Ctrl-C on to the measured command (-- COMMAND), True when it did; Ctrl-C then does
-        what it does in a shell instead of ending pmutop (which waits for the command to end)."""
+        what it does in a shell instead of ending pmutop (which waits for the command to end). `start_tasks`:
+        starts the per-process or per-cgroup counters when view 4 or 5 opens in a run not counting them yet."""
         super().__init__(driver_class=quick_exit_driver())
         self.feed = feed
         self.info = info
@@ -144,6 +146,7 @@ class PmutopApp(HeaderView):
         self.dram_note = dram_note
         self.own_cost = own_cost
         self.interrupt = interrupt
+        self.start_tasks = start_tasks
         self.settings = settings or Settings()
         self.settings_path = settings_path
         self.settings_problem = settings_problem
@@ -300,6 +303,9 @@ class PmutopApp(HeaderView):
             if not self.feed.wait_for_samples(seen, timeout=0.5, stop=self._stop):
                 continue
             seen = {cpu: ring.count for cpu, ring in self.feed.rings.items()}
+            if side[1] is not self.task_feed:  # keys 4 or 5 started the per-task counters
+                side = [self.package_feed, self.task_feed]
+                side_seen = interval_readings.seqs(side)
             if not self.paused:
                 side_seen = interval_readings.wait_for_interval(side, side_seen, self.feed.interval)
             USER_TURN.wait()  # a key being answered goes first (the lookup can take ms at 256 CPUs)

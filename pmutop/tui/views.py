@@ -11,7 +11,7 @@ from textual.screen import Screen
 
 from pmutop.core.dram_reading import PackageFeed
 from pmutop.core.feed import HostLabels, ReplayControls, SampleFeed
-from pmutop.core.task_reading import TaskFeed
+from pmutop.core.task_reading import TaskFeed, TaskStarter
 from pmutop.tui.config import Settings
 from pmutop.tui.config import save as save_settings
 from pmutop.tui.heatmap import DRAM_METRICS, Metric
@@ -45,6 +45,7 @@ class ViewKeys(App[int]):
     keys: list[str]
     task_feed: TaskFeed | None
     task_note: str | None  # why this run has no per-task counters, when the caller knows better
+    start_tasks: TaskStarter | None  # starts them when view 4 or 5 opens (None: this run cannot)
     package_feed: PackageFeed | None
 
     def _save_settings(self) -> None:
@@ -86,6 +87,8 @@ class ViewKeys(App[int]):
         """Show `view` ("table", "topdown", "heatmap", "processes", "cgroups", "memory") as the one view over the table,
         whatever is shown now (views never stack: Esc then always leads to the table); the first three are
         the view the next run starts in. Awaited, so the keys typed after the view's key reach the view."""
+        if view in WHAT and self.start_tasks is not None:
+            self._start_counting(view)
         wanted: type[Screen[None]] | None = HeatmapScreen if view == "heatmap" else VIEWS.get(view)
         if wanted is None or not isinstance(self.screen, wanted):
             while len(self.screen_stack) > 1 and not isinstance(self.screen, TooSmallScreen):
@@ -98,6 +101,18 @@ class ViewKeys(App[int]):
             self.screen.set_metric(self._heatmap_metric(metric))
         if view in REMEMBERED:
             self._remember(view=view)
+
+    def _start_counting(self, view: str) -> None:
+        """The options only choose the view to open on: opening the process or cgroup view counts what it shows
+        from now, as --tasks or --cgroups would have."""
+        assert self.start_tasks is not None
+        feed, lines = self.start_tasks(view)
+        if feed is not None:
+            self.task_feed = feed
+        elif lines:
+            self.task_note = lines[-1]
+        for line in lines:
+            self.notify(line, title=WHAT[view], severity="information" if feed is not None else "warning", timeout=8)
 
     async def action_back(self) -> None:
         """Esc: from a process's or cgroup's detail back to where it was opened; else to the table."""
