@@ -43,4 +43,5 @@ def collect(platform: Platform, backend: Backend, cpus: list[int], hostname: str
         notices=list(backend.notices),
         watchdog_paused=backend.watchdog_paused,
         hardware_problem=backend.hardware_problem if backend.software_only else None,
+        cpu_wide_problem=getattr(backend, "cpu_wide_problem", None),
     )

@@ -171,7 +171,9 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
     cpus = select_cpus(args.cores, platform.online_cpus(), platform.possible_cpus())
     session = MeasurementSession(platform, cpus, guard)
     session.recover_leftovers()
-    backend = build_backend(request_from_args(args), platform)
+    request = request_from_args(args)
+    request.per_task = bool(plan.pids or plan.top or plan.command)  # worth a run without CPU-wide counters
+    backend = build_backend(request, platform)
     task_counters = open_task_source(args, plan, backend, guard)
     try:
         session.dram = open_dram(platform, cpus, args.mem_peak)
