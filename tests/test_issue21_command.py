@@ -271,6 +271,21 @@ def test_the_live_view_closes_when_the_command_ends_then_its_output_and_the_summ
 
 @needs_perf
 @pytest.mark.integration
+def test_ctrl_c_in_the_live_view_reaches_the_command_as_sigint() -> None:
+    # The live view holds the terminal in raw mode: its Ctrl-C is a key, passed on to the command as the
+    # terminal would have sent it (SIGINT, status 130), not the SIGTERM of a measurement that ended first.
+    status, shown = run_in_terminal(
+        [sys.executable, "-m", "pmutop", "--interval", "0.5", "--", "sleep", "30"],
+        after=b"Processes",
+        send=b"\x03",
+    )
+    assert status == 130, shown
+    assert "the command was killed by SIGINT (status 130)" in shown
+    assert "sending it SIGTERM" not in shown
+
+
+@needs_perf
+@pytest.mark.integration
 def test_a_sigint_sent_to_pmutop_alone_is_passed_on_once() -> None:
     proc = subprocess.Popen(
         [*PMUTOP_BATCH_JSON, "--interval", "5", "--", sys.executable, "-c", COUNT_SIGINT],

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers.flags import needs_tmux
+from helpers.workloads import perf_stat_works
 
 from tests.test_tmux import Tmux
 
@@ -41,15 +42,36 @@ def wait_exit(status: Path) -> int:
     raise AssertionError("pmutop did not exit")
 
 
-def test_keys_4_and_5_say_why_a_run_has_no_per_task_counters(terminal, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_keys_4_and_5_start_counting_processes_and_cgroups_in_a_plain_run(terminal, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # The options only choose the view to open on: pressing 4 counts the top processes there and then, 5 the
+    # cgroup tree, as --tasks and --cgroups would have.
     status = start(terminal, tmp_path, f"{sys.executable} -m pmutop --demo --interval 0.2")
     terminal.wait_for("Top task")
     terminal("send-keys", "-t", "t", "4")
-    terminal.wait_for("per-process counters: start with --tasks or --pid")
+    screen = terminal.wait_for("Processes   ")
+    assert "start with" not in screen
+    terminal.wait_for("cc1plus")
     terminal("send-keys", "-t", "t", "5")
-    terminal.wait_for("per-cgroup counters: start with --cgroups or --cgroup PATH")
+    screen = terminal.wait_for("system.slice")
+    assert "Cgroups   " in screen and "start with" not in screen
+    terminal("send-keys", "-t", "t", "4")  # the processes are still counted beside the cgroups
+    terminal.wait_for("Processes   ")
+    terminal.wait_for("cc1plus")
     terminal("send-keys", "-t", "t", "Escape")
     terminal.wait_for("Top task")
+    terminal("send-keys", "-t", "t", "q")
+    assert wait_exit(status) == 0
+
+
+def test_key_4_counts_this_hosts_processes_with_the_perf_backend(terminal, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    if not perf_stat_works():
+        pytest.skip("perf_event_open is not available here")
+    status = start(terminal, tmp_path, f"{sys.executable} -m pmutop --backend perf --interval 0.3")
+    terminal.wait_for("Util")
+    terminal("send-keys", "-t", "t", "4")
+    screen = terminal.wait_for("PID")
+    terminal.wait_for("python")  # pmutop itself is one of the busiest processes
+    assert "start with" not in screen
     terminal("send-keys", "-t", "t", "q")
     assert wait_exit(status) == 0
 

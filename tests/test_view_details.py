@@ -63,3 +63,15 @@ def test_info_does_not_advise_the_msr_module_on_amd(tmp_path) -> None:  # type: 
     assert run.returncode == 0, run.stderr
     assert "modprobe msr" not in run.stdout
     assert "family 0x19 model 0x61" in run.stdout
+
+
+def test_a_run_without_cpu_wide_counters_says_why_and_how_to_allow_them() -> None:
+    why = (
+        "perf_event_paranoid=2 allows CPU-wide events only to root or CAP_PERFMON: run as root, or "
+        "`sudo sysctl kernel.perf_event_paranoid=0` (CPU-wide events)"
+    )
+    wide = banner_text(info(cpu_wide_problem=why), ViewModel([0]), False, width=400).plain
+    assert f"no CPU-wide counters: {why}" in wide
+    narrow = banner_text(info(cpu_wide_problem=why), ViewModel([0]), False, width=80).plain
+    assert narrow.index("sudo sysctl kernel.perf_event_paranoid=0") < 80 - len("=0")  # readable at 80 columns
+    assert "no CPU-wide counters" in narrow

@@ -86,6 +86,7 @@ def build_backend(request: BackendRequest, platform: Platform, choice: BackendCh
             hardware_problem=choice.hardware_problem,
             topdown=request.topdown,
             tables=topdown_tables(request),
+            cpu_wide_problem=choice.cpu_wide_problem,
         )
     backend_class = SimBackend if choice.name == "sim" else MsrBackend
     return backend_class(

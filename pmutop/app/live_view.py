@@ -12,7 +12,7 @@ from pmutop.core.errors import PmutopError
 from pmutop.core.feed import SampleFeed
 from pmutop.core.own_cost import ProcessCost
 from pmutop.core.run_description import RunInfo
-from pmutop.core.task_reading import TaskFeed
+from pmutop.core.task_reading import TaskFeed, TaskStarter
 from pmutop.core.user_turn import favour_user
 from pmutop.engine.engine import Engine
 from pmutop.hw.platform import Platform
@@ -72,10 +72,14 @@ def run_live_view(
     task_feed: TaskFeed | None = None,
     start_view: str | None = None,
     dram: DramSetup | None = None,
+    interrupt: Callable[[], bool] | None = None,
+    start_tasks: TaskStarter | None = None,
 ) -> None:
     """`tasks`: the run's task lookup when a recorder shares it (SharedTasks); else one of its own.
     `task_feed`: the per-process and per-cgroup counters (views 4 and 5); `start_view`: the view to open on;
-    `dram`: the run's DRAM bandwidth (its started sampler is the live view's package feed; without one, why)."""
+    `dram`: the run's DRAM bandwidth (its started sampler is the live view's package feed; without one, why);
+    `interrupt`: passes the view's Ctrl-C on to a measured command (-- COMMAND); `start_tasks`: starts the
+    per-process or per-cgroup counters when view 4 or 5 is opened in a run that does not count them yet."""
     from pmutop.tui.app import PmutopApp
 
     LIVE_VIEW_RAN.set()
@@ -93,6 +97,8 @@ def run_live_view(
         package_feed=dram.sampler if dram is not None else None,
         dram_note=dram.why if dram is not None and dram.sampler is None else None,
         own_cost=ProcessCost(),
+        interrupt=interrupt,
+        start_tasks=start_tasks,
     )
     guard.on_stop(app.exit_soon)  # a signal, or an error in another thread: close the UI, then restore
     try:

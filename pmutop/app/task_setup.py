@@ -4,17 +4,19 @@ checked before anything is touched and opened after the backend is chosen."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pmutop.app.console import say
 from pmutop.backends.base import Backend
 from pmutop.backends.perf import PerfBackend
 from pmutop.backends.sim import SimBackend
-from pmutop.core.errors import UsageError
+from pmutop.core.errors import PmutopError, UsageError
+from pmutop.core.feed import SampleFeed
 from pmutop.core.sample import Sample
 from pmutop.core.sysroot import Sysroot
-from pmutop.core.task_reading import ESTIMATED, EXACT, SIMULATED, TaskCounterSource, TaskSnapshot
+from pmutop.core.task_reading import ESTIMATED, EXACT, SIMULATED, TaskCounterSource, TaskFeed, TaskSnapshot
 from pmutop.hw.platform import HostPlatform
 from pmutop.safety.exit_guard import ExitGuard
 
@@ -147,9 +149,11 @@ def _task_events(args: argparse.Namespace, backend: Backend, what: str) -> list[
     return []
 
 
-def _open_tasks(args: argparse.Namespace, plan: TaskPlan, backend: Backend) -> TaskCounterSource:
+def _open_tasks(
+    args: argparse.Namespace, plan: TaskPlan, backend: Backend, tell: Callable[[str], None] = say
+) -> TaskCounterSource:
     """--pid: exactly those processes; --tasks: the top N by CPU (perf: exact; msr: an estimate from the
-    cores' counts)."""
+    cores' counts). `tell`: where its one-line facts go (stderr, or the live view once it runs)."""
     if plan.pids:
         from pmutop.probes.process_scan import ProcessScan
         from pmutop.probes.task_counters import TaskCounters
@@ -161,7 +165,7 @@ def _open_tasks(args: argparse.Namespace, plan: TaskPlan, backend: Backend) -> T
     if isinstance(backend, PerfBackend):
         from pmutop.probes.top_tasks import TopTaskCounters
 
-        return TopTaskCounters(plan.top, args.events, say=say)
+        return TopTaskCounters(plan.top, args.events, say=tell)
     from pmutop.pmu.events import DEFAULT_EVENTS
     from pmutop.probes.task_estimate import TaskEstimate
 
@@ -170,7 +174,9 @@ def _open_tasks(args: argparse.Namespace, plan: TaskPlan, backend: Backend) -> T
     return TaskEstimate(plan.top, keys)
 
 
-def _open_cgroups(args: argparse.Namespace, plan: TaskPlan, backend: Backend) -> TaskCounterSource:
+def _open_cgroups(
+    args: argparse.Namespace, plan: TaskPlan, backend: Backend, tell: Callable[[str], None] = say
+) -> TaskCounterSource:
     platform = backend.platform
     from pmutop.probes.cgroup_counters import CgroupCounters
 
@@ -179,7 +185,7 @@ def _open_cgroups(args: argparse.Namespace, plan: TaskPlan, backend: Backend) ->
     estimate = not isinstance(backend, PerfBackend)
     if estimate:
         option = "--cgroups" if plan.all_cgroups else "--cgroup"
-        say(
+        tell(
             f"{option} with the msr backend: task-clock and context-switches exact, hardware events est. "
             "(--backend perf: exact)"
         )
@@ -191,38 +197,147 @@ def _open_cgroups(args: argparse.Namespace, plan: TaskPlan, backend: Backend) ->
         cpus=platform.online_cpus(),
         sysroot=platform.sysroot if isinstance(platform, HostPlatform) else None,
         estimate=estimate,
-        say=say,
+        say=tell,
     )
 
 
 class CombinedSource:
-    """Per-process and per-cgroup counters read as one source: one snapshot with both."""
+    """Per-process and per-cgroup counters read as one source: one snapshot with all of them. A part may be
+    added while another thread reads (the live view's keys 4 and 5 start counting): it begins at once."""
 
-    def __init__(self, tasks: TaskCounterSource, cgroups: TaskCounterSource) -> None:
-        self.tasks, self.cgroups = tasks, cgroups
-        self.events = list(dict.fromkeys([*tasks.events, *cgroups.events]))
+    def __init__(self, *parts: TaskCounterSource) -> None:
+        self.parts = list(parts)
+        self.events: list[str] = []
+        self._lock = threading.Lock()
+        self._begun = False
+        self._merge_events()
+
+    def _merge_events(self) -> None:
+        self.events = list(dict.fromkeys(e for part in self.parts for e in part.events))
+
+    def set_top(self, n: int) -> None:
+        """The process view's top N, for the parts that pick their processes."""
+        for part in self.parts:
+            set_top = getattr(part, "set_top", None)
+            if callable(set_top):
+                set_top(n)
+
+    def add(self, part: TaskCounterSource) -> None:
+        with self._lock:
+            if self._begun:
+                part.begin()
+            self.parts.append(part)
+            self._merge_events()
 
     def begin(self) -> None:
-        self.tasks.begin()
-        self.cgroups.begin()
+        with self._lock:
+            self._begun = True
+            for part in self.parts:
+                part.begin()
 
     def read(self, cpu_samples: Sequence[Sample] = ()) -> TaskSnapshot:
-        tasks, cgroups = self.tasks.read(cpu_samples), self.cgroups.read(cpu_samples)
-        modes = {tasks.mode, cgroups.mode}
+        with self._lock:
+            snapshots = [part.read(cpu_samples) for part in self.parts]
+        if not snapshots:
+            return TaskSnapshot(mode=EXACT)
+        modes = {s.mode for s in snapshots}
         mode = next((m for m in (SIMULATED, ESTIMATED) if m in modes), EXACT)
         return TaskSnapshot(
-            tasks=tasks.tasks,
-            cgroups=cgroups.cgroups,
+            tasks=tuple(t for s in snapshots for t in s.tasks),
+            cgroups=tuple(c for s in snapshots for c in s.cgroups),
             mode=mode,
-            notes=tasks.notes + cgroups.notes,
-            cpu_shares=tasks.cpu_shares,
+            notes=tuple(n for s in snapshots for n in s.notes),
+            cpu_shares=next((s.cpu_shares for s in snapshots if s.cpu_shares), {}),
         )
 
     def close(self) -> None:
+        parts, self.parts = self.parts, []
+        errors: list[BaseException] = []
+        for part in parts:
+            try:
+                part.close()
+            except BaseException as e:  # the others are closed all the same
+                errors.append(e)
+        if errors:
+            raise errors[0]
+
+
+class LiveTasks:
+    """The live view's per-process and per-cgroup counters: those the options asked for, read from the start,
+    and those keys 4 and 5 start while the view runs (the top processes, the cgroup tree): the options only
+    choose the view to open on. One TaskSampler reads them all; `stop()` ends it and closes what it opened
+    (`source`, the options' counters, is the caller's to close)."""
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        plan: TaskPlan,
+        backend: Backend,
+        feed: SampleFeed,
+        source: TaskCounterSource | None,
+    ) -> None:
+        from pmutop.engine.task_sampler import TaskSampler
+
+        self.args, self.backend, self.feed = args, backend, feed
+        self.counting = {
+            "processes": bool(plan.pids or plan.top or plan.command),
+            "cgroups": bool(plan.cgroups or plan.all_cgroups),
+        }
+        self._combined = CombinedSource(source) if source is not None else CombinedSource()
+        self._opened: list[TaskCounterSource] = []
+        self.sampler: TaskSampler | None = TaskSampler(self._combined, feed) if source is not None else None
+        platform = backend.platform
+        self.can_start = isinstance(backend, SimBackend) or (
+            isinstance(platform, HostPlatform) and platform.sysroot.is_host
+        )
+
+    def start(self, view: str) -> tuple[TaskFeed | None, list[str]]:
+        """Count what `view` ("processes", "cgroups") shows, from now, unless counted already: the feed (None:
+        those counters could not start) and the lines to tell the user (why not, or facts of the new counters)."""
+        from pmutop.engine.task_sampler import TaskSampler
+
+        if view not in self.counting or self.counting[view]:
+            return self.sampler, []
+        lines: list[str] = []
         try:
-            self.tasks.close()
-        finally:
-            self.cgroups.close()
+            part = self._open(view, lines.append)
+        except PmutopError as e:
+            return None, [*lines, str(e)]
+        self._opened.append(part)
+        self.counting[view] = True
+        self._combined.add(part)
+        if self.sampler is None:
+            self.sampler = TaskSampler(self._combined, self.feed)
+            self.sampler.start()
+        else:
+            self.sampler.events = list(self._combined.events)
+        return self.sampler, lines
+
+    def _open(self, view: str, tell: Callable[[str], None]) -> TaskCounterSource:
+        args, backend = self.args, self.backend
+        top = int(getattr(args, "top", None) or 32)
+        if isinstance(backend, SimBackend):
+            from pmutop.sim.process_counters import SimTaskCounters
+
+            return SimTaskCounters(
+                backend.platform.machine,  # type: ignore[attr-defined]  # a SimBackend runs on a SimPlatform
+                top=top if view == "processes" else None,
+                all_cgroups=view == "cgroups",
+                requested_events=args.events,
+            )
+        if view == "processes":
+            return _open_tasks(args, TaskPlan(top=top), backend, tell)
+        from pmutop.probes.cgroup_counters import cgroup_root_or_refuse
+
+        cgroup_root_or_refuse(Sysroot(getattr(args, "sysroot", None) or "/"), "cgroup counters")
+        return _open_cgroups(args, TaskPlan(all_cgroups=True), backend, tell)
+
+    def stop(self) -> None:
+        if self.sampler is not None:
+            self.sampler.stop()
+        for part in self._opened:
+            part.close()
+        self._opened = []
 
 
 def default_records(args: argparse.Namespace, plan: TaskPlan) -> str:

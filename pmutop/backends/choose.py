@@ -2,7 +2,9 @@
 
 --backend auto tries msr (root, the msr device writable, an Intel PMU present, the counters free), then perf
 with hardware events, then perf with the kernel's software events only (IPC and cache columns unavailable).
-Nothing falls back to simulated numbers. --backend perf tries the two perf candidates only.
+Nothing falls back to simulated numbers. --backend perf tries the two perf candidates only. A run that counts
+processes (--tasks, --pid, -- COMMAND) may also use perf with no CPU-wide counters at all, where a user may
+count their own processes but nothing CPU-wide (perf_event_paranoid >= 1, not root).
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ class BackendRequest:
     force: bool = False  # take over counters another agent is using
     keep_nmi_watchdog: bool = False
     topdown: bool | None = None  # None: where it is free
+    # The run counts processes (--tasks, --pid, -- COMMAND): perf's per-task counters are worth a run even
+    # where its CPU-wide ones are refused (a user at perf_event_paranoid >= 1).
+    per_task: bool = False
 
 
 @dataclass
@@ -44,6 +49,7 @@ class BackendChoice:
     hardware_problem: str | None = None  # perf: why hardware events do not open
     counters_busy: bool = False  # no backend because another agent holds the counters
     failure: PmutopError | None = None  # a backend asked for by name that cannot run: the error as it is
+    cpu_wide_problem: str | None = None  # perf: why no CPU-wide event opens (then per-task counters only)
 
     @property
     def software_only(self) -> bool:
@@ -162,11 +168,27 @@ def _perf_software(facts: HostFacts, msr_reason: str) -> BackendChoice | None:
     return BackendChoice("perf", "software", "read()", reasons, fixes, hardware_problem=facts.perf.hardware_problem)
 
 
-def _auto(facts: HostFacts, force: bool) -> BackendChoice:
+def _perf_per_task(facts: HostFacts, msr_reason: str) -> BackendChoice | None:
+    """perf without CPU-wide counters (a user perf_event_paranoid keeps from them): the processes the user may
+    count, with the CPU table's utilisation from the kernel's per-CPU times."""
+    perf = facts.perf
+    if not perf.checked or perf.software_ok or not perf.task_ok:
+        return None
+    problem = str(perf.software_problem)
+    why = problem.partition(": ")[2] or problem  # not the probe's own event and CPU ("context-switches on cpu 0")
+    reasons = [
+        f"msr backend unavailable: {msr_reason}",
+        f"CPU-wide counters unavailable: {why}",
+        "per-task counters open: the processes this user may count are counted",
+    ]
+    return BackendChoice("perf", "none", "read()", reasons, cpu_wide_problem=why)
+
+
+def _auto(facts: HostFacts, force: bool, per_task: bool = False) -> BackendChoice:
     reasons, fixes = msr_problems(facts, force)
     if not reasons:
         return _msr(facts)
-    for candidate in (_perf_hardware, _perf_software):
+    for candidate in (_perf_hardware, _perf_software, *((_perf_per_task,) if per_task else ())):
         choice = candidate(facts, reasons[0])
         if choice is not None:
             return choice
@@ -175,14 +197,14 @@ def _auto(facts: HostFacts, force: bool) -> BackendChoice:
     return BackendChoice(None, None, None, reasons, [*fixes, DEMO_FIX], counters_busy=bool(_busy(facts, force)))
 
 
-def _perf(facts: HostFacts) -> BackendChoice:
+def _perf(facts: HostFacts, per_task: bool = False) -> BackendChoice:
     perf = facts.perf
     if not perf.checked:
         failure: PmutopError = UsageError(
             "--backend perf counts this host's CPUs; it cannot be combined with --sysroot"
         )
         return BackendChoice(None, None, failure=failure)
-    for candidate in (_perf_hardware, _perf_software):
+    for candidate in (_perf_hardware, _perf_software, *((_perf_per_task,) if per_task else ())):
         choice = candidate(facts, "not asked for (--backend perf)")
         if choice is not None:
             return choice
@@ -195,8 +217,8 @@ def choose(facts: HostFacts, request: BackendRequest) -> BackendChoice:
     if request.backend in ("msr", "sim"):
         return BackendChoice(request.backend)
     if request.backend == "perf":
-        return _perf(facts)
-    choice = _auto(facts, request.force)
+        return _perf(facts, request.per_task)
+    choice = _auto(facts, request.force, request.per_task)
     unreadable, readable = facts.unreadable_cpus, facts.readable_cpus
     if choice.name and unreadable and readable:
         # A plain run selects every online CPU and would stop at the first of these.

@@ -46,6 +46,7 @@ class PerfFacts:
     hardware_problem: str | None = None
     software_ok: bool = False
     software_problem: str | None = None
+    task_ok: bool = False  # per-task counters open (this process, user space): checked where software fails
 
     def to_dict(self) -> dict[str, Any]:
         if not self.checked:
@@ -205,11 +206,12 @@ def _counters_in_use(platform: Platform, survey: CpuSurvey, watchdog_on: bool) -
 def _perf_facts(platform: HostPlatform, cpu: int) -> PerfFacts:
     if not platform.sysroot.is_host:
         return PerfFacts(False, "perf counts this host's CPUs only")
-    from pmutop.backends.perf import probe_hardware_events, probe_software_events
+    from pmutop.backends.perf import probe_hardware_events, probe_software_events, probe_task_events
 
     hardware = probe_hardware_events(cpu)
     software = probe_software_events(cpu)
-    return PerfFacts(True, None, hardware is None, hardware, software is None, software)
+    task_ok = software is None or probe_task_events()
+    return PerfFacts(True, None, hardware is None, hardware, software is None, software, task_ok)
 
 
 def probe_host(platform: HostPlatform) -> HostFacts:

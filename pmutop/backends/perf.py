@@ -14,6 +14,7 @@ events) in a group of their own, multiplexed and scaled like the rest.
 from __future__ import annotations
 
 import errno
+import os
 
 from pmutop.backends.base import Backend, CpuCounters, EventResolver, Reading, resolve_for_cpu
 from pmutop.core.clock import Clock
@@ -171,8 +172,11 @@ class PerfBackend(Backend):
         hardware_problem: str | None = None,
         topdown: bool | None = None,
         tables: PerfmonTables | None = None,
+        cpu_wide_problem: str | None = None,
     ) -> None:
-        """`topdown`: None = measure top-down where it costs no general-purpose counters (PERF_METRICS),
+        """`cpu_wide_problem`: why no CPU-wide event opens here: then no CPU counters at all, the CPU table's
+        utilisation from the kernel's per-CPU times (a run that counts processes goes on with those).
+        `topdown`: None = measure top-down where it costs no general-purpose counters (PERF_METRICS),
         True = also where its events take counters (they are multiplexed with the rest), False = never.
         `tables`: Intel's perfmon tables for the formula methods (default: those of `resolver`, else the
         download cache or $PMUTOP_PERFMON_DIR)."""
@@ -180,6 +184,7 @@ class PerfBackend(Backend):
         self.platform: HostPlatform = platform  # perf counts this host's CPUs only
         self.software_only = software_only
         self.hardware_problem = hardware_problem  # why hardware events are unavailable (software-only mode)
+        self.cpu_wide_problem = cpu_wide_problem
         self.read_method = "read()"
         self.topdown = topdown
         self._tables = tables
@@ -334,8 +339,11 @@ class PerfBackend(Backend):
     def prepare(self, cpus: list[int], undo: UndoLog) -> None:
         if not self.platform.sysroot.is_host:
             raise UsageError("--backend perf counts this host's CPUs; it cannot be combined with --sysroot")
-        pmus = perf_event.list_pmus(self.platform.sysroot)
         use_tsc = shim.available()
+        if self.cpu_wide_problem is not None:
+            self._prepare_without_counters(cpus, undo, use_tsc)
+            return
+        pmus = perf_event.list_pmus(self.platform.sysroot)
         busy = CpuBusy(self.platform.online_cpus()) if self.software_only else None
         opened: list[perf_event.PerfGroup] = []
 
@@ -368,6 +376,17 @@ class PerfBackend(Backend):
                 f"hardware events unavailable ({self.hardware_problem}): IPC and cache columns are unavailable; "
                 "counting kernel software events, utilisation from the kernel's per-CPU times"
             )
+
+    def _prepare_without_counters(self, cpus: list[int], undo: UndoLog, use_tsc: bool) -> None:
+        """No CPU-wide counter opens: each CPU's utilisation from the kernel's per-CPU times, nothing else."""
+        busy = CpuBusy(self.platform.online_cpus())
+        undo.push("perf events", busy.close)
+        for cpu in cpus:
+            self._counters[cpu] = PerfCpuCounters(cpu, [], self.clock, busy, use_tsc)
+        self.notices.append(
+            f"CPU-wide counters unavailable: {self.cpu_wide_problem}; the CPU table shows utilisation from the "
+            "kernel's per-CPU times only"
+        )
 
     def _open_group(
         self, cpu: int, specs: list[perf_event.EventSpec], explicit: set[str]
@@ -412,7 +431,10 @@ class PerfBackend(Backend):
         return self._counters[cpu]
 
     def describe(self) -> dict[str, object]:
-        kind = "software events" if self.software_only else "hardware events"
+        if self.cpu_wide_problem is not None:
+            kind = "per-task counters only"
+        else:
+            kind = "software events" if self.software_only else "hardware events"
         return {"backend": self.name, "read_method": self.read_method, "pmu": f"perf_event ({kind})"}
 
 
@@ -426,6 +448,23 @@ def probe_hardware_events(cpu: int) -> str | None:
         return str(e)
     group.close()
     return None
+
+
+def probe_task_events() -> bool:
+    """Whether this process may count itself (task-clock, user space only: what perf_event_paranoid 2 allows
+    any user on their own processes)."""
+    attr = perf_event.make_attr(
+        perf_event.PERF_TYPE_SOFTWARE,
+        perf_event.PERF_COUNT_SW_TASK_CLOCK,
+        read_format=0,
+        exclude_kernel=True,
+    )
+    try:
+        fd = perf_event.perf_event_open(attr, 0, -1, -1)
+    except HardwareError:
+        return False
+    os.close(fd)
+    return True
 
 
 def probe_software_events(cpu: int) -> str | None:

@@ -44,4 +44,5 @@ def collect(platform: Platform, backend: Backend, cpus: list[int], hostname: str
         watchdog_paused=backend.watchdog_paused,
         topdown_off=backend.topdown_off,
         hardware_problem=backend.hardware_problem if backend.software_only else None,
+        cpu_wide_problem=getattr(backend, "cpu_wide_problem", None),
     )

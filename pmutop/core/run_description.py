@@ -19,6 +19,7 @@ class RunInfo:
     core_types: dict[int, str] = field(default_factory=dict)  # cpu -> "P" / "E" on hybrid parts
     notices: list[str] = field(default_factory=list)
     hardware_problem: str | None = None  # perf with software events only: why there are no hardware events
+    cpu_wide_problem: str | None = None  # perf with per-task counters only: why no CPU-wide counter opens
     replay: str | None = None  # a replayed recording: "<original host> <start time>"
     topdown_off: str | None = None  # top-down not measured only because it costs counters: the option that would
     watchdog_paused: bool = False  # the msr backend paused the NMI watchdog for the run (it owns a counter)

@@ -6,7 +6,7 @@ exporter (a neutral leaf, as psutil keeps its shared types)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -128,3 +128,8 @@ class TaskFeed(Protocol):
 
     def set_top(self, n: int) -> None:
         """How many processes to count (the view's `--top N`); takes effect next interval."""
+
+
+# Starts counting what a live view ("processes", "cgroups") shows, in a run whose options did not ask for it:
+# the feed (None: they could not start) and the lines to tell the user (why not, or the new counters' facts).
+TaskStarter = Callable[[str], "tuple[TaskFeed | None, list[str]]"]

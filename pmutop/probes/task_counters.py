@@ -55,6 +55,9 @@ HARDWARE_EVENTS = {
     "llc-misses": EventSpec("llc_misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES),
     "branch-misses": EventSpec("branch_misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES),
 }
+# Counted only while the kernel runs (a context switch is the kernel's work): zero when counting user space
+# only, so not counted then rather than shown as a made-up zero.
+KERNEL_SIDE_EVENTS = frozenset({"context_switches"})
 GROUP_READ_TRIES = 100
 _TIMES = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING
 Opener = Callable[..., int]  # perf_event_open's signature (tests inject failures)
@@ -93,41 +96,85 @@ def raise_open_files_limit() -> int:
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
+def user_space_only(pid: int, opener: Opener) -> bool:
+    """True where `pid` may be counted in user space only: the kernel refuses its kernel side (a user at
+    perf_event_paranoid 2 on their own processes) but not its user side."""
+    for exclude_kernel in (False, True):
+        attr = make_attr(
+            PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK, read_format=_TIMES, exclude_kernel=exclude_kernel
+        )
+        try:
+            os.close(opener(attr, pid, -1, -1))
+            return exclude_kernel
+        except PerfOpenError as e:
+            if e.errno not in (errno.EACCES, errno.EPERM):
+                return False  # no such process, say: the callers' own opens say it
+    return False
+
+
+def user_space_note(option: str) -> str:
+    paranoid = read_paranoid(Sysroot("/"))
+    return (
+        f"{option}: perf_event_paranoid {paranoid} lets this user count their own processes in user space only: "
+        "task-clock whole, hardware events in user space, context switches not counted (root, CAP_PERFMON or "
+        "`sudo sysctl kernel.perf_event_paranoid=1`: all of it)"
+    )
+
+
 def usable_events(
-    events: list[EventSpec], pid: int, opener: Opener, say: Callable[[str], None] | None, option: str
+    events: list[EventSpec],
+    pid: int,
+    opener: Opener,
+    say: Callable[[str], None] | None,
+    option: str,
+    user_only: bool = False,
 ) -> list[EventSpec]:
     """The events this PMU has: each hardware event tried once on `pid`; says once when none. Raises
-    PerfOpenError when the probe fails for another reason than a missing event (no permission, no process)."""
+    PerfOpenError when the probe fails for another reason than a missing event (no permission, no process).
+    `user_only`: counting user space only (user_space_only): the kernel-side events are left out."""
+    if user_only:
+        events = [e for e in events if e.name not in KERNEL_SIDE_EVENTS]
     hardware = [e for e in events if e.type == PERF_TYPE_HARDWARE]
     kept: list[EventSpec] = []
     for ev in hardware:
-        attr = make_attr(ev.type, ev.config, read_format=_TIMES)
+        attr = make_attr(ev.type, ev.config, read_format=_TIMES, exclude_kernel=user_only)
         try:
             os.close(opener(attr, pid, -1, -1))
             kept.append(ev)
         except PerfOpenError as e:
             if e.errno not in (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV, errno.EINVAL):
                 raise
+    software = [e for e in events if e.type != PERF_TYPE_HARDWARE]
     if hardware and not kept and say:
+        names = " and ".join(e.name.replace("_", "-") for e in software)
         say(
             f"{option}: this PMU has no hardware events (a VM without a virtual PMU?): counting the kernel's "
-            "software events task-clock and context-switches only"
+            f"software events {names} only"
         )
-    return [e for e in events if e.type != PERF_TYPE_HARDWARE] + kept
+    return software + kept
 
 
 class _Counter:
     """One fd group (or, on old kernels, one fd per event) on one thread; `read()` -> (enabled, running) per
     event and the raw counts."""
 
-    def __init__(self, tid: int, events: list[EventSpec], opener: Opener, grouped: bool, read_fd: Reader) -> None:
+    def __init__(
+        self,
+        tid: int,
+        events: list[EventSpec],
+        opener: Opener,
+        grouped: bool,
+        read_fd: Reader,
+        user_only: bool = False,
+    ) -> None:
         self.fds: list[int] = []
         self.grouped = grouped
         self.n = len(events)
         self._read_fd = read_fd
         try:
             for i, ev in enumerate(events):
-                attr = make_attr(ev.type, ev.config, read_format=_TIMES | (PERF_FORMAT_GROUP if grouped else 0))
+                read_format = _TIMES | (PERF_FORMAT_GROUP if grouped else 0)
+                attr = make_attr(ev.type, ev.config, read_format=read_format, exclude_kernel=user_only)
                 attr.set_flag("inherit")
                 leader = self.fds[0] if grouped and i else -1
                 self.fds.append(opener(attr, tid, -1, leader))
@@ -205,17 +252,23 @@ class CountedProcess:
     and children count in their creator's group. Shared by TaskCounters (--pid) and the top-N tracker."""
 
     def __init__(
-        self, pid: int, threads: Sequence[tuple[int, str]], specs: list[EventSpec], opener: Opener, read_fd: Reader
+        self,
+        pid: int,
+        threads: Sequence[tuple[int, str]],
+        specs: list[EventSpec],
+        opener: Opener,
+        read_fd: Reader,
+        user_only: bool = False,
     ) -> None:
         """Raises PerfOpenError (nothing left open) when the process cannot be counted; a thread that ended
-        while attaching is skipped."""
+        while attaching is skipped. `user_only`: its user-space side only (see user_space_only)."""
         self.pid = pid
         self._specs = specs
         self._threads: list[_Thread] = []
         try:
             for tid, name in threads or [(pid, "")]:
                 try:
-                    counter = _open_counter(tid, specs, opener, read_fd)
+                    counter = _open_counter(tid, specs, opener, read_fd, user_only)
                 except PerfOpenError as e:
                     if e.errno == errno.ESRCH and tid != pid:
                         continue  # a thread ended while we attached: the others still count the process
@@ -269,13 +322,15 @@ def _added(a: Totals, b: Totals) -> Totals:
     return [(x + u, y + v, z + w) for (x, y, z), (u, v, w) in zip(a, b, strict=True)]
 
 
-def _open_counter(tid: int, specs: list[EventSpec], opener: Opener, read_fd: Reader) -> _Counter:
+def _open_counter(
+    tid: int, specs: list[EventSpec], opener: Opener, read_fd: Reader, user_only: bool = False
+) -> _Counter:
     try:
-        return _Counter(tid, specs, opener, True, read_fd)
+        return _Counter(tid, specs, opener, True, read_fd, user_only)
     except PerfOpenError as e:
         if e.errno != errno.EINVAL:
             raise
-        return _Counter(tid, specs, opener, False, read_fd)
+        return _Counter(tid, specs, opener, False, read_fd, user_only)
 
 
 def thread_readings(
@@ -327,8 +382,11 @@ class TaskCounters:
         self._processes: dict[int, _Process] = {}
         raise_open_files_limit()
         try:
+            self._user_only = user_space_only(pids[0], opener)
+            if self._user_only and say:
+                say(user_space_note("--pid"))
             try:
-                specs = usable_events(task_events(requested_events), pids[0], opener, say, "--pid")
+                specs = usable_events(task_events(requested_events), pids[0], opener, say, "--pid", self._user_only)
             except PerfOpenError as e:
                 raise self._refused(pids[0], e) from None
             self.events = [e.name for e in specs]
@@ -357,7 +415,7 @@ class TaskCounters:
         except psutil.AccessDenied:
             comm, user, start, threads = str(pid), "?", 0.0, [(pid, "")]
         try:
-            counters = CountedProcess(pid, threads, self._specs, self._opener, self._read_fd)
+            counters = CountedProcess(pid, threads, self._specs, self._opener, self._read_fd, self._user_only)
         except PerfOpenError as e:
             raise self._refused(pid, e) from None
         return _Process(pid, comm, user, len(threads), start, counters)

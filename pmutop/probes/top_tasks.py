@@ -27,6 +27,8 @@ from pmutop.probes.task_counters import (
     task_events,
     thread_readings,
     usable_events,
+    user_space_note,
+    user_space_only,
 )
 
 LEAVE_AFTER = 5  # consecutive intervals outside the top 2N before a counted process is dropped
@@ -126,8 +128,12 @@ class TopTaskCounters:
         self._limit = raise_open_files_limit()
         self._base_fds = len(os.listdir("/proc/self/fd"))
         self._source = source or ProcessScan()
+        # A user at perf_event_paranoid 2 counts the user-space side of their own processes only.
+        self._user_only = user_space_only(os.getpid(), opener)
+        if self._user_only and say:
+            say(user_space_note("--tasks"))
         try:
-            specs = usable_events(task_events(requested_events), os.getpid(), opener, say, "--tasks")
+            specs = usable_events(task_events(requested_events), os.getpid(), opener, say, "--tasks", self._user_only)
         except PerfOpenError:
             # Not even pmutop itself may be counted: each process's row will say "no permission".
             specs = task_events([])
@@ -270,7 +276,7 @@ class TopTaskCounters:
         if not threads:
             return "gone"
         try:
-            t.counters = CountedProcess(t.pid, threads, self._specs, self._opener, self._read_fd)
+            t.counters = CountedProcess(t.pid, threads, self._specs, self._opener, self._read_fd, self._user_only)
         except PerfOpenError as e:
             if e.errno in (errno.EMFILE, errno.ENFILE):
                 self._files_full = True

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -27,7 +28,7 @@ from pmutop.core.feed import HostLabels, LostHosts, SampleFeed
 from pmutop.core.heap_freeze import freeze_startup_heap
 from pmutop.core.own_cost import OwnCostMeter
 from pmutop.core.run_description import RunInfo
-from pmutop.core.task_reading import TaskFeed
+from pmutop.core.task_reading import TaskFeed, TaskStarter
 from pmutop.core.user_turn import USER_TURN
 from pmutop.derive.records import extra_events
 from pmutop.probes.tasks import NoTasks, TaskSource, TopTask
@@ -68,7 +69,7 @@ class PmutopApp(HeaderView):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark,h,f1", "help", "Help", priority=True),
         Binding("q,f10", "quit", "Quit"),
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+        Binding("ctrl+c", "ctrl_c", "Quit", show=False, priority=True),
         Binding("p,space", "pause", "Pause", priority=True),  # p first: the footer's shortest key name
         Binding("p,space", "resume", "Resume", priority=True),  # the footer shows the one that applies
         # Not priority: Textual does not count + and - as characters a focused filter line types (0-2).
@@ -122,13 +123,18 @@ class PmutopApp(HeaderView):
         package_feed: PackageFeed | None = None,
         dram_note: str | None = None,
         own_cost: OwnCostMeter | None = None,
+        interrupt: Callable[[], bool] | None = None,
+        start_tasks: TaskStarter | None = None,
     ) -> None:
         """`settings_path` None: settings are not saved (tests, screenshots); `settings_problem`: the one
         line to show about an unusable config file. `task_feed`: the per-process and per-cgroup counters
         (views 4 and 5; None: they say why not, `task_note` when the caller knows); `start_view`: the view
         to open on (--tasks, --cgroups) instead of the saved one. `package_feed`: DRAM bandwidth per package
         (the header's lines, the package rows, view 6; None: an estimate from LLC misses, `dram_note` why).
-        `own_cost`: pmutop's own CPU % and RSS for the status line (None: not shown, as in the screenshots)."""
+        `own_cost`: pmutop's own CPU % and RSS for the status line (None: not shown, as in the screenshots).
+        `interrupt`: passes Ctrl-C on to the measured command (-- COMMAND), True when it did; Ctrl-C then does
+        what it does in a shell instead of ending pmutop (which waits for the command to end). `start_tasks`:
+        starts the per-process or per-cgroup counters when view 4 or 5 opens in a run not counting them yet."""
         super().__init__(driver_class=quick_exit_driver())
         self.feed = feed
         self.info = info
@@ -139,6 +145,8 @@ class PmutopApp(HeaderView):
         self.package_feed = package_feed
         self.dram_note = dram_note
         self.own_cost = own_cost
+        self.interrupt = interrupt
+        self.start_tasks = start_tasks
         self.settings = settings or Settings()
         self.settings_path = settings_path
         self.settings_problem = settings_problem
@@ -293,6 +301,9 @@ class PmutopApp(HeaderView):
             if not self.feed.wait_for_samples(seen, timeout=0.5, stop=self._stop):
                 continue
             seen = {cpu: ring.count for cpu, ring in self.feed.rings.items()}
+            if side[1] is not self.task_feed:  # keys 4 or 5 started the per-task counters
+                side = [self.package_feed, self.task_feed]
+                side_seen = interval_readings.seqs(side)
             if not self.paused:
                 side_seen = interval_readings.wait_for_interval(side, side_seen, self.feed.interval)
             USER_TURN.wait()  # a key being answered goes first (the lookup can take ms at 256 CPUs)
@@ -576,3 +587,10 @@ class PmutopApp(HeaderView):
     async def action_quit(self) -> None:
         self._stop_watching()
         self.exit(0)
+
+    async def action_ctrl_c(self) -> None:
+        """The terminal is the view's (raw mode: no SIGINT): a measured command gets the Ctrl-C as from a shell."""
+        if self.interrupt is not None and self.interrupt():
+            self.notify("Ctrl-C passed on to the command (SIGINT); q ends pmutop", timeout=4)
+            return
+        await self.action_quit()

@@ -58,6 +58,12 @@ def banner_text(info: RunInfo, model: ViewModel, paused: bool, width: int = 1000
         badges.append(("SIMULATED PMU: synthetic numbers", "SIMULATED", "bold black on yellow"))
     if paused:
         badges.append(("PAUSED", "PAUSED", "bold black on cyan"))
+    if info.cpu_wide_problem:
+        # Why the table has nothing but utilisation, and how to allow more (short: the command in backquotes).
+        parts = info.cpu_wide_problem.split("`")
+        how = parts[1] if len(parts) > 2 else info.cpu_wide_problem
+        long = f"no CPU-wide counters: {info.cpu_wide_problem}"
+        badges.append((long, f"no CPU-wide counters: {how}", "bold white on red"))
     # Say what is true: a VM either passes a virtual PMU through or has no hardware counters at all.
     if info.hardware_problem and info.hypervisor:
         long = "VM: no hardware counters, only the kernel's software events (pmutop info says why)"

@@ -11,7 +11,7 @@ from textual.screen import Screen
 
 from pmutop.core.dram_reading import PackageFeed
 from pmutop.core.feed import HostLabels, ReplayControls, SampleFeed
-from pmutop.core.task_reading import TaskFeed
+from pmutop.core.task_reading import TaskFeed, TaskStarter
 from pmutop.tui.config import Settings
 from pmutop.tui.config import save as save_settings
 from pmutop.tui.heatmap import BY_KEY, DRAM_KEYS, DRAM_METRICS, Metric, metric_of
@@ -48,6 +48,7 @@ class ViewKeys(App[int]):
     keys: list[str]
     task_feed: TaskFeed | None
     task_note: str | None  # why this run has no per-task counters, when the caller knows better
+    start_tasks: TaskStarter | None  # starts them when view 4 or 5 opens (None: this run cannot)
     package_feed: PackageFeed | None
     start_view: str | None  # --tasks, --cgroups: the view to open on instead of the saved one
     _metric_pending: str | None = None  # the saved heatmap metric shown before the readings say if it is measured
@@ -90,10 +91,10 @@ class ViewKeys(App[int]):
 
     async def open_start_view(self) -> None:
         """On start: the view asked for (--tasks, --cgroups), else the saved one. A saved view this run cannot
-        show (a process or cgroup view without per-task counters) leaves the table on screen and says why, once;
-        the setting stays for the next run that can."""
+        show (a process or cgroup view where per-task counters cannot be started) leaves the table on screen and
+        says why, once; the setting stays for the next run that can."""
         view = self.start_view or self.settings.view
-        if view in TASK_VIEWS and self.task_feed is None and not self.start_view:
+        if view in TASK_VIEWS and self.task_feed is None and self.start_tasks is None and not self.start_view:
             title = "process" if view == "processes" else "cgroup"
             self.notify(
                 f"{self.task_unavailable(view)}; showing the table instead of the saved {title} view",
@@ -108,6 +109,8 @@ class ViewKeys(App[int]):
         """Show `view` ("table", "topdown", "heatmap", "processes", "cgroups", "memory") as the one view over the table,
         whatever is shown now (views never stack: Esc then always leads to the table); it is the view the next
         run starts in. Awaited, so the keys typed after the view's key reach the view."""
+        if view in WHAT and self.start_tasks is not None:
+            self._start_counting(view)
         wanted: type[Screen[None]] | None = HeatmapScreen if view == "heatmap" else VIEWS.get(view)
         if wanted is None or not isinstance(self.screen, wanted):
             while len(self.screen_stack) > 1 and not isinstance(self.screen, TooSmallScreen):
@@ -120,6 +123,18 @@ class ViewKeys(App[int]):
             self.screen.set_metric(self._heatmap_metric(metric))
         if remember:
             self._remember(view=view)
+
+    def _start_counting(self, view: str) -> None:
+        """The options only choose the view to open on: opening the process or cgroup view counts what it shows
+        from now, as --tasks or --cgroups would have."""
+        assert self.start_tasks is not None
+        feed, lines = self.start_tasks(view)
+        if feed is not None:
+            self.task_feed = feed
+        elif lines:
+            self.task_note = lines[-1]
+        for line in lines:
+            self.notify(line, title=WHAT[view], severity="information" if feed is not None else "warning", timeout=8)
 
     async def action_back(self) -> None:
         """Esc: from a process's or cgroup's detail back to where it was opened; else to the table."""

@@ -4,7 +4,8 @@ As `perf stat -- COMMAND`: the command is forked and held before exec while its 
 opened on its pid, so counting covers it from its first instruction; it stays in pmutop's process group (a
 terminal's Ctrl-C reaches it as it would from a shell); when it ends, the run ends: the live view closes or
 the batch stops, the counters are read one last time, the PMU is restored as always, the summary goes to
-stderr and pmutop exits with the command's status (128+N when signal N killed it).
+stderr and pmutop exits with the command's status (128+N when signal N killed it). The live view holds the
+terminal in raw mode, so there its Ctrl-C is a key: it is passed on to the command as SIGINT.
 
 Signals while the command runs: one the terminal sent to its foreground process group (Ctrl-C, Ctrl-\\,
 hangup) has reached the command already and is not sent again; any other signal pmutop receives (kill) is
@@ -25,7 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import IO, Any, NoReturn
 
@@ -199,6 +200,16 @@ class MeasuredCommand:
                     os.kill(self.pid, signum)
         return True
 
+    def interrupt(self) -> bool:
+        """The live view's Ctrl-C (its terminal is in raw mode, so the terminal sends no SIGINT): SIGINT to the
+        command, as a shell's terminal would; False when the command has ended (then Ctrl-C ends pmutop)."""
+        with self._lock:
+            if not self._released or self._ended.is_set():
+                return False
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGINT)
+        return True
+
     def _abandon(self) -> None:
         """pmutop stops before the command ended (or started): SIGTERM, then SIGKILL after KILL_AFTER_S."""
         if not self._released:
@@ -317,6 +328,11 @@ def release_command(source: TaskCounterSource | None) -> None:
     """The machine's counters run: the command may start (a no-op for other sources)."""
     if isinstance(source, MeasuredCommand):
         source.release()
+
+
+def command_interrupt(source: TaskCounterSource | None) -> Callable[[], bool] | None:
+    """The live view's way to pass Ctrl-C on to the measured command (None: no command)."""
+    return source.interrupt if isinstance(source, MeasuredCommand) else None
 
 
 def finish_command(source: TaskCounterSource | None, code: int) -> int:

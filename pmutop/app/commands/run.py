@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 
 from pmutop.app.backend_factory import build_backend, request_from_args
-from pmutop.app.commands.measure_command import finish_command, release_command
+from pmutop.app.commands.measure_command import command_interrupt, finish_command, release_command
 from pmutop.app.console import NEEDS_TERMINAL, has_terminal, say, warn
 from pmutop.app.dram_setup import open_dram
 from pmutop.app.live_view import SharedTasks, run_feed_view, run_live_view, task_source
 from pmutop.app.platform_setup import build_platform
 from pmutop.app.session import MeasurementSession
-from pmutop.app.task_setup import TaskPlan, check_task_options, default_records, open_task_source
+from pmutop.app.task_setup import LiveTasks, TaskPlan, check_task_options, default_records, open_task_source
 from pmutop.backends.base import Backend
 from pmutop.backends.perf import PerfBackend
 from pmutop.backends.run_facts import collect
@@ -22,7 +22,6 @@ from pmutop.core.own_cost import ProcessCost, final_line
 from pmutop.core.run_description import RunInfo
 from pmutop.core.task_reading import TaskCounterSource
 from pmutop.engine.engine import Engine
-from pmutop.engine.task_sampler import TaskSampler
 from pmutop.hw.platform import Platform
 from pmutop.probes.power.monitor import PowerMonitor
 from pmutop.safety.exit_guard import ExitGuard, signal_name
@@ -172,7 +171,9 @@ def run(args: argparse.Namespace, argv: list[str], guard: ExitGuard) -> int:
     cpus = select_cpus(args.cores, platform.online_cpus(), platform.possible_cpus())
     session = MeasurementSession(platform, cpus, guard)
     session.recover_leftovers()
-    backend = build_backend(request_from_args(args), platform)
+    request = request_from_args(args)
+    request.per_task = bool(plan.pids or plan.top or plan.command)  # worth a run without CPU-wide counters
+    backend = build_backend(request, platform)
     task_counters = open_task_source(args, plan, backend, guard)
     try:
         session.dram = open_dram(platform, cpus, args.mem_peak)
@@ -272,19 +273,30 @@ def _measure(
             if guard.signum is None:  # a run the user interrupted ends in one line: why it stopped
                 say(final_line())  # after the last interval: what pmutop itself cost
         else:
-            # Per-process counters are read in their own thread, just after each interval's CPU samples.
-            sampler = TaskSampler(task_counters, engine) if task_counters is not None else None
-            if sampler is not None:
+            # Per-process counters are read in their own thread, just after each interval's CPU samples; keys 4
+            # and 5 start them in a run without --tasks or --cgroups.
+            live = LiveTasks(args, plan, backend, engine, task_counters)
+            if live.sampler is not None:
                 if recorder is not None:
-                    sampler.add_listener(recorder.record_tasks)  # the recording keeps what the views show
-                sampler.start()
+                    live.sampler.add_listener(recorder.record_tasks)  # the recording keeps what the views show
+                live.sampler.start()
             try:
                 run_live_view(
-                    engine, info, platform, cpus, guard, settings, tasks, sampler, start_view(args, plan), session.dram
+                    engine,
+                    info,
+                    platform,
+                    cpus,
+                    guard,
+                    settings,
+                    tasks,
+                    live.sampler,
+                    start_view(args, plan),
+                    session.dram,
+                    command_interrupt(task_counters),
+                    live.start if live.can_start else None,
                 )
             finally:
-                if sampler is not None:
-                    sampler.stop()
+                live.stop()
             failed_cpus = engine.failures()
             for cpu, why in failed_cpus.items():
                 warn(f"cpu {cpu} dropped: {why}")
