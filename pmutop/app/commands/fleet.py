@@ -186,6 +186,7 @@ def _live_batch(args: argparse.Namespace, feed: object, mode: str, recorder: Rec
         stop=guard.stop_requested,
         timestamps=args.timestamps,
         hosts=feed.hosts_of,
+        power_fields=feed.power_fields(),
     )
     return 0
 
