@@ -148,13 +148,18 @@ def gauge_expr(name: str, window: float, by: tuple[str, ...], match: str) -> str
     return restrict(f"max by ({', '.join(by)}) (avg_over_time({name}[{duration(window)}]))", match)
 
 
+FIRST_ANSWER_S = 3.0  # the first request's bound: a server that accepts but never answers is said in seconds
+
+
 class Client:
     """The HTTP API over one keep-alive connection pool (httpx; thread-safe, so a round's queries run side by
-    side). Every request is bounded by `timeout`."""
+    side). Every request is bounded by `timeout`; until the server has answered once, by FIRST_ANSWER_S at most
+    (the first question, pmutop_info, is a small one: a server that takes longer is not answering)."""
 
     def __init__(self, server: Server, timeout: float) -> None:
         self.server = server
         self.timeout = timeout
+        self.answered = False
         self._http = httpx.Client(
             base_url=server.url,
             auth=server.auth,
@@ -168,13 +173,16 @@ class Client:
         self._http.close()
 
     def _fetch(self, path: str, params: dict[str, str]) -> httpx.Response:
+        bound = self.timeout if self.answered else min(self.timeout, FIRST_ANSWER_S)
         try:
             # Per request: the feed lowers `timeout` after discovery (httpx fixed the client's at construction).
-            return self._http.get(path, params=params, timeout=self.timeout)
+            answer = self._http.get(path, params=params, timeout=bound)
         except httpx.TimeoutException:
-            raise PromError(f"prometheus {self.server.shown}: no answer within {self.timeout:g} s") from None
+            raise PromError(f"prometheus {self.server.shown}: no answer within {bound:g} s") from None
         except httpx.HTTPError as e:
             raise PromError(f"prometheus {self.server.shown}: {redact(_why(e))}") from None
+        self.answered = True
+        return answer
 
     def _get(self, path: str, params: dict[str, str], answer: httpx.Response | None = None) -> Any:
         """The `data` of a successful answer; anything else a PromError naming what went wrong."""

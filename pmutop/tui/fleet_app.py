@@ -12,6 +12,7 @@ the per-core table, and every view, then works on the host's CPUs as on a local 
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 from typing import ClassVar
@@ -253,9 +254,10 @@ class FleetApp(PmutopApp):
         super()._draw_header()
         banner = self.query_one("#banner", Static)
         shown = banner.content
-        if self.opened is None and isinstance(shown, Text) and "cores failed" in shown.plain:
+        if self.opened is None and isinstance(shown, Text) and " failed" in shown.plain:
             # The badge counts rows without numbers: here they are hosts (same length: the styles stay put).
-            banner.update(Text(shown.plain.replace("cores failed", "hosts failed"), spans=shown.spans), layout=False)
+            plain = re.sub(r"\b(\d+) core(s?) failed", r"\1 host\2 failed", shown.plain)
+            banner.update(Text(plain, spans=shown.spans), layout=False)
 
     def _status_line(self, status: Text) -> Text:
         t = Text()
