@@ -20,13 +20,14 @@ from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from pmutop.core.errors import PmutopError, UsageError
+from pmutop.core.errors import PmutopError
 from pmutop.core.feed import HostLabels, LostHosts, SampleFeed
 from pmutop.core.ring import SampleRing
 from pmutop.core.run_description import RunInfo
 from pmutop.core.sample import Sample
 from pmutop.derive.prometheus_names import PREFIX, TOPDOWN_CATEGORIES, metric_name
 from pmutop.feeds.round_waits import RoundWaits
+from pmutop.feeds.urls import split_url
 
 HOST_STRIDE = 100_000
 TIMEOUT_S = 3.0
@@ -36,16 +37,10 @@ Labels = tuple[tuple[str, str], ...]
 
 
 def normalise_url(text: str) -> str:
-    """[http(s)://]HOST:PORT[/path] -> the URL scraped; anything else is a usage error (status 2). Without a
-    scheme the port is required (`notaurl` is a typo, not a host on port 80)."""
-    url = text if "://" in text else f"http://{text}"
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:  # not a number, or out of 0..65535
-        port = -1
-    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1 or (port is None and url != text):
-        raise UsageError(f"--connect {text!r}: expected http://HOST:PORT, e.g. http://127.0.0.1:9464")
+    """[http(s)://]HOST:PORT[/path] -> the URL scraped (pmutop.feeds.urls' rule, as --prometheus's); anything
+    else is a usage error (status 2)."""
+    parts = split_url(text, "--connect", "http://127.0.0.1:9464")
+    url = parts.geturl()
     return url if parts.path not in ("", "/") else url.rstrip("/") + "/metrics"
 
 
