@@ -231,3 +231,27 @@ def test_totals_add_every_sample_scale_counted_time_and_leave_suspect_samples_ou
     assert got[("pmutop_cstate_residency_seconds_total", (*cpu0, ("state", "C6")))] == 0.25  # 50% of 0.5 s
     assert got[("pmutop_cstate_residency_seconds_total", (*cpu0, ("state", "C1")))] == 0.1
     assert got[("pmutop_temperature_celsius", cpu0)] == 61.0  # no cycles counted: no IPC gauge, never a made-up one
+
+
+def test_software_only_utilisation_is_a_counter_of_busy_seconds() -> None:
+    """Without reference cycles (software events only) the kernel's busy fraction is exported as the busy
+    seconds it adds up to, so rate() gives the utilisation over any window, not only the last interval's."""
+    from prometheus_client import generate_latest
+
+    from pmutop.core.run_description import RunInfo
+    from pmutop.core.sample import Sample
+    from pmutop.sinks.exporter import Exporter
+
+    feed = FakeFeed()
+    info = RunInfo("h", "cpu", None, "PMU", "perf", "perf", simulated=False, hypervisor=False, cpus=[0, 1])
+    exporter = Exporter(feed, info)  # type: ignore[arg-type]
+    for seq, util in enumerate((0.2, 0.6, 1.0), start=1):
+        software = {"context_switches": 10, "cpu_migrations": 1}
+        feed.rings[0].push(
+            Sample(cpu=0, seq=seq, time=seq, interval=0.5, tsc=None, tsc_hz=None, counts=software, util=util)
+        )
+    got = values(generate_latest(exporter.registry).decode())
+    cpu0 = (("cpu", "0"),)
+    assert got[("pmutop_busy_seconds_total", cpu0)] == pytest.approx(0.1 + 0.3 + 0.5)
+    assert got[("pmutop_sampled_seconds_total", cpu0)] == 1.5
+    assert got[("pmutop_utilization", cpu0)] == 1.0  # the last interval's, as before

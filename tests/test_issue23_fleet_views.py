@@ -165,11 +165,12 @@ async def test_a_lost_host_is_marked_and_the_others_go_on() -> None:
         await new_update(pilot, app, feed.poll)
         shown = cells(app)
         assert shown[fake.instances[1]]["cpus"] == "lost" and shown[fake.instances[1]]["util"] == "lost"
+        assert shown["all"]["cpus"] == "4"  # the CPUs whose numbers the all row adds: the lost host's are not
         for k in (0, 2):
             assert float(shown[fake.instances[k]]["ipc"]) == pytest.approx(expected(fake, k)["ipc"], abs=0.0051)
         await pilot.pause(1.2)  # the header is redrawn every second
         banner = text_of(app.query_one("#banner", Static), width=300)
-        assert f"{fake.instances[1]}: lost since" in banner and "1 hosts failed" in banner
+        assert f"{fake.instances[1]}: lost since" in banner and "1 host failed" in banner
         fake.gone.clear()
         fake.starts[fake.instances[2]] += 600  # its exporter began again
         await new_update(pilot, app, feed.poll)

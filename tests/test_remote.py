@@ -144,3 +144,22 @@ def test_connect_batch_to_a_host_that_does_not_answer_is_one_line() -> None:
         timeout=60,
     )
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "--connect" in r.stderr and "refused" in r.stderr
+
+
+def test_connect_batch_table_shows_the_power_columns_the_exporter_serves(two_hosts) -> None:  # type: ignore[no-untyped-def]
+    ports, _ = two_hosts
+    batch = ("--batch", "--format", "table", "--count", "2", "--interval", "0.3")
+    r = subprocess.run(
+        [sys.executable, "-m", "pmutop", "--connect", f"127.0.0.1:{ports[0]}", *batch],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    header = next(line for line in r.stdout.splitlines() if "host:cpu" in line or "CPU" in line)
+    for title in ("Busy%", "BzyMHz", "°C", "PkgW"):
+        assert title in header.split(), header
+    rows = [line.split() for line in r.stdout.splitlines()[1:] if line.split()[1:2] in (["0"], ["1"], ["all"])]
+    # Each row ends Busy% BzyMHz °C PkgW flags SIMULATED (the demo's CPU 1 carries no package energy: "-").
+    assert len(rows) == 6 and all(0.0 < float(row[-6]) <= 100.0 and float(row[-5]) > 0 for row in rows), r.stdout

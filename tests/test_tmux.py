@@ -183,7 +183,7 @@ def test_a_cpu_failing_in_the_live_view_is_restored_and_the_exit_says_so(live) -
     tmux, root, status = live
     tmux.wait_for("Top task")
     os.truncate(root / "dev/cpu/1/msr", 0)  # its reads fail from now on; writes still work
-    tmux.wait_for("1 cores failed")
+    tmux.wait_for("1 core failed")
     tmux("send-keys", "-t", "t", "q")
     assert wait_exit(status) == 1
     screen = tmux.screen()

@@ -282,7 +282,7 @@ async def test_a_failing_core_is_marked_and_announced() -> None:
         engine.samplers[3].counters.read = broken  # type: ignore[method-assign]
         await tick(app, pilot, engine, clock)
         assert cell(app, "3", "util").strip() == "failed"
-        assert "1 cores failed" in text_of(app.query_one("#banner", Static))
+        assert "1 core failed" in text_of(app.query_one("#banner", Static))
         assert any("No such device" in str(n.message) for n in app._notifications)
         assert cell(app, "4", "util").strip() != "failed"  # the others go on
     engine.stop()

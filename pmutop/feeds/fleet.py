@@ -243,6 +243,7 @@ class HostCpus(PrometheusFeed):
         self.instance = instance
         self._matcher = "{instance=" + json.dumps(instance) + "}"
         super().__init__(server, interval, f"{PREFIX}info{self._matcher}", timeout)
+        self.package_feed = self.follow_dram(instance)  # its memory views: what its exporter measured
 
     @functools.cached_property
     def _start_matcher(self) -> str:

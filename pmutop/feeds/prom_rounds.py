@@ -24,6 +24,7 @@ from pmutop.feeds.round_waits import RoundWaits
 DEFAULT_SCRAPE_S = 15.0  # Prometheus' default scrape_interval, when the server's cannot be told
 RESTART_SHOWN_S = 60.0  # how long "restarted" stays in the banner
 MAX_LOST_NAMED = 3  # more lost hosts than this are one line with a count
+STOP_WAIT_S = 0.3  # how long stop() waits for the polling thread to end
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ class PromRounds(RoundWaits, SampleFeed, HostLabels, LostHosts, Generic[Instance
             self.close()
             raise
         self.step, self.window = self._pace(interval)
-        self.wall0 = self._clock()  # Unix time of elapsed() == 0
+        self.wall0 = self._clock()  # Unix time of a sample's time 0 (prefill moves it back: the history's start)
+        self.live0 = self.wall0  # Unix time of elapsed() == 0: the live rounds' start, not the history's
         if self.client.timeout > max(self.step, 2.0):
             self.client.timeout = max(self.step, 2.0)  # a slow server must not hold rounds back for long
 
@@ -171,6 +173,8 @@ class PromRounds(RoundWaits, SampleFeed, HostLabels, LostHosts, Generic[Instance
         try:
             values = self.ask_round(at)
         except PromError as e:
+            if self._stop.is_set():
+                return  # stopped meanwhile (the client closed under the round): nothing more is pushed
             if self.problem != str(e):
                 self._notice(f"{e}; retrying")
             self.problem = str(e)
@@ -179,6 +183,8 @@ class PromRounds(RoundWaits, SampleFeed, HostLabels, LostHosts, Generic[Instance
         if self.problem is not None:
             self.problem = None
             self._notice(f"prometheus {self.server.shown}: answering again")
+        if self._stop.is_set():
+            return
         self.update_hosts(values["start"], at)
         self._push_round(at, self.build(values, at))
         self.last_round_s = time.perf_counter() - began
@@ -245,7 +251,7 @@ class PromRounds(RoundWaits, SampleFeed, HostLabels, LostHosts, Generic[Instance
         return self.step
 
     def elapsed(self) -> float:
-        return self._clock() - self.wall0
+        return self._clock() - self.live0
 
     def failures(self) -> dict[int, str]:
         return {}  # a lost host comes back: its rows show the error meanwhile
@@ -257,6 +263,7 @@ class PromRounds(RoundWaits, SampleFeed, HostLabels, LostHosts, Generic[Instance
     # -- the polling thread
 
     def start(self) -> None:
+        self.live0 = self._clock()
         self._thread = threading.Thread(target=self._poll_loop, name=self.thread_name, daemon=True)
         self._thread.start()
 
@@ -264,7 +271,12 @@ class PromRounds(RoundWaits, SampleFeed, HostLabels, LostHosts, Generic[Instance
         next_at = time.monotonic() + self.step
         while not self._stop.wait(max(0.0, next_at - time.monotonic())):
             next_at += self.step
-            self.poll()
+            try:
+                self.poll()
+            except Exception:
+                if self._stop.is_set():
+                    return  # stopped under a round in flight: its pool and client closed
+                raise
             if next_at < time.monotonic():  # a slow round: the next one now, not a burst to catch up
                 next_at = time.monotonic()
 
@@ -272,7 +284,9 @@ class PromRounds(RoundWaits, SampleFeed, HostLabels, LostHosts, Generic[Instance
         self._stop.set()
         self._new.set()
         if self._thread is not None and self._thread.is_alive():
-            self._thread.join(self.client.timeout + 2)
+            # Not for a round in flight (its answers may take their timeout): the thread ends when they come or
+            # fail, pushing nothing more (a daemon: it never holds the process).
+            self._thread.join(STOP_WAIT_S)
         self.close()
 
     def close(self) -> None:

@@ -23,22 +23,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pmutop.core.cpulist import format_cpu_list
+from pmutop.core.dram_reading import SOURCE_SIMULATED, SOURCE_UNCORE, DramReading, package_totals
 from pmutop.core.errors import PmutopError
 from pmutop.core.ring import SampleRing
 from pmutop.core.run_description import RunInfo
 from pmutop.core.sample import Sample
-from pmutop.derive.prometheus_names import PREFIX, TOPDOWN_CATEGORIES, metric_name
+from pmutop.derive.prometheus_names import DRAM_BYTES, DRAM_PEAK, PREFIX, TOPDOWN_CATEGORIES, metric_name
 from pmutop.derive.records import COUNT_ORDER
 from pmutop.feeds.prom_rounds import PromRounds, Query, clock_text
 from pmutop.feeds.promql import (
     PromError,
     Vector,
+    duration,
     gauge_expr,
     multiplexed_expr,
     rate_expr,
     restrict,
 )
-from pmutop.feeds.remote import HOST_STRIDE
+from pmutop.feeds.remote import HOST_STRIDE, exported, power_fields
+from pmutop.feeds.replay_packages import ReplayPackageFeed
 
 HISTORY_INTERVALS = 60
 RANGE_POINTS = 400_000  # points per query_range answer at most (64,000 CPUs: 6 steps a query)
@@ -50,7 +53,9 @@ POWER_FAMILIES = (
     "energy_joules_total",
     "temperature_celsius",
     "package_temperature_celsius",
+    "dram_bytes_total",
 )
+DRAM_BY = ("instance", "package", "channel", "direction")
 
 
 @dataclass
@@ -105,6 +110,9 @@ class PrometheusFeed(PromRounds[FleetHost]):
         self.hosts_of: dict[int, tuple[str, int]] = {}  # cpu id -> (instance, its own cpu number)
         self._gaps_said: dict[str, tuple[int, ...]] = {}  # instance -> its CPUs last said to have no samples
         self.core_types: dict[int, str] = {}
+        # instance -> its DRAM bandwidth per package, each round's (only for the instances asked for: a host's
+        # per-core table; the fleet's batch and recordings are per CPU).
+        self.dram_feeds: dict[str, ReplayPackageFeed] = {}
         infos = self.client.labels(self.match, at)
         if not infos:
             raise PmutopError(f"prometheus {self.server.shown}: no pmutop instances there ({self.match} selects none)")
@@ -187,7 +195,49 @@ class PrometheusFeed(PromRounds[FleetHost]):
             per_package = ("instance", "package")
             expr = gauge_expr(PREFIX + "package_temperature_celsius", w, per_package, m)
             out.append(Query("pkg_temp", expr, per_package))
+        if self.dram_feeds:
+            expr = f"max by ({', '.join(DRAM_BY)}) (rate({DRAM_BYTES}_total[{duration(w)}]))"
+            out.append(Query("dram", restrict(expr, m), DRAM_BY))
+            per_package = ("instance", "package")
+            out.append(Query("dram_peak", gauge_expr(DRAM_PEAK, w, per_package, m), per_package))
         return out
+
+    def follow_dram(self, instance: str) -> ReplayPackageFeed | None:
+        """The DRAM bandwidth `instance`'s exporter measures, per package and channel, from the next round on
+        (its memory views' figures); None when it exports none."""
+        if "dram_bytes_total" not in self._families:
+            return None
+        host = next(h for h in self.hosts if h.instance == instance)
+        simulated = host.info.get("simulated") == "true"
+        feed = ReplayPackageFeed(
+            SOURCE_SIMULATED if simulated else SOURCE_UNCORE,
+            f"{instance}'s exporter: {DRAM_BYTES}_total per package and channel",
+        )
+        self.dram_feeds[instance] = feed
+        return feed
+
+    def _push_dram(self, dram: Vector, peaks: Vector, at: float) -> None:
+        """Each followed instance's DRAM bytes per package over the window (wall-clock rates x the window), and
+        the peak its exporter knows (None: the share is not guessed)."""
+        window = self.window
+        per_channel: dict[str, dict[int, dict[int, dict[str, float]]]] = {}
+        for (inst, pkg, channel, direction), rate in dram.items():
+            if pkg.isdigit() and channel.isdigit():
+                chan = per_channel.setdefault(inst, {}).setdefault(int(pkg), {}).setdefault(int(channel), {})
+                chan[direction] = max(0.0, rate) * window
+        for inst, feed in self.dram_feeds.items():
+            packages = []
+            for package, channels in sorted(per_channel.get(inst, {}).items()):
+                readings = tuple(
+                    DramReading(f"channel {n}", package, n, c.get("read"), c.get("write"), window)
+                    for n, c in sorted(channels.items())
+                )
+                packages.append(package_totals(package, readings, window, peaks.get((inst, str(package)))))
+            feed.push(round(at - self.wall0, 3), packages)
+
+    def power_fields(self) -> list[str]:
+        """The power columns the instances' exporters fill (pmutop.derive.power.SERIES)."""
+        return power_fields(self._families)
 
     def _ask_range(self, query: Query, start: float, end: float) -> dict[float, Vector]:
         return self.client.matrix(query.expr, start, end, self.step, query.by)
@@ -213,6 +263,8 @@ class PrometheusFeed(PromRounds[FleetHost]):
         per_state = _by_cpu(values.get(PREFIX + "cstate_residency_seconds_total", {}))
         energy = _by_host_package(values.get(PREFIX + "energy_joules_total", {}))
         pkg_temps = values.get("pkg_temp", {})
+        if self.dram_feeds:
+            self._push_dram(values.get("dram", {}), values.get("dram_peak", {}), at)
         out: list[tuple[int, dict[str, Any]]] = []
         for h in self.hosts:
             inst = h.instance
@@ -264,7 +316,7 @@ class PrometheusFeed(PromRounds[FleetHost]):
                             fields["energy_j"] = {d: max(0.0, j * scale) for d, j in joules.items()}
                         if (inst, str(package)) in pkg_temps:
                             fields["pkg_temp_c"] = pkg_temps[(inst, str(package))]
-                out.append((gid, fields))
+                out.append((gid, exported(fields)))
             if h.lost_since is None:
                 self._say_gaps(inst, gaps, window)
             else:

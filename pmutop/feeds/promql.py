@@ -20,6 +20,7 @@ import httpx
 
 from pmutop.core.errors import PmutopError, UsageError
 from pmutop.derive.prometheus_names import PREFIX
+from pmutop.feeds.urls import redact, split_url
 
 DEFAULT_MATCH = PREFIX + "info"
 Labels = dict[str, str]
@@ -46,11 +47,6 @@ class Server:
         return self.url
 
 
-def redact(text: str) -> str:
-    """`text` with the password of any URL in it replaced (http://user:***@host): for messages that quote a URL."""
-    return re.sub(r"(https?://[^/\s:@]*):[^/\s@]*@", r"\1:***@", text)
-
-
 def _read_secret(path: str, option: str) -> str:
     try:
         text = Path(path).read_text(encoding="utf-8").strip()
@@ -66,17 +62,11 @@ def parse_server(
 ) -> Server:
     """--prometheus URL and its auth options -> a Server; a bad URL or unreadable file is a usage error.
     Basic auth comes from the URL (http://user:pass@host:9090) or --basic-auth-file (user:password)."""
-    url = text if "://" in text else f"http://{text}"
-    parts = urlsplit(url)
-    try:
-        parts.port  # noqa: B018 (raises on a bad port)
-    except ValueError:
-        raise UsageError(f"--prometheus {redact(text)!r}: bad port") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"--prometheus {redact(text)!r}: expected http(s)://HOST:PORT, e.g. http://127.0.0.1:9090")
+    parts = split_url(text, "--prometheus", "http://127.0.0.1:9090")
     if parts.query or parts.fragment:
         raise UsageError(f"--prometheus {redact(text)!r}: no ?query or #fragment (a path prefix is fine)")
-    netloc = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    host = parts.hostname or ""  # split_url made sure there is one
+    netloc = host if ":" not in host else f"[{host}]"
     if parts.port is not None:
         netloc += f":{parts.port}"
     server = Server(urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", "")))
@@ -148,13 +138,18 @@ def gauge_expr(name: str, window: float, by: tuple[str, ...], match: str) -> str
     return restrict(f"max by ({', '.join(by)}) (avg_over_time({name}[{duration(window)}]))", match)
 
 
+FIRST_ANSWER_S = 3.0  # the first request's bound: a server that accepts but never answers is said in seconds
+
+
 class Client:
     """The HTTP API over one keep-alive connection pool (httpx; thread-safe, so a round's queries run side by
-    side). Every request is bounded by `timeout`."""
+    side). Every request is bounded by `timeout`; until the server has answered once, by FIRST_ANSWER_S at most
+    (the first question, pmutop_info, is a small one: a server that takes longer is not answering)."""
 
     def __init__(self, server: Server, timeout: float) -> None:
         self.server = server
         self.timeout = timeout
+        self.answered = False
         self._http = httpx.Client(
             base_url=server.url,
             auth=server.auth,
@@ -168,13 +163,16 @@ class Client:
         self._http.close()
 
     def _fetch(self, path: str, params: dict[str, str]) -> httpx.Response:
+        bound = self.timeout if self.answered else min(self.timeout, FIRST_ANSWER_S)
         try:
             # Per request: the feed lowers `timeout` after discovery (httpx fixed the client's at construction).
-            return self._http.get(path, params=params, timeout=self.timeout)
+            answer = self._http.get(path, params=params, timeout=bound)
         except httpx.TimeoutException:
-            raise PromError(f"prometheus {self.server.shown}: no answer within {self.timeout:g} s") from None
+            raise PromError(f"prometheus {self.server.shown}: no answer within {bound:g} s") from None
         except httpx.HTTPError as e:
             raise PromError(f"prometheus {self.server.shown}: {redact(_why(e))}") from None
+        self.answered = True
+        return answer
 
     def _get(self, path: str, params: dict[str, str], answer: httpx.Response | None = None) -> Any:
         """The `data` of a successful answer; anything else a PromError naming what went wrong."""
@@ -186,7 +184,8 @@ class Client:
             body = None
         if not isinstance(body, dict):
             if r.status_code >= 400:
-                raise PromError(f"{where}: HTTP {r.status_code} {r.reason_phrase}".rstrip())
+                said = f"{where}: HTTP {r.status_code} {r.reason_phrase}".rstrip()
+                raise PromError(said + self._hint(r.status_code, r.content))
             raise PromError(f"{where}: the answer is not the query API's JSON (HTTP {r.status_code})")
         if body.get("status") != "success":
             said = str(body.get("error") or body.get("errorType") or "error")[:200]
@@ -195,6 +194,20 @@ class Client:
         if not isinstance(data, dict) or not isinstance(data.get("result"), list):
             raise PromError(f"{where}: the answer has no data.result")
         return data
+
+    def _hint(self, status: int, content: bytes) -> str:
+        """What usually causes an HTTP failure without the API's JSON, said after it."""
+        if status == 404 and b"pmutop serves /metrics" in content:
+            where = urlsplit(self.server.url).netloc
+            return f": a pmutop exporter, not a Prometheus server (show it with --connect {where})"
+        if status == 404:
+            return ": no query API here (if it sits under a path prefix, give it: http://HOST:PORT/PREFIX)"
+        if status in (401, 403):
+            if self.server.auth is not None or "Authorization" in self.server.headers:
+                return ": the credentials given were refused"
+            options = "--bearer-token-file FILE, --basic-auth-file FILE, or user:password@ in the URL"
+            return f": the server wants credentials ({options})"
+        return ""
 
     def instant(self, expr: str, at: float, by: tuple[str, ...]) -> Vector:
         """`expr` at Unix time `at`: label values of `by` -> value. A series without a `by` label, or whose value
@@ -280,11 +293,14 @@ def compact_vector(content: bytes, by: tuple[str, ...]) -> Vector | None:
 
 
 def _why(e: BaseException) -> str:
-    """httpx's exception, said briefly (the cause's strerror where there is one)."""
+    """httpx's exception, said briefly (the cause's strerror where there is one; never OpenSSL's source line),
+    with the option that helps when the server's certificate is not one the system's CAs signed."""
+    text = ""
     cause: BaseException | None = e
-    while cause is not None:
-        strerror = getattr(cause, "strerror", None)
-        if strerror:
-            return str(strerror)
+    while cause is not None and not text:
+        text = str(getattr(cause, "strerror", None) or "")
         cause = cause.__cause__ or cause.__context__
-    return re.sub(r"\s*\(_ssl\.c:\d+\)", "", str(e)) or type(e).__name__  # not OpenSSL's source line
+    text = re.sub(r"\s*\(_ssl\.c:\d+\)", "", text or str(e)) or type(e).__name__
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        text += " (a private CA: --prometheus-ca FILE)"
+    return text

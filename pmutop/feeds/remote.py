@@ -20,30 +20,27 @@ from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from pmutop.core.errors import PmutopError, UsageError
+from pmutop.core.errors import PmutopError
 from pmutop.core.feed import HostLabels, LostHosts, SampleFeed
 from pmutop.core.ring import SampleRing
 from pmutop.core.run_description import RunInfo
 from pmutop.core.sample import Sample
 from pmutop.derive.prometheus_names import PREFIX, TOPDOWN_CATEGORIES, metric_name
 from pmutop.feeds.round_waits import RoundWaits
+from pmutop.feeds.urls import split_url
 
 HOST_STRIDE = 100_000
 TIMEOUT_S = 3.0
+EXPORTER_SOURCE = "exporter"  # a power value's source (Sample.power_src) when a `pmutop serve` measured it
+POWER_SOURCED = ("busy", "bzy_mhz", "cstates", "temp_c", "pkg_temp_c", "energy_j")
 Labels = tuple[tuple[str, str], ...]
 
 
 def normalise_url(text: str) -> str:
-    """[http(s)://]HOST:PORT[/path] -> the URL scraped; anything else is a usage error (status 2). Without a
-    scheme the port is required (`notaurl` is a typo, not a host on port 80)."""
-    url = text if "://" in text else f"http://{text}"
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:  # not a number, or out of 0..65535
-        port = -1
-    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1 or (port is None and url != text):
-        raise UsageError(f"--connect {text!r}: expected http://HOST:PORT, e.g. http://127.0.0.1:9464")
+    """[http(s)://]HOST:PORT[/path] -> the URL scraped (pmutop.feeds.urls' rule, as --prometheus's); anything
+    else is a usage error (status 2)."""
+    parts = split_url(text, "--connect", "http://127.0.0.1:9464")
+    url = parts.geturl()
     return url if parts.path not in ("", "/") else url.rstrip("/") + "/metrics"
 
 
@@ -262,6 +259,21 @@ class RemoteFeed(RoundWaits, SampleFeed, HostLabels, LostHosts):
     def simulated(self) -> bool:
         return any((h.last.info if h.last else {}).get("simulated") == "true" for h in self.hosts)
 
+    def power_fields(self) -> list[str]:
+        """The power columns the exporters' first answers fill (pmutop.derive.power.SERIES)."""
+        families: set[str] = set()
+        for h in self.hosts:
+            scrape = h.last or Scrape()
+            if any("busy_seconds" in b for b in scrape.busy.values()):
+                families.add("busy_seconds_total")
+            if any("busy_cycles" in b for b in scrape.busy.values()):
+                families.add("busy_cycles_total")
+            if scrape.temp_c:
+                families.add("temperature_celsius")
+            if any("package" in e for e in scrape.energy_j.values()):
+                families.add("energy_joules_total")
+        return power_fields(families)
+
     def describe(self) -> dict[str, Any]:
         """The recording header's backend facts: which exporters, and each CPU id's row name."""
         return {
@@ -386,6 +398,7 @@ class RemoteFeed(RoundWaits, SampleFeed, HostLabels, LostHosts):
             tsc_was = old.special.get(cpu, {}).get("tsc", 0.0)
             gauges = new.gauges.get(cpu, {})
             package = new.packages.get(cpu)
+            first = package is not None and first_of_package.get(package) == cpu
             self._push(
                 host,
                 cpu,
@@ -397,7 +410,7 @@ class RemoteFeed(RoundWaits, SampleFeed, HostLabels, LostHosts):
                 estimated=estimated,
                 util=None if "ref_cycles" in counts else gauges.get("utilization"),
                 topdown=new.methods.get(cpu) or None,
-                **_power_deltas(old, new, cpu, span, package is not None and first_of_package.get(package) == cpu),
+                **exported(_power_deltas(old, new, cpu, span, first)),
             )
 
 
@@ -426,6 +439,25 @@ def _power_deltas(old: Scrape, new: Scrape, cpu: int, span: float, first_of_pack
             if package in new.pkg_temp_c:
                 out["pkg_temp_c"] = new.pkg_temp_c[package]
     return out
+
+
+def exported(fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` with power_src naming the exporter as the source of each power value it carries (the live view
+    shows a power column for the fields some sample's power_src names)."""
+    src = {k: EXPORTER_SOURCE for k in POWER_SOURCED if fields.get(k) not in (None, {})}
+    return fields | {"power_src": src} if src else fields
+
+
+def power_fields(families: set[str]) -> list[str]:
+    """The power columns (pmutop.derive.power.SERIES) an exporter serving these families (names without the
+    pmutop_ prefix) fills: a batch table's header names them before the first interval."""
+    wanted = {
+        "busy": "busy_seconds_total",
+        "bzy_mhz": "busy_cycles_total",
+        "temp_c": "temperature_celsius",
+        "pkg_watts": "energy_joules_total",
+    }
+    return [k for k, family in wanted.items() if family in families]
 
 
 def remote_info(feed: RemoteFeed) -> RunInfo:

@@ -190,6 +190,10 @@ class PmuCollector(Collector):
             t.busy_s = (t.busy_s or 0.0) + busy_s
             if s.bzy_mhz is not None:
                 t.busy_cycles = (t.busy_cycles or 0.0) + s.bzy_mhz * 1e6 * busy_s
+        elif s.util is not None and "ref_cycles" not in s.counts:
+            # Software events only: the kernel's busy fraction is the utilisation; as busy seconds, rate() gives
+            # it over any window (the utilization gauge is the last interval's only).
+            t.busy_s = (t.busy_s or 0.0) + s.util * s.interval
         if s.package is not None:
             t.package = s.package
 
@@ -275,7 +279,10 @@ class PmuCollector(Collector):
                 for k, j in t.energy_j.items():
                     fams[PREFIX + "energy_joules"].add_metric([package, k], j)
             if t.busy_s is not None:
-                counter(PREFIX + "busy_seconds", "seconds not idle (turbostat Busy% x time)").add_metric(lv, t.busy_s)
+                counter(
+                    PREFIX + "busy_seconds",
+                    "seconds not idle (turbostat Busy% x time; with software events only, the kernel's busy time)",
+                ).add_metric(lv, t.busy_s)
             if t.busy_cycles is not None:
                 counter(
                     PREFIX + "busy_cycles",

@@ -12,6 +12,7 @@ the per-core table, and every view, then works on the host's CPUs as on a local 
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 from typing import ClassVar
@@ -21,6 +22,7 @@ from textual import on, work
 from textual.binding import BindingType
 from textual.widgets import DataTable, Input, Static
 
+from pmutop.core.dram_reading import PackageFeed
 from pmutop.core.errors import PmutopError
 from pmutop.core.feed import HostLabels, LostHosts, SampleFeed
 from pmutop.core.run_description import RunInfo
@@ -155,8 +157,18 @@ class FleetApp(PmutopApp):
         names = feed.labels if isinstance(feed, HostLabels) else {}
         model = ViewModel(feed.cpus, info.core_types, tuple(extra_events(keys)), names)
         model.step = feed.interval
-        table = CoreTable(model, keys, names, self.settings, lambda: self.query_one("#cores", FastTable), self._fit)
+        dram = feed.package_feed is not None
+        table = CoreTable(
+            model, keys, names, self.settings, lambda: self.query_one("#cores", FastTable), self._fit, dram=dram
+        )
+        self._show_dram(feed.package_feed)
         self._show(Shown(feed, info, names, keys, model, table))
+
+    def _show_dram(self, feed: PackageFeed | None) -> None:
+        """The header's DRAM lines and the memory views from `feed` (an opened host's exporter), or from
+        nothing (the hosts: their DRAM column)."""
+        self.package_feed = feed
+        self._dram_seq, self._dram_packages, self._dram_drawn = -1, None, None
 
     def close_host(self) -> None:
         feed = self.opened
@@ -164,6 +176,7 @@ class FleetApp(PmutopApp):
             return
         self.opened = None
         threading.Thread(target=feed.stop, daemon=True).start()  # its last query may take its timeout
+        self._show_dram(None)
         self._show(self.hosts_shown)
 
     def on_unmount(self) -> None:
@@ -247,9 +260,10 @@ class FleetApp(PmutopApp):
         super()._draw_header()
         banner = self.query_one("#banner", Static)
         shown = banner.content
-        if self.opened is None and isinstance(shown, Text) and "cores failed" in shown.plain:
+        if self.opened is None and isinstance(shown, Text) and " failed" in shown.plain:
             # The badge counts rows without numbers: here they are hosts (same length: the styles stay put).
-            banner.update(Text(shown.plain.replace("cores failed", "hosts failed"), spans=shown.spans), layout=False)
+            plain = re.sub(r"\b(\d+) core(s?) failed", r"\1 host\2 failed", shown.plain)
+            banner.update(Text(plain, spans=shown.spans), layout=False)
 
     def _status_line(self, status: Text) -> Text:
         t = Text()

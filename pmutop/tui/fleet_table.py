@@ -111,8 +111,9 @@ class HostTable(CoreTable):
         """A cell: the host columns here, the rest as the per-core table draws them."""
         host = self.hosts[core.cpu] if core.cpu >= 0 else None
         if key == "cpus":
-            if host is None:
-                return Text(str(sum(h.cpus for h in self.hosts)).rjust(width), style="bold")
+            if host is None:  # the CPUs the all row adds up: a lost host's are not among them
+                counted = sum(h.cpus for h in self.hosts if h.lost_since is None)
+                return Text(str(counted).rjust(width), style="bold")
             if host.lost_since is not None:
                 return Text("lost".rjust(width), style="bold red reverse")
             mark = f"{RESTARTED}{host.cpus}" if self.restarted(host) else str(host.cpus)

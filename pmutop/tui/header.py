@@ -84,7 +84,8 @@ def banner_text(info: RunInfo, model: ViewModel, paused: bool, width: int = 1000
         badges.append((f"{n} suspect samples", f"{n} suspect", "bold white on red"))
     failed = sum(1 for c in model.cores.values() if c.error)
     if failed:
-        badges.append((f"{failed} cores failed", f"{failed} failed", "bold white on red"))
+        cores = "core" if failed == 1 else "cores"
+        badges.append((f"{failed} {cores} failed", f"{failed} failed", "bold white on red"))
     padding = 2  # the banner's own
     short = sum(len(long) + 3 for long, _, _ in badges) + padding > width
     t = Text()

@@ -19,6 +19,7 @@ from pmutop.tui.columns import (
     DRAM_KEYS,
     POWER_KEYS,
     TURBOSTAT_KEYS,
+    Column,
     cell_parts,
     columns_for,
     layout,
@@ -59,12 +60,9 @@ class CoreTable:
         self._on_rows_changed = on_rows_changed
         self.power_fields: frozenset[str] = frozenset()  # turbostat-style fields the samples carry
         self._power_checks = 0
-        self.columns = columns_for(keys, dram=dram)
-        if names:
-            wide = max(len(n) for n in names.values()) + 2
-            self.columns = tuple(
-                replace(c, min_width=wide, max_width=wide) if c.key == "cpu" else c for c in self.columns
-            )
+        # Rows named "host:cpu" (a remote or fleet feed): the first column as wide as the longest name.
+        self.name_width = max(len(n) for n in names.values()) + 2 if names else 0
+        self.columns = self._named(columns_for(keys, dram=dram))
         self.by_key = {c.key: c for c in self.columns}
         # A remote feed's rows are labelled "host:cpu": sorting reads the label back to the row's key.
         self.label_keys = {label: str(cpu) for cpu, label in names.items()}
@@ -193,9 +191,15 @@ class CoreTable:
         if measured <= self.power_fields:
             return False
         self.power_fields = measured | self.power_fields
-        self.columns = columns_for(self.keys, self.power_fields, self.dram)
+        self.columns = self._named(columns_for(self.keys, self.power_fields, self.dram))
         self.by_key = {c.key: c for c in self.columns}
         return True
+
+    def _named(self, columns: tuple[Column, ...]) -> tuple[Column, ...]:
+        if not self.name_width:
+            return columns
+        wide = self.name_width
+        return tuple(replace(c, min_width=wide, max_width=wide) if c.key == "cpu" else c for c in columns)
 
     def choose_columns(self, shown: list[str]) -> None:
         self.hidden = {

@@ -3,7 +3,9 @@ for the --prometheus fault and scale tests. Every CPU runs at IPC 2.0, 50% busy,
 
 `mode` makes it misbehave: "ok", "slow" (answers after `delay` s), "500", "malformed" (not JSON), "nan" (every
 instructions rate NaN), "partial" (host 0's CPU 0 has no sampled_seconds). `gone` instances are not scraped
-any more (no current samples); `starts` can be changed to make one look restarted.
+any more (no current samples); `starts` can be changed to make one look restarted. `families` adds what
+exporters serve beside the events: "busy_seconds_total" (every CPU busy BUSY of the time) and "dram_bytes_total"
+(package 0 of each host reads DRAM_READ and writes DRAM_WRITE bytes/s of DRAM_PEAK).
 
 `spread=True` gives every host its own numbers (`per_cpu` says them; CPU 1 of each host runs at half its IPC:
 the worst core) for the fleet views. It answers the host table's per-instance queries (pmutop.feeds.fleet_queries)
@@ -21,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+BUSY = 0.5
 RATES = {  # per second of every CPU
     "sampled_seconds": 1.0,
     "tsc": 2.4e9,
@@ -28,14 +31,24 @@ RATES = {  # per second of every CPU
     "cycles": 1.0e9,
     "ref_cycles": 1.2e9,
     "llc_misses": 1.0e6,
+    "busy_seconds": BUSY,
 }
 EVENTS = ("instructions", "cycles", "ref_cycles", "llc_misses")
+DRAM_READ, DRAM_WRITE, DRAM_PEAK = 3.0e9, 1.0e9, 20.0e9
 
 
 class FakePrometheus:
-    def __init__(self, hosts: int = 2, cpus: int = 2, tls: tuple[str, str] | None = None, spread: bool = False) -> None:
+    def __init__(
+        self,
+        hosts: int = 2,
+        cpus: int = 2,
+        tls: tuple[str, str] | None = None,
+        spread: bool = False,
+        families: tuple[str, ...] = (),
+    ) -> None:
         """`tls`: (certificate, key) files: serve https."""
         self.spread = spread
+        self.families = families
         self.instances = [f"host-{i:04d}:9464" for i in range(hosts)]
         self.cpus = cpus
         self.mode = "ok"
@@ -136,6 +149,21 @@ class FakePrometheus:
     def series(self, query: str) -> list[tuple[dict[str, str], float | str]]:
         live = self._selected(query)
         index = {inst: k for k, inst in enumerate(self.instances)}
+        if query.startswith("count by (__name__)"):
+            return [({"__name__": "pmutop_" + f}, 1) for f in self.families]
+        dram = "dram_bytes_total" in self.families and "rate(pmutop_dram_bytes_total" in query
+        if dram:  # per host, or per package and direction
+            if not query.startswith("sum by (instance) "):
+                return [
+                    ({"instance": i, "package": "0", "channel": "0", "direction": d}, v)
+                    for i in live
+                    for d, v in (("read", DRAM_READ), ("write", DRAM_WRITE))
+                ]
+            return [({"instance": i}, DRAM_READ + DRAM_WRITE) for i in live]
+        if "dram_bytes_total" in self.families and "(pmutop_dram_peak_bytes_per_second" in query:
+            return [({"instance": i, "package": "0"}, DRAM_PEAK) for i in live]
+        if "rate(pmutop_busy_seconds_total" in query and "busy_seconds_total" not in self.families:
+            return []
         if query.startswith("count by (instance) (pmutop_cpu_info)"):
             return [({"instance": i}, self.cpus) for i in live]
         if query.startswith("group by (instance, topdown_method)"):

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
+import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pmutop.app.console import NEEDS_TERMINAL, has_terminal, say, warn
 from pmutop.app.live_view import run_feed_view
@@ -19,6 +22,8 @@ from pmutop.tui.config import load as load_settings
 
 if TYPE_CHECKING:
     from pmutop.feeds.promql import Server
+
+FeedT = TypeVar("FeedT")
 
 # Options that measure this machine (or another source): none goes with --prometheus. (dest, its default)
 _THIS_MACHINE = {
@@ -89,6 +94,14 @@ def parse_when(text: str, option: str, now: float) -> float:
 
 def run_prometheus(args: argparse.Namespace, guard: ExitGuard) -> int:
     """The fleet feed into the live view, batch (live or a past window) and the recorder. No PMU here."""
+    try:
+        return _run_prometheus(args, guard)
+    finally:
+        # Nothing of this machine to put back: said at once, so a signal's way out does not wait for it.
+        guard.restore()
+
+
+def _run_prometheus(args: argparse.Namespace, guard: ExitGuard) -> int:
     check_fleet_options(args)
     from pmutop.feeds.prometheus import PrometheusFeed
     from pmutop.feeds.promql import match_selector, parse_server
@@ -107,7 +120,11 @@ def run_prometheus(args: argparse.Namespace, guard: ExitGuard) -> int:
     notices = warn if args.batch else None  # the live view shows them in its banner (LostHosts)
     if not args.batch and not args.record:
         return _host_view(server, interval, match, settings, problem, guard)
-    feed = PrometheusFeed(server, interval, match, on_notice=notices, at=until if since is not None else None)
+    at = until if since is not None else None
+    found = _discovered(lambda: PrometheusFeed(server, interval, match, on_notice=notices, at=at), guard)
+    if found is None:
+        return _stopped(guard)
+    feed = found
     recorder = None
     try:
         for note in feed.notes:
@@ -158,7 +175,10 @@ def _host_view(
     from pmutop.feeds.fleet import FleetFeed
     from pmutop.tui.fleet_app import FleetApp
 
-    feed = FleetFeed(server, interval, match)
+    found = _discovered(lambda: FleetFeed(server, interval, match), guard)
+    if found is None:
+        return _stopped(guard)
+    feed = found
     try:
         for note in feed.notes:
             say(note)
@@ -167,6 +187,33 @@ def _host_view(
         return run_feed_view(app, feed.start, feed.stop, guard)
     finally:
         feed.stop()
+
+
+def _discovered(make: Callable[[], FeedT], guard: ExitGuard) -> FeedT | None:
+    """`make()`, the feed's discovery (queries that may each take their timeout), in a thread of its own, so
+    a stop (Ctrl-C) ends the wait at once: None then. Its failure is raised here."""
+    done = threading.Event()
+    result: list[FeedT] = []
+    failure: list[BaseException] = []
+
+    def discover() -> None:
+        try:
+            result.append(make())
+        except BaseException as e:  # handed to the main thread, which says it in one line
+            failure.append(e)
+        done.set()
+
+    guard.on_stop(done.set)
+    threading.Thread(target=discover, name="pmutop-discovery", daemon=True).start()
+    done.wait()
+    if failure:
+        raise failure[0]
+    return result[0] if result else None
+
+
+def _stopped(guard: ExitGuard) -> int:
+    say(f"stopped by {signal_name(guard.signum or signal.SIGINT)}")
+    return 128 + (guard.signum or signal.SIGINT)
 
 
 def _live_batch(args: argparse.Namespace, feed: object, mode: str, recorder: Recorder | None, guard: ExitGuard) -> int:
@@ -186,6 +233,7 @@ def _live_batch(args: argparse.Namespace, feed: object, mode: str, recorder: Rec
         stop=guard.stop_requested,
         timestamps=args.timestamps,
         hosts=feed.hosts_of,
+        power_fields=feed.power_fields(),
     )
     return 0
 

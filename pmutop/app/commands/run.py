@@ -97,6 +97,7 @@ def run_remote(args: argparse.Namespace, guard: ExitGuard) -> int:
                     warn=warn,
                     stop=guard.stop_requested,
                     timestamps=args.timestamps,
+                    power_fields=feed.power_fields(),
                 )
             finally:
                 feed.stop()
