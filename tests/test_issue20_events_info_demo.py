@@ -133,3 +133,12 @@ def test_events_asks_perf_about_this_hosts_hardware_events_only(
     monkeypatch.setattr("pmutop.backends.perf.probe_hardware_events", lambda cpu: f"refused on cpu {cpu}")
     assert hardware_events_problem(HostPlatform(Sysroot("/"))) == "refused on cpu 0"
     assert hardware_events_problem(HostPlatform(Sysroot(str(amd_root)))) is None
+
+
+def test_info_demo_says_the_simulated_cgroups_can_be_counted(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "info", "--demo")
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("Cgroups"))
+    assert line.split(None, 1)[1].startswith("yes: ") and "--cgroups" in line and "to come" not in line
+    code, out, err = run(capsys, "info", "--demo", "--json")
+    assert json.loads(out)["per_task"]["cgroups"]["possible"] is True
