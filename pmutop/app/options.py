@@ -362,7 +362,7 @@ def selftest_parser() -> OneLineParser:
     add_sysroot(p)
     p.add_argument("--force", action="store_true", help="take over counters another agent is using")
     p.add_argument("--json", action="store_true", help="one JSON object instead of lines")
-    p.add_argument("--sim-cpus", type=int, default=4, metavar="N", help="simulated CPUs (default 4)")
+    p.add_argument("--sim-cpus", type=int, default=8, metavar="N", help="simulated CPUs (default 8, as --demo)")
     p.add_argument("--sim-model", choices=SIM_MODELS, default="spr")
     return p
 
