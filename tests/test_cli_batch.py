@@ -203,3 +203,20 @@ def test_timestamps_are_absolute_utc(capsys: pytest.CaptureFixture[str]) -> None
     assert before - dt.timedelta(seconds=1) <= when <= dt.datetime.now(dt.UTC)
     code, _, err = run(capsys, "--demo", "--timestamps")
     assert (code, err) == (2, "pmutop: --timestamps needs --batch\n")
+
+
+def test_demo_says_once_that_it_runs_at_more_cpu_without_the_c_shim(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pmutop.sim import segment
+
+    argv = ("--demo", "--batch", "--count", "2", "--interval", "0.1", "--sim-cpus", "2", "--format", "json")
+    if segment.native_available():  # built here: nothing to say
+        code, _, err = run(capsys, *argv)
+        assert code == 0 and "shim" not in err, err
+    monkeypatch.setattr("pmutop.hw.shim.lib", None)  # as installed without a C compiler
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    said = [line for line in err.splitlines() if "shim" in line]
+    assert len(said) == 1 and "more CPU" in said[0] and "install gcc" in said[0], err
+    assert sum(json.loads(line)["kind"] == "cpu" for line in out.splitlines()) == 2 * 2  # the same run

@@ -126,3 +126,20 @@ def test_software_only_recordings_compare_what_they_measured(
     assert {"context_switches_per_s", "cpu_migrations_per_s", "page_faults_per_s"} <= metrics
     out = diff_table(rec, rec)
     assert "Ctx sw/s" in out and "Faults/s" in out
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_cgroup_section_names_cgroups_as_the_live_view_and_fits_the_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, columns: int
+) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    record(capsys, a, "--cgroups", "--seed", "1")
+    record(capsys, b, "--cgroups", "--seed", "2")
+    monkeypatch.setenv("COLUMNS", str(columns))
+    code, out, err = run(capsys, "diff", str(a), str(b))
+    assert code == 0, err
+    section = out[out.index("\ncgroups") + 1 :].split("\n\n")[0].splitlines()
+    assert all(len(line) <= columns for line in section), max(section, key=len)
+    names = {line[: section[1].index("metric")].strip() for line in section[2:]}
+    assert {"docker shop-api", "pod analytics/stream-0", "system.slice"} <= names, names
+    assert not [name for name in names if name.startswith("/") and name != "/"]  # no raw paths

@@ -103,3 +103,42 @@ def test_events_on_amd_search_finds_zen_events(capsys: pytest.CaptureFixture[str
     code, out, err = run(capsys, "events", "--sysroot", str(amd_root), "--search", "dispatch")
     assert code == 0, err
     assert "de_no_dispatch_per_slot.no_ops_from_frontend" in out
+
+
+def test_events_marks_generic_events_unusable_where_perf_cannot_count_them(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, amd_root: Path
+) -> None:
+    # A VM without a virtual PMU: perf_event_open refuses every hardware event, as `info` reports.
+    why = "cycles on cpu 0: the kernel has no such event here"
+    monkeypatch.setattr("pmutop.app.commands.events.hardware_events_problem", lambda platform: why)
+    code, out, err = run(capsys, "events", "--sysroot", str(amd_root), "--json")
+    assert code == 0, err
+    events = {e["name"]: e for e in json.loads(out)["events"]}
+    for name in ("instructions", "cycles", "ref-cycles", "llc-misses", "branch-misses"):
+        assert not events[name]["usable"] and why in events[name]["why"], name
+    assert events["context-switches"]["usable"]
+    code, out, err = run(capsys, "events", "--sysroot", str(amd_root))
+    assert code == 0, err
+    generic = out.split("Generic events")[1].split("\n\n")[0]
+    assert f"none usable here: perf has no hardware events here ({why})" in generic
+
+
+def test_events_asks_perf_about_this_hosts_hardware_events_only(
+    monkeypatch: pytest.MonkeyPatch, amd_root: Path
+) -> None:
+    from pmutop.app.commands.events import hardware_events_problem
+    from pmutop.core.sysroot import Sysroot
+    from pmutop.hw.platform import HostPlatform
+
+    monkeypatch.setattr("pmutop.backends.perf.probe_hardware_events", lambda cpu: f"refused on cpu {cpu}")
+    assert hardware_events_problem(HostPlatform(Sysroot("/"))) == "refused on cpu 0"
+    assert hardware_events_problem(HostPlatform(Sysroot(str(amd_root)))) is None
+
+
+def test_info_demo_says_the_simulated_cgroups_can_be_counted(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "info", "--demo")
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("Cgroups"))
+    assert line.split(None, 1)[1].startswith("yes: ") and "--cgroups" in line and "to come" not in line
+    code, out, err = run(capsys, "info", "--demo", "--json")
+    assert json.loads(out)["per_task"]["cgroups"]["possible"] is True

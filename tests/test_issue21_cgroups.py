@@ -220,6 +220,15 @@ def test_a_missing_cgroup_is_a_one_line_usage_error_naming_it(tree: Path) -> Non
         counters(tree, FakeKernel(tree / ROOT), "system.slice/nope.service")
 
 
+def test_an_absolute_path_under_the_cgroup_root_counts_that_cgroup(tree: Path) -> None:
+    make_cgroup(tree, "/system.slice/nginx.service")
+    c = counters(tree, FakeKernel(tree / ROOT), "/sys/fs/cgroup/system.slice/nginx.service", "/sys/fs/cgroup/")
+    assert c.pinned == ["/system.slice/nginx.service", "/"]
+    c.close()
+    with pytest.raises(UsageError, match=r"^--cgroup /sys/fs/cgroup/nope: no such cgroup under /sys/fs/cgroup$"):
+        counters(tree, FakeKernel(tree / ROOT), "/sys/fs/cgroup/nope")
+
+
 def test_a_forbidden_cgroup_event_is_one_line_saying_why(tree: Path) -> None:
     make_cgroup(tree, "/a")
     kernel = FakeKernel(tree / ROOT)
@@ -391,6 +400,8 @@ def test_processes_and_cgroups_asked_together_come_in_one_snapshot() -> None:
         (("--cgroups", "--connect", "localhost:9"), "--cgroups counts this machine's cgroups live: not with --connect"),
         (("--batch", "--cgroup", "x", "--sysroot", "/tmp"), "--sysroot /tmp: cgroup counters count this host's"),
         (("--batch", "--records", "cgroup"), "--records cgroup needs --cgroups or --cgroup"),
+        (("--batch", "--cgroup", ""), "--cgroup '': expected a cgroup path, e.g. --cgroup system.slice/nginx.service"),
+        (("--demo", "--batch", "--cgroup", " "), "--cgroup ' ': expected a cgroup path, e.g. --cgroup system.slice/"),
     ],
 )
 def test_cgroup_options_refused_in_one_line(args: tuple[str, ...], message: str) -> None:
@@ -453,12 +464,13 @@ def ping_pong(cgroup: Path) -> Iterator[subprocess.Popen[str]]:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("asked", ["cgroup", "tree", "cgroup and pid"])
+@pytest.mark.parametrize("asked", ["cgroup", "tree", "cgroup and pid", "absolute path"])
 def test_batch_json_with_a_real_cgroup_runs(ping_pong: subprocess.Popen[str], cgroup: Path, asked: str) -> None:
     options = {
         "cgroup": ["--cgroup", cgroup.name],
         "tree": ["--cgroups", "--top", "4"],
         "cgroup and pid": ["--cgroup", f"/{cgroup.name}", "--pid", str(ping_pong.pid)],
+        "absolute path": ["--cgroup", str(cgroup)],
     }[asked]
     result = pmutop("--batch", *options, "--format", "json", "--interval", "0.3", "--count", "2")
     assert result.returncode == 0, result.stderr

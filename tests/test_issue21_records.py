@@ -345,9 +345,9 @@ def test_diff_compares_processes_by_command_and_cgroups_by_path(
     # The compiler ran two of four intervals: its average is half its share while it ran.
     assert rows[("cc1", "util%")][:2] == ["50.0", "50.0"]
     assert not [key for key in rows if key[0] == "systemd"]  # no permission: nothing to compare
-    cgroups = diff_section(out, "cgroups by path")
-    assert cgroups[("/system.slice", "util%")][:2] == ["175.0", "175.0"]
-    assert cgroups[("/system.slice/nginx.service", "IPC")] == ["1.50", "3.00", "+100.0%"]
+    cgroups = diff_section(out, "cgroups by name")
+    assert cgroups[("system.slice", "util%")][:2] == ["175.0", "175.0"]
+    assert cgroups[("nginx.service", "IPC")] == ["1.50", "3.00", "+100.0%"]
     # Busiest first (CPU time over the recording: 0.4 s, 0.3 s, 0.2 s).
     assert list(dict.fromkeys(name for name, _ in rows)) == ["postgres", "nginx", "cc1"]
 
@@ -370,7 +370,7 @@ def test_diff_of_recordings_without_processes_prints_no_process_section(
     a = tmp_path / "a.jsonl"
     record(capsys, a)
     code, out, _ = run(capsys, "diff", str(a), str(a))
-    assert code == 0 and "processes by command" not in out and "cgroups by path" not in out
+    assert code == 0 and "processes by command" not in out and "cgroups by name" not in out
 
 
 @pytest.mark.integration

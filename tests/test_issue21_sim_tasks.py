@@ -247,6 +247,14 @@ def test_demo_refuses_an_unknown_pid_in_one_line(capsys: pytest.CaptureFixture[s
     assert err.strip().count("\n") == 0 and "--pid 99999: no such process in the simulated machine" in err
 
 
+def test_demo_counts_a_cgroup_named_by_its_absolute_path(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--demo", "--batch", "--cgroup", "/sys/fs/cgroup/system.slice/", "--records", "cgroup", "--format", "json"]
+    code = main([*argv, "--count", "1", "--sim-cpus", "2", "--interval", "0.1"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert {json.loads(line)["cgroup"] for line in out.splitlines()} == {"/system.slice"}
+
+
 def test_each_cores_top_task_is_the_process_its_slices_ran_longest_lowest_pid_first() -> None:
     machine = SimPlatform(SimConfig(cpus=6, seed=8, model="spr"), ManualClock()).machine
     table = machine.processes

@@ -221,3 +221,40 @@ def test_a_replaced_workload_counts_on_from_the_swap() -> None:
     (pkg,) = dram.read()
     assert pkg.read_bytes == (misses(m, [0]) - before) * 64 == 1000 * 64
     assert pkg.write_bytes == 1000 * 64
+
+
+@pytest.mark.parametrize(("model", "cpus", "sockets"), [("adl", 256, 1), ("adl", 400, 2)])
+def test_traffic_never_exceeds_the_simulated_channels_peak(model: str, cpus: int, sockets: int) -> None:
+    """More cores than the memory can feed: each package moves at most channels x MT/s x 8 bytes a second, every
+    core's lines scaled alike (reads and writes keep their ratio; the channels add up to the package)."""
+    m, clock = machine(model, cpus=cpus)
+    memory = MEMORY[model]
+    peak = memory.channels * memory.mts * 1e6 * 8
+    dram = SimDramCounters(m, sockets=sockets)
+    dram.open()
+    capped = 0
+    for step in (1.0, 0.5, 2.0, 0.1):
+        before = m.elapsed_ns()
+        per_pkg = [0] * sockets
+        for cpu in m.cpus:
+            per_pkg[cpu * sockets // cpus] += m.workload(cpu).cumulative(before).total.llc_misses
+        clock.advance(step)
+        for cpu in m.cpus:
+            per_pkg[cpu * sockets // cpus] -= m.workload(cpu).cumulative(m.elapsed_ns()).total.llc_misses
+        for pkg, demand in zip(dram.read(), per_pkg, strict=True):
+            moved = pkg.read_bytes + pkg.write_bytes
+            assert moved <= peak * step
+            assert 0 < pkg.read_bytes <= -demand * 64
+            capped += pkg.read_bytes < -demand * 64
+            assert moved >= 0.99 * peak * step or pkg.read_bytes == -demand * 64  # only cut down to the peak
+            assert sum(c.read_bytes for c in pkg.channels) == pkg.read_bytes
+    assert capped  # these shapes ask for more than their memory's peak
+
+
+def test_demo_on_many_cores_shows_dram_within_the_peak(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--demo", "--batch", "--sim-cpus", "256", "--sim-model", "adl", "--records", "package"]
+    code = main([*argv, "--format", "json", "--count", "2", "--interval", "0.3"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    records = [json.loads(line) for line in out.splitlines()]
+    assert records and all(r["dram_peak_share"] <= 1.0 for r in records), [r["dram_peak_share"] for r in records]

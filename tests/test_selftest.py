@@ -46,6 +46,23 @@ def test_sim_selftest_passes_every_check(capsys: pytest.CaptureFixture[str]) -> 
     assert out.splitlines()[-1] == "selftest: 15 passed, 0 failed, 0 skipped (SIMULATED PMU: synthetic numbers)"
 
 
+def test_sim_selftest_tests_every_simulated_cpu_each_counting_its_own_numbers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The same simulated machine as the live --demo (8 CPUs), every CPU of it unless --cores says otherwise.
+    assert main(["selftest", "--demo", "--json"]) == 0
+    checks = json.loads(capsys.readouterr().out)["checks"]
+    assert sorted({c["cpu"] for c in checks}) == list(range(8))
+    assert all(c["status"] == "PASS" for c in checks)
+    for name in ("cycles", "llc-misses", "branch-misses", "topdown-backend"):
+        values = [json.dumps(c["values"]) for c in checks if c["name"] == name]
+        assert len(set(values)) == len(values), name  # each core its own numbers, as real cores
+    assert main(["selftest", "--demo", "--sim-cpus", "3", "--json"]) == 0
+    assert sorted({c["cpu"] for c in json.loads(capsys.readouterr().out)["checks"]}) == [0, 1, 2]
+    assert main(["selftest", "--demo", "--cores", "5", "--json"]) == 0
+    assert {c["cpu"] for c in json.loads(capsys.readouterr().out)["checks"]} == {5}
+
+
 def test_sim_selftest_skips_topdown_where_it_is_not_measured(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["selftest", "--demo", "--sim-model", "skx", "--cores", "0"]) == 0
     out = capsys.readouterr().out

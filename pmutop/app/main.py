@@ -53,7 +53,9 @@ def _dispatch(argv: list[str], guard: ExitGuard) -> int:
     if command == "serve":
         return run(run_parser(serve=True).parse_args(rest), argv, guard)
     options, measured = split_command(argv)
-    args = run_parser().parse_args(options)
+    from pmutop.app.usage import main_parser
+
+    args = main_parser().parse_args(options)
     args.command = measured
     return run(args, argv, guard)
 

@@ -82,15 +82,7 @@ def run_parser(serve: bool = False) -> OneLineParser:
         description="Serve the counters as Prometheus metrics on /metrics (no UI)."
         if serve
         else "Live per-core hardware performance counters: IPC, utilisation, GHz, LLC misses.",
-        epilog="Commands: `pmutop info [--sysroot DIR] [--json]` describes the PMU and which backend would run; "
-        "`pmutop events [--search WORD] [--json] [--download]` lists the events this CPU can count; "
-        "`pmutop restore [--sysroot DIR]` puts back what a killed pmutop left programmed; "
-        "`pmutop selftest [--demo] [--cores LIST]` checks the counters against known workloads; "
-        "`pmutop serve [--listen HOST:PORT]` serves the counters to Prometheus; "
-        "`pmutop replay FILE` and `pmutop diff A B` show and compare --record recordings. "
-        "`pmutop [options] -- COMMAND [ARGS]` starts COMMAND and counts it, its threads and children, "
-        "as `perf stat -- COMMAND` does.",
-    )
+    )  # the main command's list of the other commands: pmutop.app.usage.main_parser
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     if serve:
         p.add_argument(
@@ -362,7 +354,7 @@ def selftest_parser() -> OneLineParser:
     add_sysroot(p)
     p.add_argument("--force", action="store_true", help="take over counters another agent is using")
     p.add_argument("--json", action="store_true", help="one JSON object instead of lines")
-    p.add_argument("--sim-cpus", type=int, default=4, metavar="N", help="simulated CPUs (default 4)")
+    p.add_argument("--sim-cpus", type=int, default=8, metavar="N", help="simulated CPUs (default 8, as --demo)")
     p.add_argument("--sim-model", choices=SIM_MODELS, default="spr")
     return p
 

@@ -82,7 +82,7 @@ def _simulated_plan(args: argparse.Namespace, plan: TaskPlan) -> TaskPlan:
         plan.pids = parse_pid_list(pid_text)
     elif getattr(args, "tasks", False):
         plan.top = getattr(args, "top", None) or 32
-    plan.cgroups = [str(c) for c in getattr(args, "cgroup", None) or []]
+    plan.cgroups = _cgroup_texts(args)
     plan.all_cgroups = bool(getattr(args, "cgroups", False))
     if records == "task" and not (plan.pids or plan.top):
         raise UsageError("--records task needs --pid or --tasks (the processes to count)")
@@ -91,10 +91,19 @@ def _simulated_plan(args: argparse.Namespace, plan: TaskPlan) -> TaskPlan:
     return plan
 
 
+def _cgroup_texts(args: argparse.Namespace) -> list[str]:
+    """The --cgroup values; an empty one is refused (it would silently mean the root cgroup)."""
+    texts = [str(c) for c in getattr(args, "cgroup", None) or []]
+    for text in texts:
+        if not text.strip():
+            raise UsageError(f"--cgroup {text!r}: expected a cgroup path, e.g. --cgroup system.slice/nginx.service")
+    return texts
+
+
 def _check_cgroup_options(args: argparse.Namespace, plan: TaskPlan) -> None:
     """--cgroup PATH (repeatable) and --cgroups: checked before anything is touched (a missing cgroup is a usage
     error naming it)."""
-    plan.cgroups = list(getattr(args, "cgroup", None) or [])
+    plan.cgroups = _cgroup_texts(args)
     plan.all_cgroups = bool(getattr(args, "cgroups", False))
     if not (plan.cgroups or plan.all_cgroups):
         return

@@ -42,7 +42,7 @@ from pmutop.hw.perf_event import (
     perf_event_open,
     read_paranoid,
 )
-from pmutop.probes.cgroup_names import CgroupNamer, find_cgroup2, normalise_path, walk
+from pmutop.probes.cgroup_names import CgroupNamer, find_cgroup2, path_under_root, walk
 from pmutop.probes.task_counters import SOFTWARE_EVENTS, task_events
 
 _READ_FORMAT = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING
@@ -70,10 +70,11 @@ def cgroup_root_or_refuse(sysroot: Sysroot, option: str) -> str:
 
 
 def check_paths(sysroot: Sysroot, root: str, paths: Sequence[str]) -> list[str]:
-    """The --cgroup paths normalised ("/system.slice/nginx.service"); a missing one is a usage error naming it."""
+    """The --cgroup paths normalised ("/system.slice/nginx.service", also from "/sys/fs/cgroup/system.slice/
+    nginx.service"); a missing one is a usage error naming it."""
     out: list[str] = []
     for text in paths:
-        path = normalise_path(text)
+        path = path_under_root(text, root)
         if ".." in path.split("/") or not sysroot.path(root + path).is_dir():
             raise UsageError(f"--cgroup {text}: no such cgroup under /{root}")
         if path not in out:

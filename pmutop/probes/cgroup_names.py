@@ -51,6 +51,16 @@ def normalise_path(path: str) -> str:
     return "/" + "/".join(parts)
 
 
+def path_under_root(text: str, root: str) -> str:
+    """A --cgroup path normalised (normalise_path); an absolute path under the v2 root `root` (relative to the
+    sysroot, e.g. "/sys/fs/cgroup/system.slice" with root "sys/fs/cgroup") is taken relative to it, as users
+    copy paths from /sys/fs/cgroup."""
+    path, prefix = normalise_path(text), normalise_path(root)
+    if text.strip().startswith("/") and prefix != "/" and (path == prefix or path.startswith(prefix + "/")):
+        return normalise_path(path[len(prefix) :])
+    return path
+
+
 def walk(sysroot: Sysroot, root: str, top: str = "/") -> Iterator[str]:
     """Every cgroup at or under `top` (normalised paths, parents before children); one that disappears while
     walked is skipped."""

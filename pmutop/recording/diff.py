@@ -177,8 +177,9 @@ def _rows(sa: dict[str, dict[str, Spread]], sb: dict[str, dict[str, Spread]]) ->
     return rows
 
 
-def diff_table(a: Recording, b: Recording) -> str:
-    """The comparison as text: one line per CPU and metric, the medians and IQRs of A and B and the change."""
+def diff_table(a: Recording, b: Recording, width: int | None = None) -> str:
+    """The comparison as text: one line per CPU and metric, the medians and IQRs of A and B and the change;
+    `width`: the terminal's (long process and cgroup names are shortened to fit it)."""
     check_comparable(a, b)
     fmt = {key: (title, scale, spec) for key, title, scale, spec in DIFF_METRICS}
     sum_a, sum_b = summarize(a), summarize(b)  # one pass over each file
@@ -213,6 +214,6 @@ def diff_table(a: Recording, b: Recording) -> str:
         f"IQR: interquartile range over the intervals; the all row is the machine total of each interval."
         f"  {NOISE_MARK} : the change is smaller than the spread (noise)"
     )
-    lines += task_diff_lines(sum_a.tasks, sum_b.tasks)
+    lines += task_diff_lines(sum_a.tasks, sum_b.tasks, width)
     lines += package_diff_lines(sum_a.packages, sum_b.packages)
     return "\n".join(lines)

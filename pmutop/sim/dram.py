@@ -13,8 +13,11 @@ its core counters, so a memory-bound phase also loads the memory bus (all SIMULA
   a small fixed skew per channel (a hash of seed, package and channel). Integer lines are split so the
   channels add up to the package exactly.
 * Sockets: the CPUs are cut into `sockets` contiguous blocks (default 1: the power model's single package).
-* Peak: channels x MT/s x 8 bytes of the model's memory, or `--mem-peak`. The simulated traffic is not capped at
-  the peak (it follows the core counters exactly).
+* Peak: channels x MT/s x 8 bytes of the model's memory, or `--mem-peak` (what the share is shown against).
+* Bound: a package never moves more than its simulated channels can (channels x MT/s x 8 bytes a second), as its
+  power never exceeds the TDP (pmutop.sim.power): when the cores' misses and write-backs over an interval would
+  need more, every core's lines are scaled by the same factor (reads and writes keep their ratio), so the
+  traffic is the peak. Below it, reads are the LLC misses x 64 exactly.
 
 The per-core counts are untouched: write-backs are derived here, not added to the workload.
 """
@@ -115,6 +118,8 @@ class SimDramCounters:
         self.weights = {pkg: channel_weights(config.seed, pkg, self.memory.channels) for pkg in range(sockets)}
         speed = MemorySpeed(self.memory.mts, 0, f"SIMULATED {self.memory.name}")
         self.peak = package_peak(self.memory.channels, sockets, speed, mem_peak_gbs)
+        # What the simulated channels can move (not --mem-peak, which only changes the share shown).
+        self.channels_peak = self.memory.channels * self.memory.mts * 1e6 * 8
         self._mem_peak_given = mem_peak_gbs is not None
         # Per CPU at the previous read: (its workload then, LLC misses, write-backs).
         self._prev: dict[int, tuple[Any, int, int]] = {}
@@ -164,6 +169,7 @@ class SimDramCounters:
             writes[pkg] += written - prev_written
         out = []
         for pkg in range(self.sockets):
+            reads[pkg], writes[pkg] = self._bounded(reads[pkg], writes[pkg], interval)
             weights = self.weights[pkg]
             read_lines, write_lines = split_lines(reads[pkg], weights), split_lines(writes[pkg], weights)
             channels = tuple(
@@ -172,6 +178,14 @@ class SimDramCounters:
             )
             out.append(package_totals(pkg, channels, interval, self.peak))
         return out
+
+    def _bounded(self, reads: int, writes: int, interval: float) -> tuple[int, int]:
+        """A package's (read, write) lines over `interval`, scaled alike down to what its channels can move."""
+        most = int(self.channels_peak * interval) // BYTES_PER_LINE
+        if reads + writes <= most:
+            return reads, writes
+        scaled_reads = reads * most // (reads + writes)
+        return scaled_reads, min(writes * most // (reads + writes), most - scaled_reads)
 
     def close(self) -> None:
         self._opened = False

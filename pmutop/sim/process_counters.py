@@ -19,10 +19,12 @@ from typing import Any
 
 from pmutop.core.errors import UsageError
 from pmutop.core.task_reading import SIMULATED, CgroupReading, TaskReading, TaskSnapshot
+from pmutop.probes.cgroup_names import path_under_root
 from pmutop.probes.task_counters import task_events
 from pmutop.sim.processes import ProcessTable, SimProcess, Slice, cgroup_ancestors, cgroup_name
 
 NOTE = "SIMULATED: the simulator's processes; on each core they add up exactly to the core's counts"
+SIM_CGROUP_ROOT = "sys/fs/cgroup"  # where the simulated machine's cgroup v2 tree would be mounted
 # Amounts5 positions of the hardware events a process row shows.
 _HARDWARE = {"cycles": 0, "instructions": 1, "llc_misses": 2, "branch_misses": 3}
 _REF = 4
@@ -83,7 +85,7 @@ class SimTaskCounters:
         return self._machine.workload(0).ticks(self._machine.elapsed_ns())
 
     def _cgroup_path(self, text: str) -> str:
-        path = "/" + text.strip().strip("/")
+        path = path_under_root(text, SIM_CGROUP_ROOT)
         known = {a for p in self._table.processes.values() for a in cgroup_ancestors(p.cgroup)}
         if path not in known:
             raise UsageError(

@@ -192,6 +192,17 @@ def run_python(
     return out
 
 
+def python_only_reason() -> str | None:
+    """Why the simulator's arithmetic runs in Python here (at several times the CPU), or None: it runs in C."""
+    if native_available():
+        return None
+    if shim.lib is None:
+        return shim.BUILD_HINT
+    if not hasattr(shim.lib, "pmutop_sim_interp"):
+        return "the pmutop C shim was built without the simulator's arithmetic: reinstall pmutop"
+    return "this CPU's doubles do not round as Python's"
+
+
 def native_available() -> bool:
     """Whether the shim has the C copy and its doubles round as Python's (not on the x87)."""
     lib = shim.lib

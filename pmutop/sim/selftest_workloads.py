@@ -15,12 +15,21 @@ import threading
 from dataclasses import dataclass
 
 from pmutop.core.clock import ManualClock
+from pmutop.sim.hashing import hash_unit
 from pmutop.sim.platform import SimPlatform
 from pmutop.sim.workload import Amounts, Counts
 
 LINE = 64
 _GHZ = 3.0  # the core clock while a self-test workload runs (any value; the checks do not depend on it)
 _ZERO = Amounts(*([0] * len(Amounts._fields)))
+# Each simulated core runs the workloads a little differently, as real cores do (its clock, how many cycles a
+# loop takes, how many loads miss, branches mispredict, slots go where): a few percent per core, a fixed hash
+# of (seed, cpu), never enough to change a check's verdict.
+_VARIATION_KEY = 0x7374  # "st"
+_SPREAD_CYCLES = 0.06  # cycles per unit: x 1.00 .. 1.06 (never fewer than the profile's)
+_SPREAD_GHZ = 0.1  # the clock: x 0.95 .. 1.05
+_SPREAD_MISSES = 0.04  # LLC misses short of the references: x 0.96 .. 1.00
+_SPREAD_SHARE = 0.1  # branch misses and the top-down shares: x 0.95 .. 1.05
 
 
 @dataclass(frozen=True)
@@ -63,8 +72,13 @@ class ScriptedWorkload:
     """A simulated CPU's counts as a list of scripted segments (idle in between), with Workload's interface
     (ticks, cumulative, e_core), for SimMachine.replace_workload."""
 
-    def __init__(self, tsc_hz: int, width: int, base: Counts, e_core: bool = False) -> None:
+    def __init__(
+        self, tsc_hz: int, width: int, base: Counts, e_core: bool = False, variation: tuple[float, ...] = ()
+    ) -> None:
+        """`variation`: this core's units in [0, 1) (clock, cycles, misses, branch misses, top-down shares) that
+        set how far it runs from the profiles; none: exactly the profiles."""
         self.tsc_hz = tsc_hz
+        self._variation = variation or (0.0, 0.5, 0.0, 0.5, 0.5, 0.5, 0.5)
         self.slots_per_cycle = width
         self.e_core = e_core
         self._base = base  # the replaced workload's counts at the moment of the swap: counting goes on from them
@@ -99,11 +113,15 @@ class ScriptedWorkload:
 
     def add(self, t0_ns: int, profile: Profile, units: int) -> int:
         """Script `units` of `profile` from t0 on (user mode, the core busy all along); returns its length (ns)."""
-        cycles = max(1, round(profile.cycles * units))
-        duration = max(1, math.ceil(cycles / _GHZ))
+        v_cycles, v_ghz, v_misses, v_branch, *v_shares = self._variation
+        cycles = max(1, round(profile.cycles * units * (1 + _SPREAD_CYCLES * v_cycles)))
+        duration = max(1, math.ceil(cycles / (_GHZ * (1 + _SPREAD_GHZ * (v_ghz - 0.5)))))
         ref = duration * self.tsc_hz // 1_000_000_000
         slots = cycles * self.slots_per_cycle
-        ret, bad, fe = (int(slots * x) for x in (profile.retiring, profile.bad_spec, profile.fe_bound))
+        # A stream misses every line it references on any core; only a partial miss rate differs per core.
+        miss_factor = 1 - _SPREAD_MISSES * v_misses if profile.llc_misses < profile.llc_references else 1.0
+        shares = (profile.retiring, profile.bad_spec, profile.fe_bound)
+        ret, bad, fe = (int(slots * x * (1 + _SPREAD_SHARE * (v - 0.5))) for x, v in zip(shares, v_shares, strict=True))
         be = slots - ret - bad - fe
         recovery = bad // (2 * self.slots_per_cycle)
         added = Amounts(
@@ -111,9 +129,9 @@ class ScriptedWorkload:
             instructions=round(profile.instructions * units),
             ref_cycles=ref,
             llc_references=round(profile.llc_references * units),
-            llc_misses=round(profile.llc_misses * units),
+            llc_misses=round(profile.llc_misses * units * miss_factor),
             branches=round(profile.branches * units),
-            branch_misses=round(profile.branch_misses * units),
+            branch_misses=round(profile.branch_misses * units * (1 + _SPREAD_SHARE * (v_branch - 0.5))),
             slots=slots,
             td_retiring=ret,
             td_bad_spec=bad,
@@ -164,7 +182,11 @@ class SimWorkloadRunner:
             machine = self.platform.machine
             old = machine.workload(cpu)
             now = machine.elapsed_ns()
-            script = ScriptedWorkload(old.tsc_hz, old.slots_per_cycle, old.cumulative(now), e_core=old.e_core)
+            seed = machine.config.seed
+            variation = tuple(hash_unit(seed, cpu, _VARIATION_KEY, i) for i in range(7))
+            script = ScriptedWorkload(
+                old.tsc_hz, old.slots_per_cycle, old.cumulative(now), e_core=old.e_core, variation=variation
+            )
             machine.replace_workload(cpu, script)  # type: ignore[arg-type]
             self._scripts[cpu] = script
         return script

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 from pmutop.app.options import diff_parser
 
 
@@ -11,5 +13,5 @@ def run_diff(argv: list[str]) -> int:
 
     args = diff_parser().parse_args(argv)
     a, b = read_recording(args.a), read_recording(args.b)
-    print(diff_table(a, b), flush=True)
+    print(diff_table(a, b, shutil.get_terminal_size().columns), flush=True)
     return 0

@@ -181,16 +181,29 @@ def _zen4_or_later(ident: CpuIdentity) -> bool:
     return ident.family >= 0x1A or (ident.uarch or "").startswith(("Zen 4", "Zen 5"))
 
 
-def _generic_entries(group: CpuGroup, all_cpus: str) -> list[dict[str, Any]]:
-    """The architectural names on an AMD CPU: perf's generic hardware events (the perf backend counts them)."""
+def hardware_events_problem(platform: Platform) -> str | None:
+    """Why perf cannot count hardware events on this host (as `info` says), or None: they open, or the machine
+    described is not this host (a --sysroot or the simulator), whose perf cannot be asked."""
+    if not isinstance(platform, HostPlatform) or not platform.sysroot.is_host:
+        return None
+    from pmutop.backends.perf import probe_hardware_events
+
+    cpus = platform.online_cpus()
+    return probe_hardware_events(cpus[0]) if cpus else None
+
+
+def _generic_entries(group: CpuGroup, all_cpus: str, perf_problem: str | None) -> list[dict[str, Any]]:
+    """The architectural names on an AMD CPU: perf's generic hardware events (the perf backend counts them,
+    so none is usable where perf opens no hardware event: `perf_problem`)."""
     ident = group.identity
     zen = ident.family >= 0x17
     entries = []
     for spec in ARCH_EVENTS.values():
-        why = None
+        why = f"perf has no hardware events here ({perf_problem})" if perf_problem else None
         config = _ZEN_GENERIC.get(spec.name) if zen else None
         if spec.name == "ref-cycles" and not (zen and _zen4_or_later(ident)):
-            config, why = None, "Linux maps ref-cycles on AMD from Zen 4 on only (PMCx120, Linux 6.10)"
+            config = None
+            why = why or "Linux maps ref-cycles on AMD from Zen 4 on only (PMCx120, Linux 6.10)"
         encoding = f"perf hw {spec.hardware}" + (f" = {_amd_config_text(config)}" if config is not None else "")
         entries.append(_entry(spec.name, "generic", spec.description, cpus=all_cpus, why=why, encoding=encoding))
     return entries
@@ -366,8 +379,10 @@ def run_events(
     download: bool,
     url: str,
     simulated: bool = False,
+    perf_problem: str | None = None,
 ) -> str:
-    """The text (or JSON) `pmutop events` prints (`simulated`: the platform is the simulated machine)."""
+    """The text (or JSON) `pmutop events` prints (`simulated`: the platform is the simulated machine;
+    `perf_problem`: why perf opens no hardware event here, None when it does or was not asked)."""
     unreadable: dict[int, str] = {}
     groups = cpu_groups(platform, unreadable)
     if not groups and unreadable:  # nothing to describe: the first reason is the whole story
@@ -387,7 +402,10 @@ def run_events(
 
     amd = [g for g in groups if g.identity.vendor == _AMD]
     intel_like = [g for g in groups if g.identity.vendor != _AMD]
-    entries = _generic_entries(amd[0], all_cpus) if amd and not intel_like else _arch_entries(intel_like, all_cpus)
+    if amd and not intel_like:
+        entries = _generic_entries(amd[0], all_cpus, perf_problem)
+    else:
+        entries = _arch_entries(intel_like, all_cpus)
     entries += _software_entries(all_cpus)
     for group in amd:
         entries += _amd_topdown_entries(group)
@@ -473,4 +491,5 @@ def events_main(argv: Sequence[str]) -> str:
         download=args.download,
         url=args.perfmon_url or PERFMON_URL,
         simulated=platform.simulated,
+        perf_problem=hardware_events_problem(platform),
     )

@@ -146,7 +146,11 @@ def gather_simulated(platform: Platform) -> dict[str, Any]:
     facts["per_task"] = {
         "mode": SIMULATED,
         "why": "--demo: the simulated machine's process table (every number synthetic)",
-        "cgroups": {"possible": False, "v2_root": None, "why": "--demo: the simulated cgroups are still to come"},
+        "cgroups": {
+            "possible": True,
+            "v2_root": None,
+            "why": "--demo: the simulated machine's cgroups (--cgroups, or --cgroup PATH), every number synthetic",
+        },
     }
     tables: PerfmonTables | None
     try:
