@@ -42,7 +42,7 @@ from pmutop.hw.perf_event import (
     perf_event_open,
     read_paranoid,
 )
-from pmutop.probes.process_scan import ProcessSource, cgroup_of
+from pmutop.probes.process_scan import ProcessSource, WhereRan, cgroup_of
 
 SOFTWARE_EVENTS = (
     EventSpec("task_clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK),
@@ -375,10 +375,12 @@ class TaskCounters:
         scan: ProcessSource | None = None,
     ) -> None:
         """`scan`: where each process ran and who else ran on each CPU (the live view's rows and core detail);
-        without it (batch) a reading has no `cpus` and the snapshot no `cpu_shares`."""
+        without it (batch) the snapshot has no `cpu_shares`, and where each process ran is read from its
+        threads' /proc files alone."""
         self._opener = opener
         self._read_fd = read_fd
         self._scan = scan
+        self._where = WhereRan() if scan is None else None
         self._processes: dict[int, _Process] = {}
         raise_open_files_limit()
         try:
@@ -424,6 +426,8 @@ class TaskCounters:
         if self._scan is not None:
             self._scan.scan()
         for p in self._processes.values():
+            if self._where is not None:
+                self._where.look(p.pid)
             p.counters.begin()
 
     def read(self, cpu_samples: Sequence[Any] = ()) -> TaskSnapshot:
@@ -433,6 +437,12 @@ class TaskCounters:
             exited = not _alive(pid)  # checked before the read, so an exited process's read is its last
             total, per_thread, interval = p.counters.read()
             use = scan.processes.get(pid) if scan is not None else None
+            if use is not None:
+                cpus = tuple(sorted(use.cpus))
+            elif self._where is not None:
+                cpus = self._where.look(pid)
+            else:
+                cpus = ()  # the scan did not find it: it has exited
             if not exited:
                 with contextlib.suppress(psutil.Error):  # it may exit between the two looks
                     p.threads = psutil.Process(pid).num_threads()
@@ -449,7 +459,7 @@ class TaskCounters:
                     total.estimated,
                     exited,
                     cgroup="" if exited else cgroup_of(pid),
-                    cpus=tuple(sorted(use.cpus)) if use is not None else (),
+                    cpus=cpus,
                     start_time=p.start_time,
                     thread_readings=threads,
                 )
@@ -457,6 +467,8 @@ class TaskCounters:
             if exited:
                 p.counters.close()
                 del self._processes[pid]
+                if self._where is not None:
+                    self._where.forget(pid)
         shares = scan.cpu_shares() if scan is not None else {}
         return TaskSnapshot(tasks=tuple(out), mode=EXACT, cpu_shares=shares)
 
