@@ -29,6 +29,8 @@ from pmutop.hw.perf_event import (
     PERF_COUNT_HW_CPU_CYCLES,
     PERF_COUNT_HW_INSTRUCTIONS,
     PERF_COUNT_SW_CONTEXT_SWITCHES,
+    PERF_COUNT_SW_CPU_MIGRATIONS,
+    PERF_COUNT_SW_PAGE_FAULTS,
     PERF_COUNT_SW_TASK_CLOCK,
     PERF_FORMAT_GROUP,
     PERF_FORMAT_TOTAL_TIME_ENABLED,
@@ -48,6 +50,12 @@ SOFTWARE_EVENTS = (
     EventSpec("task_clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK),
     EventSpec("context_switches", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES),
 )
+# A measured command's (-- COMMAND): what `perf stat -- COMMAND` lists of the kernel's software events.
+COMMAND_SOFTWARE_EVENTS = (
+    *SOFTWARE_EVENTS,
+    EventSpec("cpu_migrations", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_MIGRATIONS),
+    EventSpec("page_faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS),
+)
 # The hardware events a process row shows, by the name --events uses for them.
 HARDWARE_EVENTS = {
     "cycles": EventSpec("cycles", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES),
@@ -55,9 +63,9 @@ HARDWARE_EVENTS = {
     "llc-misses": EventSpec("llc_misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES),
     "branch-misses": EventSpec("branch_misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES),
 }
-# Counted only while the kernel runs (a context switch is the kernel's work): zero when counting user space
-# only, so not counted then rather than shown as a made-up zero.
-KERNEL_SIDE_EVENTS = frozenset({"context_switches"})
+# Counted while the kernel runs (a context switch, a migration, a fault taken in a system call are the
+# kernel's work): zero or short when counting user space only, so not counted then rather than shown wrong.
+KERNEL_SIDE_EVENTS = frozenset({"context_switches", "cpu_migrations", "page_faults"})
 GROUP_READ_TRIES = 100
 _TIMES = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING
 Opener = Callable[..., int]  # perf_event_open's signature (tests inject failures)
@@ -76,14 +84,14 @@ def parse_pid_list(text: str) -> list[int]:
     return pids
 
 
-def task_events(requested: Sequence[str] | None) -> list[EventSpec]:
+def task_events(requested: Sequence[str] | None, software: Sequence[EventSpec] = SOFTWARE_EVENTS) -> list[EventSpec]:
     """Software events always; the hardware events among `requested` (--events names), all four without it."""
     if requested is None:
         hardware = list(HARDWARE_EVENTS.values())
     else:
         names = {n.strip() for item in requested for n in item.split(",")}
         hardware = [spec for name, spec in HARDWARE_EVENTS.items() if name in names]
-    return [*SOFTWARE_EVENTS, *hardware]
+    return [*software, *hardware]
 
 
 def raise_open_files_limit() -> int:
@@ -373,8 +381,10 @@ class TaskCounters:
         read_fd: Reader = os.read,
         say: Callable[[str], None] | None = None,
         scan: ProcessSource | None = None,
+        software: Sequence[EventSpec] = SOFTWARE_EVENTS,
     ) -> None:
-        """`scan`: where each process ran and who else ran on each CPU (the live view's rows and core detail);
+        """`software`: the kernel's software events to count besides the hardware ones. `scan`: where each
+        process ran and who else ran on each CPU (the live view's rows and core detail);
         without it (batch) the snapshot has no `cpu_shares`, and where each process ran is read from its
         threads' /proc files alone."""
         self._opener = opener
@@ -388,7 +398,8 @@ class TaskCounters:
             if self._user_only and say:
                 say(user_space_note("--pid"))
             try:
-                specs = usable_events(task_events(requested_events), pids[0], opener, say, "--pid", self._user_only)
+                events = task_events(requested_events, software)
+                specs = usable_events(events, pids[0], opener, say, "--pid", self._user_only)
             except PerfOpenError as e:
                 raise self._refused(pids[0], e) from None
             self.events = [e.name for e in specs]
@@ -440,7 +451,8 @@ class TaskCounters:
             if use is not None:
                 cpus = tuple(sorted(use.cpus))
             elif self._where is not None:
-                cpus = self._where.look(pid)
+                ran = [tid for tid, _, scaled in per_thread if scaled.counts.get("task_clock", 0) > 0]
+                cpus = self._where.look(pid, ran)
             else:
                 cpus = ()  # the scan did not find it: it has exited
             if not exited:
