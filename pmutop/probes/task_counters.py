@@ -124,8 +124,8 @@ def user_space_note(option: str) -> str:
     paranoid = read_paranoid(Sysroot("/"))
     return (
         f"{option}: perf_event_paranoid {paranoid} lets this user count their own processes in user space only: "
-        "task-clock whole, hardware events in user space, context switches not counted (root, CAP_PERFMON or "
-        "`sudo sysctl kernel.perf_event_paranoid=1`: all of it)"
+        "task-clock whole, hardware events in user space, context switches (migrations, faults) not counted "
+        "(root, CAP_PERFMON or `sudo sysctl kernel.perf_event_paranoid=1`: all of it)"
     )
 
 
@@ -391,6 +391,7 @@ class TaskCounters:
         self._read_fd = read_fd
         self._scan = scan
         self._where = WhereRan() if scan is None else None
+        self._user_only = False
         self._processes: dict[int, _Process] = {}
         raise_open_files_limit()
         try:
@@ -409,6 +410,11 @@ class TaskCounters:
         except BaseException:
             self.close()
             raise
+
+    @property
+    def user_only(self) -> bool:
+        """Counting the user-space side only (see user_space_only): the kernel-side events are not counted."""
+        return self._user_only
 
     def _refused(self, pid: int, e: PerfOpenError) -> PmutopError:
         if e.errno == errno.ESRCH:

@@ -34,7 +34,7 @@ from pmutop.app.console import isatty, say
 from pmutop.core.errors import PmutopError, UsageError
 from pmutop.core.task_reading import TaskCounterSource, TaskSnapshot
 from pmutop.probes.process_scan import ProcessScan
-from pmutop.probes.task_counters import COMMAND_SOFTWARE_EVENTS, TaskCounters, task_events
+from pmutop.probes.task_counters import COMMAND_SOFTWARE_EVENTS, TaskCounters, task_events, user_space_note
 from pmutop.safety.exit_guard import EXIT_NOT_RESTORED, TERMINATING, ExitGuard
 from pmutop.sinks.summary import CommandTotals, exit_code, format_summary
 
@@ -128,6 +128,8 @@ class MeasuredCommand:
             self._abandon()
             raise
         self.events = self._counters.events
+        if self._counters.user_only:
+            say(user_space_note("-- COMMAND"))
         wanted_hardware = [e.name for e in task_events(requested_events, ()) if e not in COMMAND_SOFTWARE_EVENTS]
         if wanted_hardware and not set(wanted_hardware) & set(self.events):
             names = ", ".join(name.replace("_", "-") for name in self.events)
