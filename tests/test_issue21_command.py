@@ -76,6 +76,28 @@ def test_summary_lays_out_perf_stat_lines_with_derived_values_and_scaled_shares(
     assert "status" not in text  # exit status 0: no line
 
 
+def test_summary_lists_cpu_migrations_and_page_faults_as_perf_stat_does() -> None:
+    totals = CommandTotals()
+    totals.add(reading({"task_clock": 1_000_000_000, "context_switches": 4, "cpu_migrations": 2, "page_faults": 3000}))
+    text = format_summary(["make"], totals, elapsed=2.0, user=0.5, sys=0.5, wait_status=0)
+    names = [line.split()[1] for line in text.splitlines() if re.match(r"^\s+[\d,.]+\s+\S", line)]
+    assert names[:4] == ["msec", "context-switches", "cpu-migrations", "page-faults"]  # perf stat's order
+    assert re.search(r"^\s+2\s+cpu-migrations\s+#\s+1\.000 /sec$", text, re.M)
+    assert re.search(r"^\s+3,000\s+page-faults\s+#\s+1\.500 K/sec$", text, re.M)
+
+
+@needs_perf
+@pytest.mark.integration
+def test_the_command_summary_counts_its_migrations_and_page_faults() -> None:
+    # A megabyte touched page by page: a few hundred page faults at least.
+    touch = "b = bytearray(1 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1"
+    result = pmutop("--batch", "--interval", "1", "--", sys.executable, "-c", touch)
+    assert result.returncode == 0, result.stderr
+    faults = re.search(r"^\s+([\d,]+)\s+page-faults", result.stderr, re.M)
+    assert faults and int(faults.group(1).replace(",", "")) > 256, result.stderr
+    assert re.search(r"^\s+[\d,]+\s+cpu-migrations", result.stderr, re.M), result.stderr
+
+
 def test_summary_says_a_failed_or_killed_command() -> None:
     exited_3, killed_term = 3 << 8, signal.SIGTERM.value
     assert "the command exited with status 3" in format_summary(

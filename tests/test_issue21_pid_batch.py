@@ -8,6 +8,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 from helpers.processes import run_pmutop as pmutop
@@ -95,3 +96,39 @@ def test_a_process_the_user_may_not_count_is_one_line(monkeypatch: pytest.Monkey
         TaskCounters([1], opener=refuse)
     assert str(caught.value) == "--pid 1: not permitted (perf_event_paranoid 2)"
     assert caught.value.exit_code == 2
+
+
+# Busy on one CPU (its affinity) with two threads, until killed.
+PINNED_BUSY = """
+import os, sys, threading
+os.sched_setaffinity(0, {int(sys.argv[1])})
+def spin():
+    while True:
+        pass
+threading.Thread(target=spin, daemon=True).start()
+print("ready", flush=True)
+spin()
+"""
+
+
+def test_batch_task_records_say_which_cpus_the_process_ran_on(procs: list[subprocess.Popen[str]]) -> None:
+    cpu = max(os.sched_getaffinity(0))
+    load = start(procs, PINNED_BUSY, str(cpu))
+    result = pmutop("--batch", "--pid", str(load.pid), "--interval", "0.4", "--count", "3", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    tasks = task_records(result.stdout)
+    assert [r["cpus"] for r in tasks] == [[cpu]] * 3  # where it ran, measured: never [] for "not looked at"
+
+
+def test_batch_command_records_say_which_cpus_the_command_ran_on() -> None:
+    if not perf_stat_works():
+        pytest.skip("perf_event_open is not available here")
+    cpu = max(os.sched_getaffinity(0))
+    busy = (
+        f"import os, time\nos.sched_setaffinity(0, {{{cpu}}})\nend = time.time() + 1.5\nwhile time.time() < end: pass"
+    )
+    result = pmutop("--batch", "--format", "json", "--interval", "0.3", "--", sys.executable, "-c", busy)
+    assert result.returncode == 0, result.stderr
+    ran = [r for r in task_records(result.stdout) if r["task_clock"] > 0.05e9]
+    assert ran and all(r["cpus"] for r in ran), ran
+    assert any(r["cpus"] == [cpu] for r in ran)  # pinned there once Python started

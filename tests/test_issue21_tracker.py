@@ -146,6 +146,24 @@ def test_a_process_stays_while_in_the_top_2n_and_leaves_after_5_intervals_outsid
     t.close()
 
 
+def test_more_processes_than_the_top_n_say_why(source: FakeSource) -> None:
+    source.use(ranked(8))
+    t = tracker(source, top=2)
+    t.begin()
+    snap = t.read()
+    assert len(snap.tasks) == 2 and not any("top 2" in n for n in snap.notes)
+    # 3 and 4 take the lead; 1 and 2 stay counted while in the top 4: four rows for a top 2, and a line says why.
+    source.use(ranked(8) | {3: 0.9, 4: 0.8})
+    t.read()
+    snap = t.read()
+    assert len(snap.tasks) == 4
+    assert (
+        "top 2: 4 processes counted: one enters after an interval in the top 2 and leaves after 5 intervals "
+        "outside the top 4"
+    ) in snap.notes
+    t.close()
+
+
 def test_no_churn_when_the_top_processes_swap_places(source: FakeSource) -> None:
     source.use(ranked(4))
     kernel = FakeKernel()

@@ -15,7 +15,7 @@ import os
 import pwd
 import resource
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -310,6 +310,44 @@ class ProcessScan:
     def close(self) -> None:
         self._stat.close()
         self._files.close()
+
+
+class WhereRan:
+    """Which CPUs given processes ran on since the previous look, without a scan of every process (batch
+    --pid, -- COMMAND): each of its threads that ran counts for the CPU it last ran on (field 39), as the
+    process scan splits a process. A thread ran when its CPU time (utime + stime, clock ticks) grew, or when
+    its own counter says so (`ran`: below a tick, a short wake-up). Threads, not children: a child started
+    with `inherit` is counted in the process's counts but is a process of its own here."""
+
+    def __init__(self, root: str = "/proc") -> None:
+        self._root = root
+        self._ticks: dict[int, dict[int, int]] = {}  # pid -> tid -> utime + stime at the previous look
+
+    def look(self, pid: int, ran: Collection[int] = ()) -> tuple[int, ...]:
+        """The CPUs since the previous look (the first look only notes where each thread is: ()); `ran`: the
+        threads known to have run since then."""
+        task_dir = f"{self._root}/{pid}/task"
+        try:
+            tids = os.listdir(task_dir)
+        except OSError:
+            tids = []
+        before = self._ticks.get(pid)
+        now: dict[int, int] = {}
+        cpus: set[int] = set()
+        for tid in tids:
+            data = read_proc_file(f"{task_dir}/{tid}/stat")
+            if not data:
+                continue
+            _, _, f = parse_stat(data)
+            used = int(f[_UTIME]) + int(f[_STIME])
+            now[int(tid)] = used
+            if before is not None and (used > before.get(int(tid), 0) or int(tid) in ran):
+                cpus.add(int(f[_PROCESSOR]))
+        self._ticks[pid] = now
+        return tuple(sorted(cpus))
+
+    def forget(self, pid: int) -> None:
+        self._ticks.pop(pid, None)
 
 
 def cgroup_of(pid: int, root: str = "/proc") -> str:

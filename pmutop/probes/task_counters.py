@@ -29,6 +29,8 @@ from pmutop.hw.perf_event import (
     PERF_COUNT_HW_CPU_CYCLES,
     PERF_COUNT_HW_INSTRUCTIONS,
     PERF_COUNT_SW_CONTEXT_SWITCHES,
+    PERF_COUNT_SW_CPU_MIGRATIONS,
+    PERF_COUNT_SW_PAGE_FAULTS,
     PERF_COUNT_SW_TASK_CLOCK,
     PERF_FORMAT_GROUP,
     PERF_FORMAT_TOTAL_TIME_ENABLED,
@@ -42,11 +44,17 @@ from pmutop.hw.perf_event import (
     perf_event_open,
     read_paranoid,
 )
-from pmutop.probes.process_scan import ProcessSource, cgroup_of
+from pmutop.probes.process_scan import ProcessSource, WhereRan, cgroup_of
 
 SOFTWARE_EVENTS = (
     EventSpec("task_clock", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK),
     EventSpec("context_switches", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES),
+)
+# A measured command's (-- COMMAND): what `perf stat -- COMMAND` lists of the kernel's software events.
+COMMAND_SOFTWARE_EVENTS = (
+    *SOFTWARE_EVENTS,
+    EventSpec("cpu_migrations", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_MIGRATIONS),
+    EventSpec("page_faults", PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS),
 )
 # The hardware events a process row shows, by the name --events uses for them.
 HARDWARE_EVENTS = {
@@ -55,9 +63,9 @@ HARDWARE_EVENTS = {
     "llc-misses": EventSpec("llc_misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_CACHE_MISSES),
     "branch-misses": EventSpec("branch_misses", PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES),
 }
-# Counted only while the kernel runs (a context switch is the kernel's work): zero when counting user space
-# only, so not counted then rather than shown as a made-up zero.
-KERNEL_SIDE_EVENTS = frozenset({"context_switches"})
+# Counted while the kernel runs (a context switch, a migration, a fault taken in a system call are the
+# kernel's work): zero or short when counting user space only, so not counted then rather than shown wrong.
+KERNEL_SIDE_EVENTS = frozenset({"context_switches", "cpu_migrations", "page_faults"})
 GROUP_READ_TRIES = 100
 _TIMES = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING
 Opener = Callable[..., int]  # perf_event_open's signature (tests inject failures)
@@ -76,14 +84,14 @@ def parse_pid_list(text: str) -> list[int]:
     return pids
 
 
-def task_events(requested: Sequence[str] | None) -> list[EventSpec]:
+def task_events(requested: Sequence[str] | None, software: Sequence[EventSpec] = SOFTWARE_EVENTS) -> list[EventSpec]:
     """Software events always; the hardware events among `requested` (--events names), all four without it."""
     if requested is None:
         hardware = list(HARDWARE_EVENTS.values())
     else:
         names = {n.strip() for item in requested for n in item.split(",")}
         hardware = [spec for name, spec in HARDWARE_EVENTS.items() if name in names]
-    return [*SOFTWARE_EVENTS, *hardware]
+    return [*software, *hardware]
 
 
 def raise_open_files_limit() -> int:
@@ -116,8 +124,8 @@ def user_space_note(option: str) -> str:
     paranoid = read_paranoid(Sysroot("/"))
     return (
         f"{option}: perf_event_paranoid {paranoid} lets this user count their own processes in user space only: "
-        "task-clock whole, hardware events in user space, context switches not counted (root, CAP_PERFMON or "
-        "`sudo sysctl kernel.perf_event_paranoid=1`: all of it)"
+        "task-clock whole, hardware events in user space, context switches (migrations, faults) not counted "
+        "(root, CAP_PERFMON or `sudo sysctl kernel.perf_event_paranoid=1`: all of it)"
     )
 
 
@@ -373,12 +381,17 @@ class TaskCounters:
         read_fd: Reader = os.read,
         say: Callable[[str], None] | None = None,
         scan: ProcessSource | None = None,
+        software: Sequence[EventSpec] = SOFTWARE_EVENTS,
     ) -> None:
-        """`scan`: where each process ran and who else ran on each CPU (the live view's rows and core detail);
-        without it (batch) a reading has no `cpus` and the snapshot no `cpu_shares`."""
+        """`software`: the kernel's software events to count besides the hardware ones. `scan`: where each
+        process ran and who else ran on each CPU (the live view's rows and core detail);
+        without it (batch) the snapshot has no `cpu_shares`, and where each process ran is read from its
+        threads' /proc files alone."""
         self._opener = opener
         self._read_fd = read_fd
         self._scan = scan
+        self._where = WhereRan() if scan is None else None
+        self._user_only = False
         self._processes: dict[int, _Process] = {}
         raise_open_files_limit()
         try:
@@ -386,7 +399,8 @@ class TaskCounters:
             if self._user_only and say:
                 say(user_space_note("--pid"))
             try:
-                specs = usable_events(task_events(requested_events), pids[0], opener, say, "--pid", self._user_only)
+                events = task_events(requested_events, software)
+                specs = usable_events(events, pids[0], opener, say, "--pid", self._user_only)
             except PerfOpenError as e:
                 raise self._refused(pids[0], e) from None
             self.events = [e.name for e in specs]
@@ -396,6 +410,11 @@ class TaskCounters:
         except BaseException:
             self.close()
             raise
+
+    @property
+    def user_only(self) -> bool:
+        """Counting the user-space side only (see user_space_only): the kernel-side events are not counted."""
+        return self._user_only
 
     def _refused(self, pid: int, e: PerfOpenError) -> PmutopError:
         if e.errno == errno.ESRCH:
@@ -424,6 +443,8 @@ class TaskCounters:
         if self._scan is not None:
             self._scan.scan()
         for p in self._processes.values():
+            if self._where is not None:
+                self._where.look(p.pid)
             p.counters.begin()
 
     def read(self, cpu_samples: Sequence[Any] = ()) -> TaskSnapshot:
@@ -433,6 +454,13 @@ class TaskCounters:
             exited = not _alive(pid)  # checked before the read, so an exited process's read is its last
             total, per_thread, interval = p.counters.read()
             use = scan.processes.get(pid) if scan is not None else None
+            if use is not None:
+                cpus = tuple(sorted(use.cpus))
+            elif self._where is not None:
+                ran = [tid for tid, _, scaled in per_thread if scaled.counts.get("task_clock", 0) > 0]
+                cpus = self._where.look(pid, ran)
+            else:
+                cpus = ()  # the scan did not find it: it has exited
             if not exited:
                 with contextlib.suppress(psutil.Error):  # it may exit between the two looks
                     p.threads = psutil.Process(pid).num_threads()
@@ -449,7 +477,7 @@ class TaskCounters:
                     total.estimated,
                     exited,
                     cgroup="" if exited else cgroup_of(pid),
-                    cpus=tuple(sorted(use.cpus)) if use is not None else (),
+                    cpus=cpus,
                     start_time=p.start_time,
                     thread_readings=threads,
                 )
@@ -457,6 +485,8 @@ class TaskCounters:
             if exited:
                 p.counters.close()
                 del self._processes[pid]
+                if self._where is not None:
+                    self._where.forget(pid)
         shares = scan.cpu_shares() if scan is not None else {}
         return TaskSnapshot(tasks=tuple(out), mode=EXACT, cpu_shares=shares)
 

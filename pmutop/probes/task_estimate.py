@@ -91,7 +91,8 @@ class TaskEstimate:
             if busy > 0
             else "est.: the cores were idle; exact numbers: --backend perf"
         )
-        return TaskSnapshot(tasks=tuple(rows), mode=ESTIMATED, notes=(note,), cpu_shares=scan.cpu_shares())
+        notes = (note, *self._members.note(sum(1 for r in rows if not r.exited)))
+        return TaskSnapshot(tasks=tuple(rows), mode=ESTIMATED, notes=notes, cpu_shares=scan.cpu_shares())
 
     def _reading(
         self,

@@ -73,6 +73,15 @@ class Membership:
     def drop(self, key: Identity) -> None:
         self.outside.pop(key, None)
 
+    def note(self, members: int) -> tuple[str, ...]:
+        """Why more than N processes are shown, when they are (the hysteresis keeps the ones that fell back)."""
+        if members <= self.n:
+            return ()
+        return (
+            f"top {self.n}: {members} processes counted: one enters after an interval in the top {self.n} and "
+            f"leaves after {LEAVE_AFTER} intervals outside the top {2 * self.n}",
+        )
+
 
 @dataclass
 class _Tracked:
@@ -289,6 +298,7 @@ class TopTaskCounters:
 
     def _take_notes(self) -> tuple[str, ...]:
         notes, self._notes.pending = tuple(self._notes.pending), []
+        notes += self._members.note(len(self._tracked))
         waiting = [t for t in self._tracked.values() if t.counters is None and not t.refused]
         if waiting:
             counted = sum(1 for t in self._tracked.values() if t.counters is not None)

@@ -14,6 +14,8 @@ from pmutop.core.task_reading import TaskReading
 _PERF_NAMES = {
     "task_clock": "task-clock",
     "context_switches": "context-switches",
+    "cpu_migrations": "cpu-migrations",
+    "page_faults": "page-faults",
     "cycles": "cycles",
     "instructions": "instructions",
     "llc_misses": "LLC-misses",

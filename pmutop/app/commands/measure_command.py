@@ -34,7 +34,7 @@ from pmutop.app.console import isatty, say
 from pmutop.core.errors import PmutopError, UsageError
 from pmutop.core.task_reading import TaskCounterSource, TaskSnapshot
 from pmutop.probes.process_scan import ProcessScan
-from pmutop.probes.task_counters import SOFTWARE_EVENTS, TaskCounters, task_events
+from pmutop.probes.task_counters import COMMAND_SOFTWARE_EVENTS, TaskCounters, task_events, user_space_note
 from pmutop.safety.exit_guard import EXIT_NOT_RESTORED, TERMINATING, ExitGuard
 from pmutop.sinks.summary import CommandTotals, exit_code, format_summary
 
@@ -120,7 +120,7 @@ class MeasuredCommand:
             # Quiet (no say): its notes name --pid; the command's own note follows.
             # Live, the process view shows where it ran (one /proc scan per interval); batch records need not.
             scan = ProcessScan() if live else None
-            self._counters = TaskCounters([self.pid], requested_events, scan=scan)
+            self._counters = TaskCounters([self.pid], requested_events, scan=scan, software=COMMAND_SOFTWARE_EVENTS)
         except PmutopError as e:
             self._abandon()
             raise type(e)(str(e).replace(f"--pid {self.pid}", "-- COMMAND"), e.exit_code) from None
@@ -128,9 +128,12 @@ class MeasuredCommand:
             self._abandon()
             raise
         self.events = self._counters.events
-        wanted_hardware = [e.name for e in task_events(requested_events) if e not in SOFTWARE_EVENTS]
+        if self._counters.user_only:
+            say(user_space_note("-- COMMAND"))
+        wanted_hardware = [e.name for e in task_events(requested_events, ()) if e not in COMMAND_SOFTWARE_EVENTS]
         if wanted_hardware and not set(wanted_hardware) & set(self.events):
-            say("-- COMMAND: this PMU has no hardware events: counting the command's task-clock and context-switches")
+            names = ", ".join(name.replace("_", "-") for name in self.events)
+            say(f"-- COMMAND: this PMU has no hardware events: counting the command's {names}")
 
     # -- TaskCounterSource
 
