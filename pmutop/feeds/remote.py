@@ -9,6 +9,7 @@ interval; when it answers again its rows come back by themselves.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import urllib.error
@@ -165,8 +166,10 @@ def fetch(url: str, timeout: float = TIMEOUT_S) -> str:
 
 def _why(e: BaseException) -> str:
     if isinstance(e, urllib.error.URLError):
-        return str(getattr(e.reason, "strerror", None) or e.reason)
-    return str(e) or type(e).__name__
+        text = str(getattr(e.reason, "strerror", None) or e.reason)
+    else:
+        text = str(e) or type(e).__name__
+    return re.sub(r"\s*\(_ssl\.c:\d+\)", "", text)  # not OpenSSL's source line
 
 
 @dataclass
