@@ -219,8 +219,9 @@ class FleetFeed(PromRounds[HostRow]):
     def run_info(self) -> RunInfo:
         first = self.hosts[0].info
         cpus = sum(h.cpus for h in self.hosts)
+        hosts = f"{len(self.hosts)} host{'' if len(self.hosts) == 1 else 's'}"
         return RunInfo(
-            hostname=f"{len(self.hosts)} hosts ({cpus} CPUs) via {self.server.shown}",
+            hostname=f"{hosts} ({cpus} CPUs) via {self.server.shown}",
             cpu_model=first.get("cpu_model", "?"),
             uarch=first.get("microarchitecture") or None,
             pmu=first.get("pmu", "PMU") + (f" (+{len(self.hosts) - 1} more hosts)" if len(self.hosts) > 1 else ""),
