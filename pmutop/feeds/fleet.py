@@ -180,7 +180,7 @@ class FleetFeed(PromRounds[HostRow]):
         step = self.step
 
         def ask(q: Query) -> dict[float, Vector]:
-            return self.client.matrix(q.expr, start, end, step, q.by)
+            return self.client.matrix(q.expr, start, end, step, q.by, self.history_timeout)
 
         answers = list(self._pool.map(ask, qs))
         stamps = sorted({at for a in answers for at in a})

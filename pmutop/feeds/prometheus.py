@@ -241,7 +241,7 @@ class PrometheusFeed(PromRounds[FleetHost]):
         return power_fields(self._families)
 
     def _ask_range(self, query: Query, start: float, end: float) -> dict[float, Vector]:
-        return self.client.matrix(query.expr, start, end, self.step, query.by)
+        return self.client.matrix(query.expr, start, end, self.step, query.by, self.history_timeout)
 
     # -- building samples
 
@@ -345,7 +345,7 @@ class PrometheusFeed(PromRounds[FleetHost]):
         expr = f"count({self.match})"
 
         def first(since: float, until: float, step: float) -> float | None:
-            return min(self.client.matrix(expr, since, until, step, ()), default=None)
+            return min(self.client.matrix(expr, since, until, step, (), self.history_timeout), default=None)
 
         coarse = max(self.scrape_s, (end - start) / FIRST_SAMPLE_POINTS)
         found = first(start, end, coarse)
