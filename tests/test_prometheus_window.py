@@ -12,6 +12,9 @@ import time
 from helpers.fake_prometheus import FakePrometheus
 from helpers.serve import ROOT
 
+# The real-Prometheus fixture (three `pmutop serve --demo`, scraped every second), shared with that module.
+from test_issue23_prometheus_feed import fleet  # noqa: F401
+
 
 def pmutop(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
@@ -58,3 +61,17 @@ def test_a_window_of_more_than_a_million_rows_is_said_before_it_prints() -> None
             proc.communicate()
     assert "7,200,000 rows" in said and "more than a million" in said, said
     assert len(printed.splitlines()) <= 1, printed[:300]  # no row yet (a header at most)
+
+
+def test_a_real_servers_window_starts_at_its_first_sample(fleet) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """Against a Prometheus that has scraped for a few seconds: --since 100d asks a coarse and a fine
+    query_range within the server's 11,000 points a series, and prints seconds of rows, not 100 days."""
+    base, instances, _, _ = fleet
+    proc = pmutop("--prometheus", base, "--batch", "--since", "100d", "--format", "csv", "--interval", "2")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "first sample" in err, err
+    rows = [dict(zip(out.splitlines()[0].split(","), line.split(","), strict=True)) for line in out.splitlines()[1:]]
+    assert 6 <= len(rows) <= 6 * 60, len(rows)  # six CPUs, a row each 2 s since the server began
+    assert {row["host"] for row in rows} == set(instances)
+    assert sum(1 for row in rows if row["ipc"]) >= len(rows) - 6, out  # numbers from the first rows on

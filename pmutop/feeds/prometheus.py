@@ -341,7 +341,8 @@ class PrometheusFeed(PromRounds[FleetHost]):
     def first_sample(self, start: float, end: float) -> float | None:
         """When the server's first sample of the instances between `start` and `end` is (Unix s, to a scrape
         interval); None: none there. Two query_range of one series: over the whole window at a coarse step, then
-        over the coarse step before the first point found, at the scrape interval."""
+        over the coarse step before the first point found, at the scrape interval (or as near as the server's
+        limit of points allows)."""
         expr = f"count({self.match})"
 
         def first(since: float, until: float, step: float) -> float | None:
@@ -351,7 +352,8 @@ class PrometheusFeed(PromRounds[FleetHost]):
         found = first(start, end, coarse)
         if found is None or coarse <= self.scrape_s:
             return found
-        return first(max(start, found - coarse), found, self.scrape_s) or found
+        fine = max(self.scrape_s, coarse / FIRST_SAMPLE_POINTS)  # a window of years: still within the limit
+        return first(max(start, found - coarse), found, fine) or found
 
     def history(self, start: float, end: float) -> Iterator[tuple[float, list[Sample]]]:
         """The rounds from `start` to `end` (Unix s, one every step) out of the server's history, each pushed
