@@ -31,6 +31,7 @@ from pmutop.feeds import fleet_queries as fq
 from pmutop.feeds.prom_rounds import PromRounds, Query, clock_text
 from pmutop.feeds.prometheus import PrometheusFeed, _key_order, _near, _steps
 from pmutop.feeds.promql import PromError, Server, Vector, duration, restrict
+from pmutop.feeds.remote import exported
 
 HOST = ("instance",)
 FLEET_HISTORY = 120  # intervals the live view keeps (pmutop.tui.model.HISTORY): the heatmap full at any width
@@ -169,7 +170,7 @@ class FleetFeed(PromRounds[HostRow]):
                 fields["energy_j"] = {"package": max(0.0, watts[where] * scale)}
             h.dram_bytes_per_s = None if dram is None or where not in dram else dram[where] / per_cpu_rate
             h.worst = worst.get(inst)
-            out.append((h.index, fields))
+            out.append((h.index, exported(fields)))
         return out
 
     # -- rounds
