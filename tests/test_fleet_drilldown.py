@@ -66,3 +66,34 @@ async def test_a_hosts_dram_line_shows_what_its_exporter_measured() -> None:
         # Read and write as the exporter served them, and their share of the peak it serves.
         assert (DRAM_READ, DRAM_WRITE, DRAM_PEAK) == (3.0e9, 1.0e9, 20.0e9)
         assert "R 3.0 GB/s" in line and "W 1.0 GB/s" in line and "20%" in line, line
+
+
+async def test_a_fleet_of_one_host_is_said_in_the_singular() -> None:
+    with FakePrometheus(hosts=1, cpus=2) as fake:
+        feed = FleetFeed(parse_server(fake.url), 1.0, DEFAULT_MATCH)
+        try:
+            app = FleetApp(feed, feed.run_info())
+            async with app.run_test(size=(200, 40)) as pilot:
+                await until(pilot, lambda: "host" in text_of(app.query_one("#status", Static), width=300))
+                status = text_of(app.query_one("#status", Static), width=300)
+                machine = text_of(app.query_one("#machine", Static), width=300)
+        finally:
+            feed.stop()
+    assert " 1 host " in status and "1 hosts" not in status, status
+    assert machine.startswith("1 host (2 CPUs) via"), machine
+
+
+async def test_the_host_table_shows_busy_where_the_exporters_serve_it() -> None:
+    with FakePrometheus(hosts=2, cpus=2, families=("busy_seconds_total",)) as fake:
+        feed = FleetFeed(parse_server(fake.url), 1.0, DEFAULT_MATCH)
+        try:
+            app = FleetApp(feed, feed.run_info())
+            async with app.run_test(size=(250, 40)) as pilot:
+                for _ in range(2):  # the power columns come with the first updates
+                    before = app.updates
+                    feed.poll()
+                    await until(pilot, lambda: app.updates > before)  # noqa: B023
+                assert first_cells(app, "busy") == ["50", "50", "50"]
+                assert first_cells(app) == [*fake.instances, "all"]
+        finally:
+            feed.stop()

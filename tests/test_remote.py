@@ -163,3 +163,26 @@ def test_connect_batch_table_shows_the_power_columns_the_exporter_serves(two_hos
     rows = [line.split() for line in r.stdout.splitlines()[1:] if line.split()[1:2] in (["0"], ["1"], ["all"])]
     # Each row ends Busy% BzyMHz °C PkgW flags SIMULATED (the demo's CPU 1 carries no package energy: "-").
     assert len(rows) == 6 and all(0.0 < float(row[-6]) <= 100.0 and float(row[-5]) > 0 for row in rows), r.stdout
+
+
+def test_a_tls_failure_is_said_without_openssls_source_line(tmp_path: Path) -> None:
+    import shutil
+
+    from helpers.fake_prometheus import FakePrometheus
+
+    if not shutil.which("openssl"):
+        pytest.skip("no openssl to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    made = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    if made.returncode != 0:
+        pytest.skip(f"openssl could not make a certificate: {made.stderr.strip()[-200:]}")
+    with FakePrometheus(tls=(str(cert), str(key))) as server, pytest.raises(PmutopError) as caught:
+        RemoteFeed([server.url], 1.0)  # any https server whose certificate no known CA signed
+    said = str(caught.value)
+    assert said.startswith(f"--connect {server.url}: ") and "certificate" in said.lower(), said
+    assert "_ssl.c" not in said, said

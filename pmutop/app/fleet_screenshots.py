@@ -74,7 +74,9 @@ class CannedPrometheus(Client):
             }
         return self._at(expr, at)
 
-    def matrix(self, expr: str, start: float, end: float, step: float, by: tuple[str, ...]) -> dict[float, Vector]:
+    def matrix(
+        self, expr: str, start: float, end: float, step: float, by: tuple[str, ...], timeout: float | None = None
+    ) -> dict[float, Vector]:
         steps = round((end - start) / step) + 1
         return {round(start + n * step, 3): self._at(expr, round(start + n * step, 3)) for n in range(steps)}
 

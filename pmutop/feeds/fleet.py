@@ -31,6 +31,7 @@ from pmutop.feeds import fleet_queries as fq
 from pmutop.feeds.prom_rounds import PromRounds, Query, clock_text
 from pmutop.feeds.prometheus import PrometheusFeed, _key_order, _near, _steps
 from pmutop.feeds.promql import PromError, Server, Vector, duration, restrict
+from pmutop.feeds.remote import exported
 
 HOST = ("instance",)
 FLEET_HISTORY = 120  # intervals the live view keeps (pmutop.tui.model.HISTORY): the heatmap full at any width
@@ -169,7 +170,7 @@ class FleetFeed(PromRounds[HostRow]):
                 fields["energy_j"] = {"package": max(0.0, watts[where] * scale)}
             h.dram_bytes_per_s = None if dram is None or where not in dram else dram[where] / per_cpu_rate
             h.worst = worst.get(inst)
-            out.append((h.index, fields))
+            out.append((h.index, exported(fields)))
         return out
 
     # -- rounds
@@ -180,7 +181,7 @@ class FleetFeed(PromRounds[HostRow]):
         step = self.step
 
         def ask(q: Query) -> dict[float, Vector]:
-            return self.client.matrix(q.expr, start, end, step, q.by)
+            return self.client.matrix(q.expr, start, end, step, q.by, self.history_timeout)
 
         answers = list(self._pool.map(ask, qs))
         stamps = sorted({at for a in answers for at in a})
@@ -219,8 +220,9 @@ class FleetFeed(PromRounds[HostRow]):
     def run_info(self) -> RunInfo:
         first = self.hosts[0].info
         cpus = sum(h.cpus for h in self.hosts)
+        hosts = f"{len(self.hosts)} host{'' if len(self.hosts) == 1 else 's'}"
         return RunInfo(
-            hostname=f"{len(self.hosts)} hosts ({cpus} CPUs) via {self.server.shown}",
+            hostname=f"{hosts} ({cpus} CPUs) via {self.server.shown}",
             cpu_model=first.get("cpu_model", "?"),
             uarch=first.get("microarchitecture") or None,
             pmu=first.get("pmu", "PMU") + (f" (+{len(self.hosts) - 1} more hosts)" if len(self.hosts) > 1 else ""),

@@ -99,6 +99,7 @@ class PromRounds(RoundWaits, SampleFeed, HostLabels, LostHosts, Generic[Instance
             self.close()
             raise
         self.step, self.window = self._pace(interval)
+        self.history_timeout = self.client.timeout  # query_range's: the history is many rounds in one answer
         self.wall0 = self._clock()  # Unix time of a sample's time 0 (prefill moves it back: the history's start)
         self.live0 = self.wall0  # Unix time of elapsed() == 0: the live rounds' start, not the history's
         if self.client.timeout > max(self.step, 2.0):

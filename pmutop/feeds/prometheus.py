@@ -44,6 +44,7 @@ from pmutop.feeds.remote import HOST_STRIDE, exported, power_fields
 from pmutop.feeds.replay_packages import ReplayPackageFeed
 
 HISTORY_INTERVALS = 60
+FIRST_SAMPLE_POINTS = 10_000  # steps of the coarse query for the first sample (Prometheus allows 11,000)
 RANGE_POINTS = 400_000  # points per query_range answer at most (64,000 CPUs: 6 steps a query)
 CPU = ("instance", "cpu")
 POWER_FAMILIES = (
@@ -240,7 +241,7 @@ class PrometheusFeed(PromRounds[FleetHost]):
         return power_fields(self._families)
 
     def _ask_range(self, query: Query, start: float, end: float) -> dict[float, Vector]:
-        return self.client.matrix(query.expr, start, end, self.step, query.by)
+        return self.client.matrix(query.expr, start, end, self.step, query.by, self.history_timeout)
 
     # -- building samples
 
@@ -336,6 +337,23 @@ class PrometheusFeed(PromRounds[FleetHost]):
         self._gaps_said[instance] = now
 
     # -- rounds: live, and from the server's history
+
+    def first_sample(self, start: float, end: float) -> float | None:
+        """When the server's first sample of the instances between `start` and `end` is (Unix s, to a scrape
+        interval); None: none there. Two query_range of one series: over the whole window at a coarse step, then
+        over the coarse step before the first point found, at the scrape interval (or as near as the server's
+        limit of points allows)."""
+        expr = f"count({self.match})"
+
+        def first(since: float, until: float, step: float) -> float | None:
+            return min(self.client.matrix(expr, since, until, step, (), self.history_timeout), default=None)
+
+        coarse = max(self.scrape_s, (end - start) / FIRST_SAMPLE_POINTS)
+        found = first(start, end, coarse)
+        if found is None or coarse <= self.scrape_s:
+            return found
+        fine = max(self.scrape_s, coarse / FIRST_SAMPLE_POINTS)  # a window of years: still within the limit
+        return first(max(start, found - coarse), found, fine) or found
 
     def history(self, start: float, end: float) -> Iterator[tuple[float, list[Sample]]]:
         """The rounds from `start` to `end` (Unix s, one every step) out of the server's history, each pushed

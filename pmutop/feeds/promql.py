@@ -162,8 +162,10 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def _fetch(self, path: str, params: dict[str, str]) -> httpx.Response:
-        bound = self.timeout if self.answered else min(self.timeout, FIRST_ANSWER_S)
+    def _fetch(self, path: str, params: dict[str, str], timeout: float | None = None) -> httpx.Response:
+        bound = timeout or self.timeout
+        if not self.answered:
+            bound = min(bound, FIRST_ANSWER_S)
         try:
             # Per request: the feed lowers `timeout` after discovery (httpx fixed the client's at construction).
             answer = self._http.get(path, params=params, timeout=bound)
@@ -174,10 +176,12 @@ class Client:
         self.answered = True
         return answer
 
-    def _get(self, path: str, params: dict[str, str], answer: httpx.Response | None = None) -> Any:
+    def _get(
+        self, path: str, params: dict[str, str], answer: httpx.Response | None = None, timeout: float | None = None
+    ) -> Any:
         """The `data` of a successful answer; anything else a PromError naming what went wrong."""
         where = f"prometheus {self.server.shown}"
-        r = answer if answer is not None else self._fetch(path, params)
+        r = answer if answer is not None else self._fetch(path, params, timeout)
         try:
             body = json.loads(r.content)
         except ValueError:
@@ -230,10 +234,13 @@ class Client:
                 out[key] = value
         return out
 
-    def matrix(self, expr: str, start: float, end: float, step: float, by: tuple[str, ...]) -> dict[float, Vector]:
-        """`expr` at every step from `start` to `end`: time -> Vector, as `instant` cuts it."""
+    def matrix(
+        self, expr: str, start: float, end: float, step: float, by: tuple[str, ...], timeout: float | None = None
+    ) -> dict[float, Vector]:
+        """`expr` at every step from `start` to `end`: time -> Vector, as `instant` cuts it. `timeout`: this
+        request's bound, when not the client's (a history's answers are larger than a round's)."""
         params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:.3f}"}
-        data = self._get("/api/v1/query_range", params)
+        data = self._get("/api/v1/query_range", params, timeout=timeout)
         out: dict[float, Vector] = {}
         for r in data["result"]:
             try:

@@ -9,6 +9,7 @@ interval; when it answers again its rows come back by themselves.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import urllib.error
@@ -165,8 +166,10 @@ def fetch(url: str, timeout: float = TIMEOUT_S) -> str:
 
 def _why(e: BaseException) -> str:
     if isinstance(e, urllib.error.URLError):
-        return str(getattr(e.reason, "strerror", None) or e.reason)
-    return str(e) or type(e).__name__
+        text = str(getattr(e.reason, "strerror", None) or e.reason)
+    else:
+        text = str(e) or type(e).__name__
+    return re.sub(r"\s*\(_ssl\.c:\d+\)", "", text)  # not OpenSSL's source line
 
 
 @dataclass
@@ -441,11 +444,20 @@ def _power_deltas(old: Scrape, new: Scrape, cpu: int, span: float, first_of_pack
     return out
 
 
+_SOURCES: dict[tuple[str, ...], dict[str, str]] = {}  # one power_src per set of fields, shared by the samples
+
+
 def exported(fields: dict[str, Any]) -> dict[str, Any]:
-    """`fields` with power_src naming the exporter as the source of each power value it carries (the live view
-    shows a power column for the fields some sample's power_src names)."""
-    src = {k: EXPORTER_SOURCE for k in POWER_SOURCED if fields.get(k) not in (None, {})}
-    return fields | {"power_src": src} if src else fields
+    """`fields`, given power_src naming the exporter as the source of each power value it carries (the live view
+    shows a power column for the fields some sample's power_src names). Samples never change their power_src:
+    those with the same fields share one (no new dict per CPU per round)."""
+    present = tuple(k for k in POWER_SOURCED if fields.get(k) not in (None, {}))
+    if present:
+        src = _SOURCES.get(present)
+        if src is None:
+            src = _SOURCES[present] = {k: EXPORTER_SOURCE for k in present}
+        fields["power_src"] = src
+    return fields
 
 
 def power_fields(families: set[str]) -> list[str]:

@@ -272,7 +272,7 @@ class FleetApp(PmutopApp):
             t.append(" its CPUs · Esc: hosts  ·  ")
         else:
             hosts = len(self.fleet.hosts)
-            t.append(f" {hosts} hosts ", style="bold reverse")
+            t.append(f" {hosts} host{'' if hosts == 1 else 's'} ", style="bold reverse")
             t.append(f" opening {self.opening}…  ·  " if self.opening else " Enter: a host's CPUs  ·  ")
         t.append_text(status)
         return t

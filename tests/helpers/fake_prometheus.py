@@ -3,7 +3,8 @@ for the --prometheus fault and scale tests. Every CPU runs at IPC 2.0, 50% busy,
 
 `mode` makes it misbehave: "ok", "slow" (answers after `delay` s), "500", "malformed" (not JSON), "nan" (every
 instructions rate NaN), "partial" (host 0's CPU 0 has no sampled_seconds). `gone` instances are not scraped
-any more (no current samples); `starts` can be changed to make one look restarted. `families` adds what
+any more (no current samples); `starts` can be changed to make one look restarted; `first_sample` makes its
+history begin then (query_range answers nothing before it). `families` adds what
 exporters serve beside the events: "busy_seconds_total" (every CPU busy BUSY of the time) and "dram_bytes_total"
 (package 0 of each host reads DRAM_READ and writes DRAM_WRITE bytes/s of DRAM_PEAK).
 
@@ -56,6 +57,7 @@ class FakePrometheus:
         self.gone: set[str] = set()
         self.starts = {inst: 1_700_000_000.0 + i for i, inst in enumerate(self.instances)}
         self.ingest_lag: float | None = None
+        self.first_sample: float | None = None  # Unix time of the oldest sample it holds (None: all of time)
         self.queries: list[str] = []  # every query asked, in order
         self.headers: list[dict[str, str]] = []  # every request's headers
         self._cache: dict[tuple[str, str], bytes] = {}
@@ -186,6 +188,8 @@ class FakePrometheus:
                  else sum(self.per_cpu(name, index[i], c) for c in range(self.cpus)))
                 for i in live
             ]  # fmt: skip
+        if query.startswith("count(pmutop_info"):
+            return [({}, len(live))] if live else []
         if query.startswith("pmutop_info"):
             return [({"__name__": "pmutop_info", "instance": i, "hostname": i.split(":")[0]}, 1) for i in live]
         if "pmutop_cpu_info" in query:
@@ -206,6 +210,8 @@ class FakePrometheus:
         return out
 
     def _range(self, query: str, start: float, end: float, step: float) -> bytes:
+        if self.first_sample is not None and self.first_sample > start:  # nothing before its first sample
+            start = start + math.ceil((self.first_sample - start) / step - 1e-6) * step
         steps = [round(start + k * step, 3) for k in range(int((end - start) / step + 1e-6) + 1)]
         result = [{"metric": m, "values": [[t, str(v)] for t in steps]} for m, v in self.series(query)]
         return _body("matrix", result)

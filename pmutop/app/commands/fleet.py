@@ -9,7 +9,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
 
 from pmutop.app.console import NEEDS_TERMINAL, has_terminal, say, warn
@@ -44,6 +44,7 @@ _THIS_MACHINE = {
     "keep_nmi_watchdog": False,
     "mem_peak": None,
 }
+MANY_ROWS = 1_000_000  # a past window longer than this many rows is said before it prints
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
 
@@ -132,6 +133,7 @@ def _run_prometheus(args: argparse.Namespace, guard: ExitGuard) -> int:
         info = feed.run_info()
         mode = "SIMULATED" if feed.simulated else "prometheus"
         if since is not None:
+            since = _window_start(feed, since, until, args.count)
             feed.wall0 = since
         if args.record:
             start = since if since is not None else None
@@ -236,6 +238,34 @@ def _live_batch(args: argparse.Namespace, feed: object, mode: str, recorder: Rec
         power_fields=feed.power_fields(),
     )
     return 0
+
+
+def _window_start(feed: object, since: float, until: float, count: int | None) -> float:
+    """Where a past window starts: --since, or the server's first sample of the instances when that is later
+    (said on stderr; the rows before it would be empty). A window of more than MANY_ROWS rows is said first."""
+    from pmutop.feeds.prometheus import PrometheusFeed
+    from pmutop.feeds.promql import PromError
+
+    assert isinstance(feed, PrometheusFeed)
+    try:
+        first = feed.first_sample(since, until)
+    except PromError as e:
+        raise PmutopError(str(e)) from None
+    if first is not None and first > since + feed.step:
+        # The first round whose rate window holds the first sample and the next scrapes.
+        since = min(until - feed.step, first + feed.window - feed.step)
+        when = datetime.fromtimestamp(first, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        warn(f"--since: the server's first sample of these instances is at {when}: the window starts there")
+    intervals = int((until - since) / feed.step + 1e-6)
+    if count is not None:
+        intervals = min(intervals, count)
+    rows = intervals * len(feed.cpus)
+    if rows > MANY_ROWS:
+        warn(
+            f"--since: this window is {rows:,} rows ({intervals:,} intervals x {len(feed.cpus):,} CPUs), more than a "
+            "million: --count, a larger --interval, a later --since or --match print fewer"
+        )
+    return since
 
 
 def _print_window(
