@@ -5,7 +5,6 @@ table, or a metric this run measures) and says so once. Views 4, 5 and 6 are rem
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from textual.pilot import Pilot
 from textual.screen import Screen
 
 from pmutop.app.commands.replay import replay_app
@@ -137,8 +137,8 @@ def save(app: PmutopApp, path: Path, view: str, metric: str | None) -> None:
 
 
 @contextlib.asynccontextmanager
-async def started(app: PmutopApp, size: tuple[int, int] = (160, 40)) -> AsyncIterator[list[str]]:
-    """Run `app`; yields the notifications it shows (a list that grows)."""
+async def started(app: PmutopApp, size: tuple[int, int] = (160, 40)) -> AsyncIterator[tuple[Pilot[int], list[str]]]:
+    """Run `app`; yields its pilot and the notifications it shows (a list that grows)."""
     shown: list[str] = []
     notify = app.notify
 
@@ -150,7 +150,7 @@ async def started(app: PmutopApp, size: tuple[int, int] = (160, 40)) -> AsyncIte
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         await pilot.pause()
-        yield shown
+        yield pilot, shown
         assert app.failure is None, app.failure
     assert app.failure is None, app.failure
 
@@ -173,7 +173,7 @@ async def test_every_saved_view_and_metric_starts_before_the_first_reading(
 ) -> None:
     with app_before_the_first_reading(mode, recording, prometheus) as app:
         save(app, tmp_path / "config.toml", view, metric)
-        async with started(app) as notes:
+        async with started(app) as (_pilot, notes):
             want = expected_screen(mode, view, metric)
             if want is None:
                 assert app.screen is app.screen_stack[0], type(app.screen).__name__
@@ -211,10 +211,10 @@ async def test_views_4_5_and_6_are_saved_and_come_back(key: str, view: str, tmp_
         app.core_table.settings = app.settings
         app.settings_path = path
         try:
-            async with started(app) as notes:
+            async with started(app) as (pilot, notes):
                 if run == 0:
                     await app.run_action(f"view('{view}')")
-                    await asyncio.sleep(0)
+                    await pilot.pause()
                 assert type(app.screen) is SCREENS[view]
                 assert notes == []
         finally:
@@ -228,7 +228,7 @@ async def test_a_saved_task_view_without_task_counters_opens_the_table_and_says_
 ) -> None:
     with app_before_the_first_reading("local", recording, prometheus, tasks=False) as app:
         save(app, tmp_path / "config.toml", view, None)
-        async with started(app) as notes:
+        async with started(app) as (_pilot, notes):
             assert app.screen is app.screen_stack[0]
             what = "per-process" if view == "processes" else "per-cgroup"
             how = "--tasks" if view == "processes" else "--cgroups"
@@ -239,6 +239,27 @@ async def test_a_saved_task_view_without_task_counters_opens_the_table_and_says_
             assert how in screen_text(app)
 
 
+@pytest.mark.parametrize("metric", ["dram_read", "dram_write", "ipc"])
+async def test_3_pressed_before_the_first_reading_opens_the_heatmap_waiting(metric: str, tmp_path: Path) -> None:
+    app, engine, _, clock = demo_app(intervals=0, cpus=4, e_cores=0, dram=True)
+    try:
+        save(app, tmp_path / "config.toml", "table", metric)
+        async with started(app) as (pilot, notes):
+            await app.run_action("view('heatmap')")
+            screen = app.screen
+            assert isinstance(screen, HeatmapScreen) and screen.metric.key == metric
+            assert WAITING in screen_text(app) and notes == []
+            clock.advance(1.0)
+            app.package_feed.sample_once(engine.tick())  # type: ignore[union-attr]
+            app.apply_update(None)
+            await pilot.pause()
+            assert WAITING not in screen_text(app)
+            assert ("pkg0" if metric.startswith("dram") else "all") in screen_text(app)  # its rows
+    finally:
+        engine.stop()
+    assert load(tmp_path / "config.toml")[0].view == "heatmap"
+
+
 # -- the saved metric waits for the first reading; one that reading shows is not measured falls back once
 
 
@@ -246,7 +267,7 @@ async def test_a_saved_metric_the_first_readings_do_not_measure_falls_back_to_ip
     app, engine, _, clock = demo_app(intervals=0, cpus=4, e_cores=0, model="skx")  # Skylake: no top-down here
     try:
         save(app, tmp_path / "config.toml", "heatmap", "tma_retiring")
-        async with started(app) as notes:
+        async with started(app) as (pilot, notes):
             screen = app.screen
             assert isinstance(screen, HeatmapScreen) and screen.metric.key == "tma_retiring"
             assert WAITING in screen_text(app) and notes == []
@@ -254,7 +275,7 @@ async def test_a_saved_metric_the_first_readings_do_not_measure_falls_back_to_ip
                 clock.advance(1.0)
                 engine.tick()
                 app.apply_update(None)
-                await asyncio.sleep(0)
+                await pilot.pause()
             assert screen.metric.key == "ipc"
             assert notes == ["heatmap: the saved metric Retiring is not measured here; showing IPC"]
             assert WAITING not in screen_text(app)
@@ -267,11 +288,11 @@ async def test_a_saved_metric_the_first_readings_measure_stays(tmp_path: Path) -
     app, engine, _, clock = demo_app(intervals=0, cpus=4, e_cores=0, model="adl")
     try:
         save(app, tmp_path / "config.toml", "heatmap", "pkg_watts")
-        async with started(app) as notes:
+        async with started(app) as (pilot, notes):
             clock.advance(1.0)
             engine.tick()
             app.apply_update(None)
-            await asyncio.sleep(0)
+            await pilot.pause()
             screen = app.screen
             assert isinstance(screen, HeatmapScreen) and screen.metric.key == "pkg_watts"
             assert notes == [] and WAITING not in screen_text(app)
@@ -283,7 +304,7 @@ async def test_an_unknown_saved_metric_falls_back_to_ipc_and_says_so(tmp_path: P
     app, engine, _, _ = demo_app(intervals=0, cpus=4, e_cores=0)
     try:
         save(app, tmp_path / "config.toml", "heatmap", "no_such_metric")
-        async with started(app) as notes:
+        async with started(app) as (_pilot, notes):
             assert isinstance(app.screen, HeatmapScreen) and app.screen.metric.key == "ipc"
             assert notes == ["heatmap: the saved metric no_such_metric is not measured here; showing IPC"]
     finally:
@@ -299,13 +320,13 @@ async def test_an_interval_that_comes_while_a_view_mounts_waits_for_it(view: str
     mount takes longer than an interval): the view draws once mounted, nothing breaks."""
     app, engine, _, clock = demo_app(intervals=2, cpus=4, e_cores=0, model="adl")
     try:
-        async with started(app) as notes:
+        async with started(app) as (pilot, notes):
             mounting = app.push_screen(SCREENS[view]())
             clock.advance(1.0)
             engine.tick()
             app.apply_update(None)
             await mounting
-            await asyncio.sleep(0)
+            await pilot.pause()
             assert type(app.screen) is SCREENS[view] and notes == []
     finally:
         engine.stop()
