@@ -186,6 +186,8 @@ async def test_every_saved_view_and_metric_starts_before_the_first_reading(
             if fell_back:  # said once, in one line that names what was saved
                 assert len(notes) == 1, notes
                 assert "saved" in notes[0] and ("showing the table" in notes[0] or "showing IPC" in notes[0])
+                if view != "heatmap":  # why, in this mode's words
+                    assert {"connect": "over --connect", "fleet": "over --prometheus"}[mode] in notes[0]
             else:
                 assert notes == []
             if view in ("topdown", "heatmap", "processes", "cgroups") and not fell_back:

@@ -203,8 +203,8 @@ class FleetApp(PmutopApp):
             self._remember(view=view)
 
     def task_unavailable(self, kind: str) -> str:
-        what = WHAT.get(kind, kind)
-        return f"{what}: not available over --prometheus (the exporters serve per-CPU counters)"
+        """The fleet view asks Prometheus for per-host and per-CPU series only."""
+        return f"{WHAT.get(kind, kind)}: not available over --prometheus (the fleet view reads hosts and their CPUs)"
 
     @on(Input.Submitted, "#filter")
     def _host_filter_submitted(self, event: Input.Submitted) -> None:
