@@ -1,5 +1,5 @@
 """A saved view and heatmap metric (config.toml) never stop the live view from starting: every view and metric
-that can be saved opens in every mode (this machine, a replay, --connect, the --prometheus fleet) before the
+that can be saved opens in every mode (this machine, a replay, --connect, --prometheus) before the
 first reading has come, saying it waits for it; a saved setting the mode cannot honour falls back (the
 table, or a metric this run measures) and says so once. Views 4, 5 and 6 are remembered like 2 and 3."""
 
@@ -21,6 +21,7 @@ from pmutop.app.screenshots import demo_app
 from pmutop.app.scripted_tasks import ScriptedTasks
 from pmutop.core.task_reading import EXACT
 from pmutop.feeds.fleet import FleetFeed
+from pmutop.feeds.prometheus import PrometheusFeed
 from pmutop.feeds.promql import DEFAULT_MATCH, parse_server
 from pmutop.feeds.remote import RemoteFeed, remote_info
 from pmutop.recording.reader import read_recording
@@ -40,7 +41,8 @@ from tests.helpers.fake_prometheus import FakePrometheus
 from tests.helpers.pilot import screen_text
 
 WAITING = "waiting for the first reading"
-MODES = ("local", "replay", "connect", "fleet")
+# "prometheus": `pmutop --prometheus URL --record FILE`, the per-CPU live view over Prometheus.
+MODES = ("local", "replay", "connect", "fleet", "prometheus")
 SCREENS: dict[str, type[Screen[None]]] = {
     "topdown": TopdownScreen,
     "heatmap": HeatmapScreen,
@@ -50,8 +52,8 @@ SCREENS: dict[str, type[Screen[None]]] = {
 }
 FLEET_SCREENS: dict[str, type[Screen[None]]] = {"topdown": FleetTopdownScreen, "heatmap": FleetHeatmapScreen}
 # What each mode cannot show: no per-task counters over --connect or --prometheus, no DRAM bandwidth source there.
-NO_TASKS = {"connect", "fleet"}
-NO_DRAM = {"connect", "fleet"}
+NO_TASKS = {"connect", "fleet", "prometheus"}
+NO_DRAM = {"connect", "fleet", "prometheus"}
 SAVED = [(view, None) for view in VIEWS if view != "heatmap"] + [("heatmap", m.key) for m in (*METRICS, *DRAM_METRICS)]
 
 
@@ -117,6 +119,12 @@ def app_before_the_first_reading(
         text = exporter_text()
         remote = RemoteFeed(["http://127.0.0.1:9"], 1.0, fetch_text=lambda url: text)
         yield PmutopApp(remote, remote_info(remote))
+    elif mode == "prometheus":
+        per_cpu = PrometheusFeed(parse_server(fake.url), 1.0, DEFAULT_MATCH)  # not prefilled, not polled
+        try:
+            yield PmutopApp(per_cpu, per_cpu.run_info())
+        finally:
+            per_cpu.stop()
     else:
         fleet = FleetFeed(parse_server(fake.url), 1.0, DEFAULT_MATCH)  # not prefilled, not polled
         try:
@@ -187,7 +195,7 @@ async def test_every_saved_view_and_metric_starts_before_the_first_reading(
                 assert len(notes) == 1, notes
                 assert "saved" in notes[0] and ("showing the table" in notes[0] or "showing IPC" in notes[0])
                 if view != "heatmap":  # why, in this mode's words
-                    assert {"connect": "over --connect", "fleet": "over --prometheus"}[mode] in notes[0]
+                    assert ("over --connect" if mode == "connect" else "over --prometheus") in notes[0]
             else:
                 assert notes == []
             if view in ("topdown", "heatmap", "processes", "cgroups") and not fell_back:

@@ -34,7 +34,6 @@ from pmutop.tui.screens.fleet_heatmap import FleetHeatmapScreen
 from pmutop.tui.screens.fleet_topdown import FleetTopdownScreen
 from pmutop.tui.screens.too_small import TooSmallScreen
 from pmutop.tui.table_controller import TOTAL_ROW, CoreTable
-from pmutop.tui.views import WHAT
 from pmutop.tui.widgets.fast_table import FastTable
 from pmutop.tui.widgets.filter_bar import FilterBar
 
@@ -201,10 +200,6 @@ class FleetApp(PmutopApp):
                 await self.push_screen(FleetTopdownScreen())
         if remember:
             self._remember(view=view)
-
-    def task_unavailable(self, kind: str) -> str:
-        """The fleet view asks Prometheus for per-host and per-CPU series only."""
-        return f"{WHAT.get(kind, kind)}: not available over --prometheus (the fleet view reads hosts and their CPUs)"
 
     @on(Input.Submitted, "#filter")
     def _host_filter_submitted(self, event: Input.Submitted) -> None:
