@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -38,7 +39,10 @@ from pmutop.tui.screens.memory import MemoryScreen
 from pmutop.tui.screens.processes import ProcessesScreen
 from pmutop.tui.screens.topdown import TopdownScreen
 from tests.helpers.fake_prometheus import FakePrometheus
+from tests.helpers.flags import needs_tmux
 from tests.helpers.pilot import screen_text
+from tests.helpers.serve import ROOT
+from tests.test_tmux import Tmux
 
 WAITING = "waiting for the first reading"
 # "prometheus": `pmutop --prometheus URL --record FILE`, the per-CPU live view over Prometheus.
@@ -340,3 +344,37 @@ async def test_an_interval_that_comes_while_a_view_mounts_waits_for_it(view: str
             assert type(app.screen) is SCREENS[view] and notes == []
     finally:
         engine.stop()
+
+
+# -- for real: the user's keys, then the next start
+
+
+@pytest.mark.integration
+@needs_tmux
+def test_quitting_from_the_dram_heatmap_lets_the_next_start_open_it(tmp_path: Path) -> None:
+    """`pmutop --demo`, 3, m, End (DRAM write, the chooser's last), Enter, q; then `pmutop --demo` again, in a
+    terminal, with its own config directory: the second run opens on that heatmap and quits with status 0."""
+    tmux = Tmux(tmp_path)
+    env = f"XDG_CONFIG_HOME={tmp_path / 'config'} PYTHONPATH={ROOT}"
+    status = [tmp_path / "status1", tmp_path / "status2"]
+    try:
+        for run, path in enumerate(status):
+            cmd = f"{env} {sys.executable} -m pmutop --demo --sim-cpus 4; echo $? > {path}; sleep 60"
+            tmux("new-session", "-d", "-s", "t", "-x", "120", "-y", "30", cmd)
+            if run == 0:
+                tmux.wait_for("Top-down")  # the table's footer: the app is up
+                for key in ("3", "m", "End", "Enter"):
+                    tmux("send-keys", "-t", "t", key)
+                    time.sleep(0.3)
+            tmux.wait_for("Heatmap: DRAM write per package")
+            tmux("send-keys", "-t", "t", "q")
+            deadline = time.monotonic() + 30
+            while not path.exists() or not path.read_text().strip():
+                assert time.monotonic() < deadline, tmux.screen()
+                time.sleep(0.1)
+            assert path.read_text().strip() == "0", tmux.screen()
+            tmux("kill-session", "-t", "t")
+    finally:
+        tmux.kill()
+    saved = (tmp_path / "config" / "pmutop" / "config.toml").read_text()
+    assert 'view = "heatmap"' in saved and 'heatmap_metric = "dram_write"' in saved
