@@ -227,7 +227,7 @@ async def test_views_4_5_and_6_are_saved_and_come_back(key: str, view: str, tmp_
         try:
             async with started(app) as (pilot, notes):
                 if run == 0:
-                    await app.run_action(f"view('{view}')")
+                    await pilot.press(key)
                     await pilot.pause()
                 assert type(app.screen) is SCREENS[view]
                 assert notes == []
