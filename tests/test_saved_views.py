@@ -1,19 +1,20 @@
 """A saved view and heatmap metric (config.toml) never stop the live view from starting: every view and metric
-that can be saved opens in every mode (this machine, a replay, --connect, the --prometheus fleet) before the
+that can be saved opens in every mode (this machine, a replay, --connect, --prometheus) before the
 first reading has come, saying it waits for it; a saved setting the mode cannot honour falls back (the
 table, or a metric this run measures) and says so once. Views 4, 5 and 6 are remembered like 2 and 3."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from textual.pilot import Pilot
 from textual.screen import Screen
 
 from pmutop.app.commands.replay import replay_app
@@ -21,6 +22,7 @@ from pmutop.app.screenshots import demo_app
 from pmutop.app.scripted_tasks import ScriptedTasks
 from pmutop.core.task_reading import EXACT
 from pmutop.feeds.fleet import FleetFeed
+from pmutop.feeds.prometheus import PrometheusFeed
 from pmutop.feeds.promql import DEFAULT_MATCH, parse_server
 from pmutop.feeds.remote import RemoteFeed, remote_info
 from pmutop.recording.reader import read_recording
@@ -37,10 +39,14 @@ from pmutop.tui.screens.memory import MemoryScreen
 from pmutop.tui.screens.processes import ProcessesScreen
 from pmutop.tui.screens.topdown import TopdownScreen
 from tests.helpers.fake_prometheus import FakePrometheus
+from tests.helpers.flags import needs_tmux
 from tests.helpers.pilot import screen_text
+from tests.helpers.serve import ROOT
+from tests.test_tmux import Tmux
 
 WAITING = "waiting for the first reading"
-MODES = ("local", "replay", "connect", "fleet")
+# "prometheus": `pmutop --prometheus URL --record FILE`, the per-CPU live view over Prometheus.
+MODES = ("local", "replay", "connect", "fleet", "prometheus")
 SCREENS: dict[str, type[Screen[None]]] = {
     "topdown": TopdownScreen,
     "heatmap": HeatmapScreen,
@@ -50,8 +56,8 @@ SCREENS: dict[str, type[Screen[None]]] = {
 }
 FLEET_SCREENS: dict[str, type[Screen[None]]] = {"topdown": FleetTopdownScreen, "heatmap": FleetHeatmapScreen}
 # What each mode cannot show: no per-task counters over --connect or --prometheus, no DRAM bandwidth source there.
-NO_TASKS = {"connect", "fleet"}
-NO_DRAM = {"connect", "fleet"}
+NO_TASKS = {"connect", "fleet", "prometheus"}
+NO_DRAM = {"connect", "fleet", "prometheus"}
 SAVED = [(view, None) for view in VIEWS if view != "heatmap"] + [("heatmap", m.key) for m in (*METRICS, *DRAM_METRICS)]
 
 
@@ -117,6 +123,12 @@ def app_before_the_first_reading(
         text = exporter_text()
         remote = RemoteFeed(["http://127.0.0.1:9"], 1.0, fetch_text=lambda url: text)
         yield PmutopApp(remote, remote_info(remote))
+    elif mode == "prometheus":
+        per_cpu = PrometheusFeed(parse_server(fake.url), 1.0, DEFAULT_MATCH)  # not prefilled, not polled
+        try:
+            yield PmutopApp(per_cpu, per_cpu.run_info())
+        finally:
+            per_cpu.stop()
     else:
         fleet = FleetFeed(parse_server(fake.url), 1.0, DEFAULT_MATCH)  # not prefilled, not polled
         try:
@@ -137,8 +149,8 @@ def save(app: PmutopApp, path: Path, view: str, metric: str | None) -> None:
 
 
 @contextlib.asynccontextmanager
-async def started(app: PmutopApp, size: tuple[int, int] = (160, 40)) -> AsyncIterator[list[str]]:
-    """Run `app`; yields the notifications it shows (a list that grows)."""
+async def started(app: PmutopApp, size: tuple[int, int] = (160, 40)) -> AsyncIterator[tuple[Pilot[int], list[str]]]:
+    """Run `app`; yields its pilot and the notifications it shows (a list that grows)."""
     shown: list[str] = []
     notify = app.notify
 
@@ -150,7 +162,7 @@ async def started(app: PmutopApp, size: tuple[int, int] = (160, 40)) -> AsyncIte
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         await pilot.pause()
-        yield shown
+        yield pilot, shown
         assert app.failure is None, app.failure
     assert app.failure is None, app.failure
 
@@ -173,7 +185,7 @@ async def test_every_saved_view_and_metric_starts_before_the_first_reading(
 ) -> None:
     with app_before_the_first_reading(mode, recording, prometheus) as app:
         save(app, tmp_path / "config.toml", view, metric)
-        async with started(app) as notes:
+        async with started(app) as (_pilot, notes):
             want = expected_screen(mode, view, metric)
             if want is None:
                 assert app.screen is app.screen_stack[0], type(app.screen).__name__
@@ -186,6 +198,8 @@ async def test_every_saved_view_and_metric_starts_before_the_first_reading(
             if fell_back:  # said once, in one line that names what was saved
                 assert len(notes) == 1, notes
                 assert "saved" in notes[0] and ("showing the table" in notes[0] or "showing IPC" in notes[0])
+                if view != "heatmap":  # why, in this mode's words
+                    assert ("over --connect" if mode == "connect" else "over --prometheus") in notes[0]
             else:
                 assert notes == []
             if view in ("topdown", "heatmap", "processes", "cgroups") and not fell_back:
@@ -211,10 +225,10 @@ async def test_views_4_5_and_6_are_saved_and_come_back(key: str, view: str, tmp_
         app.core_table.settings = app.settings
         app.settings_path = path
         try:
-            async with started(app) as notes:
+            async with started(app) as (pilot, notes):
                 if run == 0:
-                    await app.run_action(f"view('{view}')")
-                    await asyncio.sleep(0)
+                    await pilot.press(key)
+                    await pilot.pause()
                 assert type(app.screen) is SCREENS[view]
                 assert notes == []
         finally:
@@ -228,7 +242,7 @@ async def test_a_saved_task_view_without_task_counters_opens_the_table_and_says_
 ) -> None:
     with app_before_the_first_reading("local", recording, prometheus, tasks=False) as app:
         save(app, tmp_path / "config.toml", view, None)
-        async with started(app) as notes:
+        async with started(app) as (_pilot, notes):
             assert app.screen is app.screen_stack[0]
             what = "per-process" if view == "processes" else "per-cgroup"
             how = "--tasks" if view == "processes" else "--cgroups"
@@ -239,6 +253,27 @@ async def test_a_saved_task_view_without_task_counters_opens_the_table_and_says_
             assert how in screen_text(app)
 
 
+@pytest.mark.parametrize("metric", ["dram_read", "dram_write", "ipc"])
+async def test_3_pressed_before_the_first_reading_opens_the_heatmap_waiting(metric: str, tmp_path: Path) -> None:
+    app, engine, _, clock = demo_app(intervals=0, cpus=4, e_cores=0, dram=True)
+    try:
+        save(app, tmp_path / "config.toml", "table", metric)
+        async with started(app) as (pilot, notes):
+            await app.run_action("view('heatmap')")
+            screen = app.screen
+            assert isinstance(screen, HeatmapScreen) and screen.metric.key == metric
+            assert WAITING in screen_text(app) and notes == []
+            clock.advance(1.0)
+            app.package_feed.sample_once(engine.tick())  # type: ignore[union-attr]
+            app.apply_update(None)
+            await pilot.pause()
+            assert WAITING not in screen_text(app)
+            assert ("pkg0" if metric.startswith("dram") else "all") in screen_text(app)  # its rows
+    finally:
+        engine.stop()
+    assert load(tmp_path / "config.toml")[0].view == "heatmap"
+
+
 # -- the saved metric waits for the first reading; one that reading shows is not measured falls back once
 
 
@@ -246,7 +281,7 @@ async def test_a_saved_metric_the_first_readings_do_not_measure_falls_back_to_ip
     app, engine, _, clock = demo_app(intervals=0, cpus=4, e_cores=0, model="skx")  # Skylake: no top-down here
     try:
         save(app, tmp_path / "config.toml", "heatmap", "tma_retiring")
-        async with started(app) as notes:
+        async with started(app) as (pilot, notes):
             screen = app.screen
             assert isinstance(screen, HeatmapScreen) and screen.metric.key == "tma_retiring"
             assert WAITING in screen_text(app) and notes == []
@@ -254,7 +289,7 @@ async def test_a_saved_metric_the_first_readings_do_not_measure_falls_back_to_ip
                 clock.advance(1.0)
                 engine.tick()
                 app.apply_update(None)
-                await asyncio.sleep(0)
+                await pilot.pause()
             assert screen.metric.key == "ipc"
             assert notes == ["heatmap: the saved metric Retiring is not measured here; showing IPC"]
             assert WAITING not in screen_text(app)
@@ -267,11 +302,11 @@ async def test_a_saved_metric_the_first_readings_measure_stays(tmp_path: Path) -
     app, engine, _, clock = demo_app(intervals=0, cpus=4, e_cores=0, model="adl")
     try:
         save(app, tmp_path / "config.toml", "heatmap", "pkg_watts")
-        async with started(app) as notes:
+        async with started(app) as (pilot, notes):
             clock.advance(1.0)
             engine.tick()
             app.apply_update(None)
-            await asyncio.sleep(0)
+            await pilot.pause()
             screen = app.screen
             assert isinstance(screen, HeatmapScreen) and screen.metric.key == "pkg_watts"
             assert notes == [] and WAITING not in screen_text(app)
@@ -283,7 +318,7 @@ async def test_an_unknown_saved_metric_falls_back_to_ipc_and_says_so(tmp_path: P
     app, engine, _, _ = demo_app(intervals=0, cpus=4, e_cores=0)
     try:
         save(app, tmp_path / "config.toml", "heatmap", "no_such_metric")
-        async with started(app) as notes:
+        async with started(app) as (_pilot, notes):
             assert isinstance(app.screen, HeatmapScreen) and app.screen.metric.key == "ipc"
             assert notes == ["heatmap: the saved metric no_such_metric is not measured here; showing IPC"]
     finally:
@@ -299,13 +334,47 @@ async def test_an_interval_that_comes_while_a_view_mounts_waits_for_it(view: str
     mount takes longer than an interval): the view draws once mounted, nothing breaks."""
     app, engine, _, clock = demo_app(intervals=2, cpus=4, e_cores=0, model="adl")
     try:
-        async with started(app) as notes:
+        async with started(app) as (pilot, notes):
             mounting = app.push_screen(SCREENS[view]())
             clock.advance(1.0)
             engine.tick()
             app.apply_update(None)
             await mounting
-            await asyncio.sleep(0)
+            await pilot.pause()
             assert type(app.screen) is SCREENS[view] and notes == []
     finally:
         engine.stop()
+
+
+# -- for real: the user's keys, then the next start
+
+
+@pytest.mark.integration
+@needs_tmux
+def test_quitting_from_the_dram_heatmap_lets_the_next_start_open_it(tmp_path: Path) -> None:
+    """`pmutop --demo`, 3, m, End (DRAM write, the chooser's last), Enter, q; then `pmutop --demo` again, in a
+    terminal, with its own config directory: the second run opens on that heatmap and quits with status 0."""
+    tmux = Tmux(tmp_path)
+    env = f"XDG_CONFIG_HOME={tmp_path / 'config'} PYTHONPATH={ROOT}"
+    status = [tmp_path / "status1", tmp_path / "status2"]
+    try:
+        for run, path in enumerate(status):
+            cmd = f"{env} {sys.executable} -m pmutop --demo --sim-cpus 4; echo $? > {path}; sleep 60"
+            tmux("new-session", "-d", "-s", "t", "-x", "120", "-y", "30", cmd)
+            if run == 0:
+                tmux.wait_for("Top-down")  # the table's footer: the app is up
+                for key in ("3", "m", "End", "Enter"):
+                    tmux("send-keys", "-t", "t", key)
+                    time.sleep(0.3)
+            tmux.wait_for("Heatmap: DRAM write per package")
+            tmux("send-keys", "-t", "t", "q")
+            deadline = time.monotonic() + 30
+            while not path.exists() or not path.read_text().strip():
+                assert time.monotonic() < deadline, tmux.screen()
+                time.sleep(0.1)
+            assert path.read_text().strip() == "0", tmux.screen()
+            tmux("kill-session", "-t", "t")
+    finally:
+        tmux.kill()
+    saved = (tmp_path / "config" / "pmutop" / "config.toml").read_text()
+    assert 'view = "heatmap"' in saved and 'heatmap_metric = "dram_write"' in saved

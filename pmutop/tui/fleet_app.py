@@ -36,7 +36,6 @@ from pmutop.tui.screens.fleet_heatmap import FleetHeatmapScreen
 from pmutop.tui.screens.fleet_topdown import FleetTopdownScreen
 from pmutop.tui.screens.too_small import TooSmallScreen
 from pmutop.tui.table_controller import TOTAL_ROW, CoreTable
-from pmutop.tui.views import WHAT
 from pmutop.tui.widgets.fast_table import FastTable
 from pmutop.tui.widgets.filter_bar import FilterBar
 
@@ -214,10 +213,6 @@ class FleetApp(PmutopApp):
                 await self.push_screen(FleetTopdownScreen())
         if remember:
             self._remember(view=view)
-
-    def task_unavailable(self, kind: str) -> str:
-        what = WHAT.get(kind, kind)
-        return f"{what}: not available over --prometheus (the exporters serve per-CPU counters)"
 
     @on(Input.Submitted, "#filter")
     def _host_filter_submitted(self, event: Input.Submitted) -> None:

@@ -11,6 +11,7 @@ from textual.screen import Screen
 
 from pmutop.core.dram_reading import PackageFeed
 from pmutop.core.feed import HostLabels, ReplayControls, SampleFeed
+from pmutop.core.run_description import RunInfo
 from pmutop.core.task_reading import TaskFeed, TaskStarter
 from pmutop.tui.config import Settings
 from pmutop.tui.config import save as save_settings
@@ -42,6 +43,7 @@ HOW = {"processes": "start with --tasks or --pid", "cgroups": "start with --cgro
 
 class ViewKeys(App[int]):
     feed: SampleFeed
+    info: RunInfo
     model: ViewModel
     settings: Settings
     settings_path: Path | None  # None: settings are not saved (tests, screenshots)
@@ -85,6 +87,8 @@ class ViewKeys(App[int]):
             return f"{what}: {self.task_note}"
         if isinstance(self.feed, ReplayControls):
             return f"{what}: this recording has none"
+        if self.info.read_method.startswith("promql"):  # --prometheus: per-host and per-CPU series only
+            return f"{what}: not available over --prometheus (pmutop asks it for hosts and CPUs)"
         if isinstance(self.feed, HostLabels):  # remote hosts' exporters
             return f"{what}: not available over --connect (the exporters serve per-CPU counters)"
         return f"{what}: {HOW.get(kind, '')}"
