@@ -12,8 +12,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 from helpers.fake_prometheus import FakePrometheus
+from helpers.flags import needs_tmux
 from helpers.serve import ROOT
 
 from pmutop.feeds.fleet import FleetFeed
@@ -101,3 +103,29 @@ def test_the_run_clock_starts_with_the_live_rounds_not_the_history() -> None:
                 assert times == sorted(times) and times[-1] - times[0] >= 59  # the plots keep their time axis
             finally:
                 feed.stop()
+
+
+@needs_tmux
+def test_q_in_the_live_view_ends_at_once_while_the_server_hangs(tmp_path: Path) -> None:
+    from test_tmux import Tmux
+
+    tmux = Tmux(tmp_path)
+    status = tmp_path / "status"
+    with FakePrometheus(hosts=2, cpus=2) as fake:
+        env = f"XDG_CONFIG_HOME={tmp_path / 'config'}"
+        cmd = f"{env} {sys.executable} -m pmutop --prometheus {fake.url}; echo $? > {status}; sleep 60"
+        try:
+            tmux("new-session", "-d", "-s", "t", "-x", "160", "-y", "30", cmd)
+            tmux.wait_for(fake.instances[1])  # the host table is up
+            fake.mode, fake.delay = "slow", 30.0  # every round now waits for answers that do not come
+            time.sleep(1.5)
+            sent = time.monotonic()
+            tmux("send-keys", "-t", "t", "q")
+            while not (status.exists() and status.read_text().strip()):
+                assert time.monotonic() - sent < 10, tmux.screen()
+                time.sleep(0.02)
+            took = time.monotonic() - sent
+        finally:
+            tmux.kill()
+    assert status.read_text().strip() == "0"
+    assert took < 1.0, took

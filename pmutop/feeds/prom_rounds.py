@@ -282,6 +282,8 @@ class PromRounds(RoundWaits, SampleFeed, HostLabels, LostHosts, Generic[Instance
                 next_at = time.monotonic()
 
     def stop(self) -> None:
+        if self._stop.is_set():
+            return  # stopped already (the view's way out, then the command's): not a second wait
         self._stop.set()
         self._new.set()
         if self._thread is not None and self._thread.is_alive():
