@@ -21,7 +21,7 @@ def split_url(text: str, option: str, example: str) -> SplitResult:
     try:
         port = parts.port
     except ValueError:  # not a number, or out of 0..65535
-        raise UsageError(f"{option} {redact(text)!r}: bad port") from None
+        raise UsageError(f"{option} {redact(text)!r}: bad port: expected http(s)://HOST:PORT, e.g. {example}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname or (port is None and url != text):
         raise UsageError(f"{option} {redact(text)!r}: expected http(s)://HOST:PORT, e.g. {example}")
     return parts
