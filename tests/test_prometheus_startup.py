@@ -129,3 +129,22 @@ def test_q_in_the_live_view_ends_at_once_while_the_server_hangs(tmp_path: Path) 
             tmux.kill()
     assert status.read_text().strip() == "0"
     assert took < 1.0, took
+
+
+def test_ctrl_c_while_connect_waits_for_an_exporter_ends_at_once() -> None:
+    """--connect to an exporter that accepts and never answers: Ctrl-C ends the run at once (nothing of this
+    machine to put back, so the way out does not wait for a restore)."""
+    with silent_server() as url:
+        proc = pmutop("--connect", url, "--batch", "--count", "1")
+        try:
+            time.sleep(1.5)  # started, waiting for the exporter
+            assert proc.poll() is None
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=10)
+            took = time.monotonic() - sent
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+    assert proc.returncode == 128 + signal.SIGINT and "Traceback" not in err, err
+    assert took < 1.0, took

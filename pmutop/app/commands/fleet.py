@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import argparse
 import re
-import signal
-import threading
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from pmutop.app.console import NEEDS_TERMINAL, has_terminal, say, warn
+from pmutop.app.discovery import discovered, stopped
 from pmutop.app.live_view import run_feed_view
 from pmutop.core.errors import PmutopError, UsageError
 from pmutop.safety.exit_guard import ExitGuard, signal_name
@@ -23,7 +21,6 @@ from pmutop.tui.config import load as load_settings
 if TYPE_CHECKING:
     from pmutop.feeds.promql import Server
 
-FeedT = TypeVar("FeedT")
 
 # Options that measure this machine (or another source): none goes with --prometheus. (dest, its default)
 _THIS_MACHINE = {
@@ -122,9 +119,9 @@ def _run_prometheus(args: argparse.Namespace, guard: ExitGuard) -> int:
     if not args.batch and not args.record:
         return _host_view(server, interval, match, settings, problem, guard)
     at = until if since is not None else None
-    found = _discovered(lambda: PrometheusFeed(server, interval, match, on_notice=notices, at=at), guard)
+    found = discovered(lambda: PrometheusFeed(server, interval, match, on_notice=notices, at=at), guard)
     if found is None:
-        return _stopped(guard)
+        return stopped(guard)
     feed = found
     recorder = None
     try:
@@ -177,9 +174,9 @@ def _host_view(
     from pmutop.feeds.fleet import FleetFeed
     from pmutop.tui.fleet_app import FleetApp
 
-    found = _discovered(lambda: FleetFeed(server, interval, match), guard)
+    found = discovered(lambda: FleetFeed(server, interval, match), guard)
     if found is None:
-        return _stopped(guard)
+        return stopped(guard)
     feed = found
     try:
         for note in feed.notes:
@@ -189,33 +186,6 @@ def _host_view(
         return run_feed_view(app, feed.start, feed.stop, guard)
     finally:
         feed.stop()
-
-
-def _discovered(make: Callable[[], FeedT], guard: ExitGuard) -> FeedT | None:
-    """`make()`, the feed's discovery (queries that may each take their timeout), in a thread of its own, so
-    a stop (Ctrl-C) ends the wait at once: None then. Its failure is raised here."""
-    done = threading.Event()
-    result: list[FeedT] = []
-    failure: list[BaseException] = []
-
-    def discover() -> None:
-        try:
-            result.append(make())
-        except BaseException as e:  # handed to the main thread, which says it in one line
-            failure.append(e)
-        done.set()
-
-    guard.on_stop(done.set)
-    threading.Thread(target=discover, name="pmutop-discovery", daemon=True).start()
-    done.wait()
-    if failure:
-        raise failure[0]
-    return result[0] if result else None
-
-
-def _stopped(guard: ExitGuard) -> int:
-    say(f"stopped by {signal_name(guard.signum or signal.SIGINT)}")
-    return 128 + (guard.signum or signal.SIGINT)
 
 
 def _live_batch(args: argparse.Namespace, feed: object, mode: str, recorder: Recorder | None, guard: ExitGuard) -> int:

@@ -7,6 +7,7 @@ import argparse
 from pmutop.app.backend_factory import build_backend, request_from_args
 from pmutop.app.commands.measure_command import command_interrupt, finish_command, release_command
 from pmutop.app.console import NEEDS_TERMINAL, has_terminal, say, warn
+from pmutop.app.discovery import discovered, stopped
 from pmutop.app.dram_setup import open_dram
 from pmutop.app.live_view import SharedTasks, run_feed_view, run_live_view, task_source
 from pmutop.app.platform_setup import build_platform
@@ -59,6 +60,14 @@ def serve_until_stopped(
 def run_remote(args: argparse.Namespace, guard: ExitGuard) -> int:
     """The live view (or --batch) of remote `pmutop serve` exporters, optionally recorded: no PMU here, so no
     root and nothing to restore."""
+    try:
+        return _run_remote(args, guard)
+    finally:
+        # Nothing of this machine to put back: said at once, so a signal's way out does not wait for it.
+        guard.restore()
+
+
+def _run_remote(args: argparse.Namespace, guard: ExitGuard) -> int:
     if args.count is not None and not args.batch:
         raise UsageError("--count needs --batch")
     if args.timestamps and not args.batch:
@@ -70,7 +79,11 @@ def run_remote(args: argparse.Namespace, guard: ExitGuard) -> int:
     if not args.batch and not has_terminal():
         raise UsageError(NEEDS_TERMINAL)
     settings, problem = load_settings() if not args.batch else (Settings(), None)
-    feed = RemoteFeed(args.connect, args.interval or settings.interval or 1.0)
+    interval = args.interval or settings.interval or 1.0
+    found = discovered(lambda: RemoteFeed(args.connect, interval), guard)
+    if found is None:
+        return stopped(guard)
+    feed = found
     for note in feed.notes:
         say(note)
     info = remote_info(feed)
