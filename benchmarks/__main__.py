@@ -2,20 +2,23 @@
 
 Benchmarks (all by default): sampler (read path per core-sample, threaded vs one thread), live (the live
 view at 1 s on 2 CPUs, demo and real mode, side by side with htop, btop, s-tui, bpytop and glances),
-readpath (the live view on an emulated msr read path at 4, 64 and 256 CPUs, and the demo at 256), floors
+readpath (the live view on an emulated msr read path at 4, 64, 256 and 1,024 CPUs, and the demo at 256), floors
 (what a Textual app and one Python thread per core cost doing nothing else: the floor under the live view's
-figures), keys (key to screen at 256 CPUs, demo and read path), batch (batch mode vs perf stat), memory (RSS
+figures), keys (key to screen at the most CPUs, demo and read path), batch (batch mode vs perf stat), memory (RSS
 growth), startup (first frame, batch exit), tasks (the process view's added cost, real mode), draw
-(in-process: a table redraw with every row changed, headless). Where issue 24
-sets a target the figure says it and whether it is met; the machine's load shows in the numbers, so compare
+(in-process: a table redraw with every row changed, headless). Where there is
+a target the figure says it and whether it is met; the machine's load shows in the numbers, so compare
 figures of the same run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,7 +39,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--memory-minutes", type=float, help="memory: RSS after this long vs after 1 min (default 10)")
     p.add_argument("--cores", type=int, nargs="+", default=[2, 64, 256], help="thread counts of the floors")
     p.add_argument(
-        "--readpath-cpus", type=int, nargs="+", default=[4, 64, 256], help="CPUs of the emulated msr read path"
+        "--readpath-cpus",
+        type=int,
+        nargs="+",
+        default=[4, 64, 256, 1024],
+        help="CPUs of the emulated msr read path (the demo and Python samplers at 256, keys at the largest)",
     )
     p.add_argument("--presses", type=int, help="key presses per key-latency figure (default 40, 10 with --quick)")
     p.add_argument(
@@ -46,7 +53,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--sampler-cpus", type=int, default=64, help="CPUs of the read-path benchmark (default 64)")
     p.add_argument("--threaded-cpus", type=int, default=256, help="CPUs of the threaded sampler run (default 256)")
-    p.add_argument("--out", type=Path, default=Path(__file__).with_name("results.json"), help="JSON output")
+    p.add_argument("--out", type=Path, help="JSON output (default: results/<UTC time>-<commit>.json beside this file)")
     return p.parse_args(argv)
 
 
@@ -69,8 +76,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if "live" in args.only:
         results.update(peers.side_by_side(seconds, repeat))
     if "readpath" in args.only:
-        most = max(args.readpath_cpus)
-        results.update(readpath.cost(args.readpath_cpus, most, seconds, repeat, python_cpus=most))
+        # The demo and the Python samplers beside the read path at 256 CPUs (1,024 Python threads would measure
+        # the threads, not pmutop).
+        middle = 256 if 256 in args.readpath_cpus else max(args.readpath_cpus)
+        results.update(readpath.cost(args.readpath_cpus, middle, seconds, repeat, python_cpus=middle))
     if "floors" in args.only:
         # Floors are steady programs: half a minute each is enough (the full run is long already).
         results.update(floors.floors(args.cores, min(args.seconds or 30, 30) if not quick else 10, repeat))
@@ -92,7 +101,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _target_notes(r: dict[str, Any]) -> list[str]:
-    """Issue 24's comparisons: x htop, p95, the ratio, the target and whether it is met."""
+    """The comparisons: x htop, p95, the ratio, the target and whether it is met."""
     notes = []
     if "x_htop" in r:
         notes.append(f"{r['x_htop']:.1f}x htop")
@@ -128,6 +137,37 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+RESULTS = Path(__file__).with_name("results")  # one JSON file a run: date, machine and commit in its name and body
+
+
+def _commit() -> str:
+    """The measured checkout's commit ("+" when it has uncommitted changes), or "unknown" outside git."""
+    root = Path(__file__).parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
+
+
+def _machine() -> dict[str, Any]:
+    """What the figures depend on: the CPU, how many, the kernel, Python, and whether it is a VM."""
+    cpuinfo = ""
+    with contextlib.suppress(OSError):
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")), "")
+    flags = next((line for line in cpuinfo.splitlines() if line.startswith("flags")), "")
+    return {
+        "host": platform.node(),
+        "cpu": model,
+        "cpus": os.cpu_count(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "hypervisor": " hypervisor" in flags,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.install_peers:
@@ -143,17 +183,21 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         procs.cleanup()
         uninstall()
+    commit = _commit()
     report = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "seconds": round(time.time() - started, 1),
-        "host": platform.node(),
-        "cpus": __import__("os").cpu_count(),
+        "commit": commit,
+        "machine": _machine(),
         "quick": args.quick,
+        "argv": sys.argv[1:] if argv is None else argv,
         "results": results,
     }
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    out = args.out or RESULTS / f"{time.strftime('%Y-%m-%dT%H%M%SZ', time.gmtime(started))}-{commit[:9]}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
     print(table(results))
-    print(f"written {args.out}")
+    print(f"written {out}")
     return 0
 
 

@@ -3,11 +3,11 @@ N-CPU msr sysroot whose counters a stand-in PMU keeps counting from another proc
 the figure is pmutop's own process tree only (its real read code: a pread per register, the GLOBAL_STATUS
 check, delta math, the table), never the making up of numbers. Against the same live view on the simulated
 PMU (`--demo --sim-cpus N`), whose workload model is in its figure. And the time from a key to its effect
-on the screen at 256 CPUs on both. The read path is pmutop's default: native sampler threads where the shim
-has them (pmutop.engine.native_samplers); at the largest count also one Python thread per CPU, for comparison.
+on the screen at the largest count on both. The read path is pmutop's default: native sampler threads where the
+shim has them (pmutop.engine.native_samplers); at 256 CPUs also one Python thread per CPU, for comparison.
 
-Issue 24's targets: 64 CPUs at most 2x and 256 CPUs at most 3x the 4-CPU cost; the demo at 256 CPUs at most
-2x the read path at 256; a key within 50 ms (95th percentile of 40 presses) at 256 CPUs.
+The targets: 64 CPUs at most 2x, 256 CPUs at most 2x and 1,024 CPUs at most 3x the 4-CPU cost; the demo at 256
+CPUs at most 1.5x the read path at 256; a key within 50 ms (95th percentile of 40 presses) at 1,024 CPUs.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def cost(
                 out[name]["samplers"] = samplers
     base_n = min(cpu_counts)
     base = out[names[base_n]].get("median")
-    limits = {64: 2.0, 256: 3.0}  # issue 24
+    limits = {64: 2.0, 256: 2.0, 1024: 3.0}  # a monitor whose cost grows with the machine is not opened on big ones
     for n in cpu_counts:
         r = out[names[n]]
         if base and "median" in r and n != base_n:
@@ -120,8 +120,8 @@ def cost(
     demo = out[demo_name]
     if real and "median" in demo:
         demo["ratio"] = demo["median"] / real
-        demo["target"] = f"<= 2x the read path at {demo_cpus} CPUs"
-        demo["met"] = demo["ratio"] <= 2.0
+        demo["target"] = f"<= 1.5x the read path at {demo_cpus} CPUs"
+        demo["met"] = demo["ratio"] <= 1.5
     return out
 
 

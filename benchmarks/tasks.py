@@ -1,6 +1,6 @@
 """What the process view costs: the live view in real mode (this machine's perf backend) at 1 s, on the core
 table and on the process view counting 32 processes, side by side in one run with the same 32 background
-processes running (issue 21's target: the process view adds at most 25%)."""
+processes running (the target: the process view adds at most 25%)."""
 
 from __future__ import annotations
 

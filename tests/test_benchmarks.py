@@ -119,7 +119,7 @@ def test_peers_side_by_side_measure_each_peer_or_say_why_not_and_set_the_target(
         r = results[name]
         if "median" in r and ("median" in results["s-tui -r 1"] or "median" in results["bpytop (1 s)"]):
             assert r["target"].startswith("<= ") and "s-tui and bpytop" in r["target"]
-            assert r["met"] == (r["ratio"] <= 1.0)
+            assert r["met"] == (r["ratio"] <= 0.8)
     missing = [n for n in names[:5] if "skipped" in results[n]]
     for name in missing:
         assert "not installed" in results[name]["skipped"] and "--install-peers" in results[name]["skipped"]
@@ -147,7 +147,7 @@ def test_read_path_benchmark_gives_ratios_against_the_smallest_machine_and_the_d
         == results["read path 4 CPUs"]["median"] / results["read path 2 CPUs"]["median"]
     )
     demo = results["demo 4 CPUs (same run)"]
-    assert demo["target"] == "<= 2x the read path at 4 CPUs" and demo["met"] == (demo["ratio"] <= 2.0)
+    assert demo["target"] == "<= 1.5x the read path at 4 CPUs" and demo["met"] == (demo["ratio"] <= 1.5)
 
 
 @needs_tmux
@@ -239,7 +239,7 @@ def test_batch_benchmark_measures_pmutop_perf_stat_and_the_floor_side_by_side() 
     mine, perf = results[programs.MINE], results[programs.PERF_STAT]
     if "skipped" in mine or "skipped" in perf:
         pytest.skip(f"batch or perf stat cannot run here: {mine.get('skipped') or perf.get('skipped')}")
-    assert mine["ratio"] == mine["median"] / perf["median"] and mine["met"] == (mine["ratio"] <= 1.0)
+    assert mine["ratio"] == mine["median"] / perf["median"] and mine["met"] == (mine["ratio"] <= 0.9)
     floors = [results[programs.FLOOR], results[programs.PYTHON_FLOOR]]
     if programs.c_compiler():  # else it says why it was skipped
         floors.append(results[programs.C_FLOOR])
