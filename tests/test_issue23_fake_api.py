@@ -5,7 +5,6 @@ fleet of 1,000 hosts x 64 CPUs (64,000 series a query)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers.fake_prometheus import FakePrometheus
+from helpers.processes import self_signed_certificate
 from helpers.serve import ROOT
 
 from pmutop.core.errors import PmutopError, UsageError
@@ -375,20 +375,10 @@ async def test_the_live_view_shows_every_instance_and_a_lost_one_in_its_banner()
 
 
 def test_https_is_verified_against_the_given_ca(tmp_path: Path) -> None:
-    if not shutil.which("openssl"):
-        pytest.skip("no openssl to make a certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    made = subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        capture_output=True,
-        text=True,
-    )  # fmt: skip
-    if made.returncode != 0:
-        pytest.skip(f"openssl could not make a certificate: {made.stderr.strip()[-200:]}")
-    with FakePrometheus(tls=(str(cert), str(key))) as fake:
+    cert, key = self_signed_certificate(tmp_path)
+    with FakePrometheus(tls=(cert, key)) as fake:
         assert fake.url.startswith("https://")
-        feed = PrometheusFeed(parse_server(fake.url, ca_file=str(cert)), 1.0, DEFAULT_MATCH)
+        feed = PrometheusFeed(parse_server(fake.url, ca_file=cert), 1.0, DEFAULT_MATCH)
         try:
             feed.poll()
             assert all(for_sample(s).ipc == pytest.approx(2.0) for s in latest(feed).values())  # type: ignore[arg-type]

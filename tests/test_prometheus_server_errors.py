@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import shutil
-import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,6 +12,7 @@ from typing import Any
 
 import pytest
 from helpers.fake_prometheus import FakePrometheus
+from helpers.processes import self_signed_certificate
 from helpers.serve import free_port, scrape, start_serve, stop
 
 from pmutop.core.errors import PmutopError, UsageError
@@ -97,17 +96,7 @@ def test_a_401_with_credentials_given_says_they_were_refused(tmp_path: Path) -> 
 
 
 def test_a_tls_failure_is_said_without_openssls_source_line(tmp_path: Path) -> None:
-    if not shutil.which("openssl"):
-        pytest.skip("no openssl to make a certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    made = subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        capture_output=True,
-        text=True,
-    )  # fmt: skip
-    if made.returncode != 0:
-        pytest.skip(f"openssl could not make a certificate: {made.stderr.strip()[-200:]}")
-    with FakePrometheus(tls=(str(cert), str(key))) as fake:
+    cert, key = self_signed_certificate(tmp_path)
+    with FakePrometheus(tls=(cert, key)) as fake:
         said = refused(fake.url)
     assert "certificate" in said.lower() and "_ssl.c" not in said and "--prometheus-ca" in said, said

@@ -5,32 +5,19 @@ more than a million rows is said before its first row."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 
 from helpers.fake_prometheus import FakePrometheus
-from helpers.serve import ROOT
+from helpers.processes import start_pmutop
 
 # The real-Prometheus fixture (three `pmutop serve --demo`, scraped every second), shared with that module.
 from test_issue23_prometheus_feed import fleet  # noqa: F401
 
 
-def pmutop(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "pmutop", *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-
-
 def test_a_window_from_before_the_first_sample_starts_at_it() -> None:
     with FakePrometheus(hosts=2, cpus=2) as fake:
         fake.first_sample = time.time() - 120  # two minutes of history, asked for 100 days
-        proc = pmutop("--prometheus", fake.url, "--batch", "--since", "100d", "--format", "csv")
+        proc = start_pmutop("--prometheus", fake.url, "--batch", "--since", "100d", "--format", "csv")
         try:
             out, err = proc.communicate(timeout=60)
         finally:
@@ -44,7 +31,7 @@ def test_a_window_from_before_the_first_sample_starts_at_it() -> None:
 
 def test_a_window_of_more_than_a_million_rows_is_said_before_it_prints() -> None:
     with FakePrometheus(hosts=10, cpus=100) as fake:  # 1,000 CPUs: 1,000 rows an interval
-        proc = pmutop("--prometheus", fake.url, "--batch", "--since", "2h", "--format", "csv")
+        proc = start_pmutop("--prometheus", fake.url, "--batch", "--since", "2h", "--format", "csv")
         try:
             assert proc.stderr is not None and proc.stdout is not None
             said = ""
@@ -67,7 +54,7 @@ def test_a_real_servers_window_starts_at_its_first_sample(fleet) -> None:  # typ
     """Against a Prometheus that has scraped for a few seconds: --since 100d asks a coarse and a fine
     query_range within the server's 11,000 points a series, and prints seconds of rows, not 100 days."""
     base, instances, _, _ = fleet
-    proc = pmutop("--prometheus", base, "--batch", "--since", "100d", "--format", "csv", "--interval", "2")
+    proc = start_pmutop("--prometheus", base, "--batch", "--since", "100d", "--format", "csv", "--interval", "2")
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "first sample" in err, err

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from helpers.flags import needs_tmux
 from helpers.pilot import text_of
+from helpers.processes import self_signed_certificate
 from helpers.serve import ROOT, free_port, scrape, start_serve, stop
 from textual.widgets import DataTable, Static
 
@@ -166,22 +167,10 @@ def test_connect_batch_table_shows_the_power_columns_the_exporter_serves(two_hos
 
 
 def test_a_tls_failure_is_said_without_openssls_source_line(tmp_path: Path) -> None:
-    import shutil
-
     from helpers.fake_prometheus import FakePrometheus
 
-    if not shutil.which("openssl"):
-        pytest.skip("no openssl to make a certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    made = subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        capture_output=True,
-        text=True,
-    )  # fmt: skip
-    if made.returncode != 0:
-        pytest.skip(f"openssl could not make a certificate: {made.stderr.strip()[-200:]}")
-    with FakePrometheus(tls=(str(cert), str(key))) as server, pytest.raises(PmutopError) as caught:
+    cert, key = self_signed_certificate(tmp_path)
+    with FakePrometheus(tls=(cert, key)) as server, pytest.raises(PmutopError) as caught:
         RemoteFeed([server.url], 1.0)  # any https server whose certificate no known CA signed
     said = str(caught.value)
     assert said.startswith(f"--connect {server.url}: ") and "certificate" in said.lower(), said
