@@ -55,12 +55,14 @@ def compute(
 ) -> CoreMetrics:
     """`util` is the kernel's busy fraction, used only where there are no reference cycles."""
     misses = counts.get("llc_misses")
-    return _metrics(counts, tsc, tsc_hz, _ratio(misses, interval), util)
+    return metrics_from(counts, tsc, tsc_hz, _ratio(misses, interval), util)
 
 
-def _metrics(
+def metrics_from(
     counts: dict[str, int], tsc: int | None, tsc_hz: float | None, misses_per_s: float | None, util: float | None
 ) -> CoreMetrics:
+    """The metrics of `counts` with the per-second rate and TSC rate already worked out (one CPU's, or several
+    CPUs' sums)."""
     # Each ratio written out as _ratio's test (None or a zero divisor gives None): this runs for every row
     # of every interval, and a call each costs more than the division.
     ref = counts.get("ref_cycles")
@@ -140,4 +142,4 @@ def combined(
         return CoreMetrics()
     counts = sums(kept)
     util = sum(utils) / len(utils) if utils else None
-    return _metrics(counts, tsc or None, weighted_hz / tsc if tsc else None, misses_per_s, util)
+    return metrics_from(counts, tsc or None, weighted_hz / tsc if tsc else None, misses_per_s, util)
