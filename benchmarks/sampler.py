@@ -212,15 +212,14 @@ def _cpu_s() -> float:
 
 
 def threaded(cpus: int = 256, seconds: float = 5.0, repeat: int = 3, interval: float = 0.5) -> dict[str, Any]:
-    """Process CPU time per core-sample: one thread per simulated core on a real clock, against one thread
-    taking the same samples (tick)."""
+    """Process CPU time per core-sample: the engine's Python drive (its own thread, on a real clock, waking at
+    each deadline), against the caller's thread taking the same samples (tick)."""
     out: dict[str, Any] = {}
     per_threaded: list[float] = []
     per_single: list[float] = []
     for _ in range(repeat):
         clock = MonotonicClock()
         platform = SimPlatform(SimConfig(cpus=cpus, seed=1, model="skx"), clock)
-        # native=False: a Python thread per simulated core (by default one thread samples them all).
         engine = Engine(SimBackend(platform, clock), platform, clock, list(range(cpus)), interval, native=False)
         try:
             engine.start()

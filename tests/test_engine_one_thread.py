@@ -68,13 +68,15 @@ def test_a_cpu_whose_read_fails_is_dropped_and_the_others_go_on() -> None:
         assert engine.stop().failures == []
 
 
-def test_a_thread_per_simulated_cpu_where_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_simulated_cpus_have_one_thread_even_where_python_samplers_are_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("PMUTOP_SAMPLERS", "python")
     _, engine = make(cpus=2)
     try:
         engine.start()
-        assert engine.sampler_mode == "Python threads: asked for (PMUTOP_SAMPLERS=python or native=False)"
-        assert engine._one_thread is None and [t.name for t in engine._threads] == ["pmutop-cpu0", "pmutop-cpu1"]
+        assert engine.sampler_mode == "one Python thread for every CPU: simulated CPUs, nothing to pin a sampler to"
+        assert engine._one_thread is not None and [t.name for t in engine._threads] == ["pmutop-samplers"]
         assert engine.wait_for_samples(dict.fromkeys(engine.cpus, 1), timeout=10)
     finally:
         engine.stop()

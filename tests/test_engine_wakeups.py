@@ -88,27 +88,6 @@ def test_engine_stop_ends_a_wait_without_a_stop_event() -> None:
     assert out["result"] is False
 
 
-def test_samplers_sleep_on_their_own_deadlines_and_are_woken_only_by_schedule_changes_and_stop() -> None:
-    # One Python sampler thread per CPU (simulated CPUs have one thread for all unless asked: see below).
-    engine = make(MonotonicClock(), cpus=4, interval=0.05, threaded=True, native=False)
-    try:
-        engine.start()
-        assert engine.wait_for_samples(dict.fromkeys(engine.cpus, 3), timeout=30)
-        # Many deadlines passed on every CPU; none of them woke another CPU's sampler early.
-        assert [s.early_wakeups for s in engine.samplers.values()] == [0, 0, 0, 0]
-        engine.set_interval(600)  # every sampler now sleeps towards a deadline 10 minutes away
-        time.sleep(0.3)
-        before = [s.early_wakeups for s in engine.samplers.values()]
-        engine.set_interval(600)  # wakes each of them once
-        deadline = time.monotonic() + 30
-        while [s.early_wakeups for s in engine.samplers.values()] != [b + 1 for b in before]:
-            assert time.monotonic() < deadline, "a sleeping sampler was not woken by the schedule change"
-            time.sleep(0.01)
-    finally:
-        engine.stop()
-    assert all(not t.is_alive() for t in engine._threads)  # stop woke them from a 10-minute sleep
-
-
 def test_one_thread_samples_every_simulated_cpu_and_is_woken_only_by_schedule_changes_and_stop() -> None:
     engine = make(MonotonicClock(), cpus=4, interval=0.05, threaded=True)
     try:

@@ -117,7 +117,7 @@ def test_without_the_native_samplers_the_python_samplers_do_the_same_work(
     engine = make(tmp_path, cpus=2)
     try:
         engine.start()
-        assert engine._native is None and len(engine._threads) == 2
+        assert engine._native is None and [t.name for t in engine._threads] == ["pmutop-samplers"]
         assert engine.wait_for_samples(dict.fromkeys(engine.cpus, 1), timeout=10)
     finally:
         engine.stop()
@@ -144,7 +144,7 @@ def test_the_default_msr_path_reads_with_native_threads(tmp_path: Path) -> None:
 
 def test_top_down_through_perf_metrics_is_read_by_python_samplers_and_says_why(tmp_path: Path) -> None:
     """PERF_METRICS needs fixed counter 3 and PERF_METRICS zeroed right after every read (a write): the native
-    threads never write, so these CPUs keep one Python sampler thread each, with the reason on the engine."""
+    threads never write, so one Python thread samples these CPUs, with the reason on the engine."""
     regs = {**idle_pmu_registers(fixed=4), 0x345: 0x33C5 | 0x8000, 0x329: 0}
     build_sysroot(tmp_path, [0, 1], ICELAKE_X_LEAVES, msrs=regs)
     clock = MonotonicClock()
@@ -152,10 +152,10 @@ def test_top_down_through_perf_metrics_is_read_by_python_samplers_and_says_why(t
     engine = Engine(MsrBackend(platform, clock), platform, clock, [0, 1], 0.05)
     try:
         engine.start()
-        assert engine._native is None and len(engine._threads) == 2
+        assert engine._native is None and [t.name for t in engine._threads] == ["pmutop-samplers"]
         assert engine.sampler_mode == (
-            "Python threads: cpu 0: top-down through PERF_METRICS zeroes fixed counter 3 and PERF_METRICS "
-            "after every read"
+            "one Python thread for every CPU: cpu 0: top-down through PERF_METRICS zeroes fixed counter 3 and "
+            "PERF_METRICS after every read"
         )
         assert engine.wait_for_samples({0: 1, 1: 1}, timeout=10)
         sample = engine.rings[0].latest()
@@ -175,7 +175,8 @@ def test_more_events_than_counters_are_read_by_python_samplers_and_say_why(tmp_p
     try:
         engine.start()
         assert engine.sampler_mode == (
-            "Python threads: cpu 0: more events than counters: the event groups take turns, reprogrammed every interval"
+            "one Python thread for every CPU: cpu 0: more events than counters: the event groups take turns, "
+            "reprogrammed every interval"
         )
         assert engine.wait_for_samples({0: 2, 1: 2}, timeout=10)
         assert engine.rings[0].latest().estimated  # type: ignore[union-attr]
@@ -183,15 +184,17 @@ def test_more_events_than_counters_are_read_by_python_samplers_and_say_why(tmp_p
         engine.stop()
 
 
-def test_pmutop_samplers_python_in_the_environment_keeps_python_sampler_threads(
+def test_pmutop_samplers_python_in_the_environment_samples_with_the_python_drive(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PMUTOP_SAMPLERS", "python")  # how the benchmarks compare the two in the live view
     engine = make(tmp_path, cpus=2)
     try:
         engine.start()
-        assert engine.sampler_mode == "Python threads: asked for (PMUTOP_SAMPLERS=python or native=False)"
-        assert engine._native is None and len(engine._threads) == 2
+        assert (
+            engine.sampler_mode == "one Python thread for every CPU: asked for (PMUTOP_SAMPLERS=python or native=False)"
+        )
+        assert engine._native is None and [t.name for t in engine._threads] == ["pmutop-samplers"]
         assert engine.wait_for_samples(dict.fromkeys(engine.cpus, 1), timeout=10)
     finally:
         engine.stop()

@@ -69,24 +69,21 @@ def test_a_counter_another_agent_takes_over_keeps_its_bit_and_ours_go_back(clock
     assert reg(platform, 0, registers.evtsel(0)) == 0 and reg(platform, 0, registers.IA32_FIXED_CTR_CTRL) == 0
 
 
-def test_a_sampler_thread_that_cannot_be_created_still_restores_the_cpus_already_programmed(
+def test_a_cpu_that_cannot_be_programmed_stops_the_start_and_restores_the_cpus_already_programmed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    platform, engine = make(ManualClock(1), threaded=True, cpus=4, native=False)  # a Python thread per CPU
-    real_start = threading.Thread.start
-    started = []
+    platform, engine = make(ManualClock(1), threaded=True, cpus=4, native=False)
+    real_pin = platform.pin_current_thread
 
-    def start(self: threading.Thread) -> None:
-        if self.name.startswith("pmutop-cpu"):
-            if len(started) == 2:
-                raise RuntimeError("can't start new thread")
-            started.append(self.name)
-        real_start(self)
+    def pin(cpu: int) -> None:
+        if cpu == 2:
+            raise HardwareError("cannot pin a thread to cpu 2: Invalid argument")
+        real_pin(cpu)
 
-    monkeypatch.setattr(threading.Thread, "start", start)
-    with pytest.raises(HardwareError, match=r"cannot start the sampler thread for cpu 2: .*ulimit -u"):
+    monkeypatch.setattr(platform, "pin_current_thread", pin)
+    with pytest.raises(HardwareError, match=r"cannot pin a thread to cpu 2"):
         engine.start()
-    time.sleep(0.2)  # let the two started samplers program their CPUs
+    assert reg(platform, 0, registers.IA32_PERF_GLOBAL_CTRL) != 0  # the CPUs before it were programmed
     result = engine.stop()
     assert result.failures == []
     for cpu in range(4):
@@ -94,7 +91,7 @@ def test_a_sampler_thread_that_cannot_be_created_still_restores_the_cpus_already
         assert reg(platform, cpu, registers.evtsel(0)) == 0, cpu
 
 
-def test_the_one_sampler_thread_of_simulated_cpus_that_cannot_be_created_still_restores_every_cpu(
+def test_a_sampler_thread_that_cannot_be_created_is_one_line_and_leaves_every_cpu_as_it_was(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     platform, engine = make(ManualClock(1), threaded=True, cpus=4)
@@ -108,7 +105,6 @@ def test_the_one_sampler_thread_of_simulated_cpus_that_cannot_be_created_still_r
     monkeypatch.setattr(threading.Thread, "start", start)
     with pytest.raises(HardwareError, match=r"cannot start the sampler thread: .*ulimit -u"):
         engine.start()
-    assert reg(platform, 0, registers.IA32_PERF_GLOBAL_CTRL) != 0  # every CPU was programmed first
     result = engine.stop()
     assert result.failures == []
     for cpu in range(4):

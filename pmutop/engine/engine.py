@@ -1,20 +1,23 @@
-"""Samplers (one thread per CPU, pinned on the host) and the engine that starts, paces and stops them.
+"""The engine: one Sampler per CPU (its counters, ring and delta bookkeeping), read by one of two drives on a
+shared schedule, and what starts, paces and stops them.
 
-All samplers share one deadline schedule (epoch + k * interval), so sample k of every CPU covers
+Every CPU shares one deadline schedule (epoch + k * interval), so sample k of every CPU covers
 the same wall-clock interval and lateness never accumulates into drift. Counters too narrow for the
 interval are also read in between (CpuCounters.accumulate), off the schedule, so they never wrap twice
 unseen; the sample at each deadline still reports the whole interval.
 
-Where every CPU can be read natively (the msr backend on MSR files, the shim built), the reads are done by
-native threads, one pinned per CPU, and one Python thread turns them into Samples once per interval
-(pmutop.engine.native_samplers): a Python thread per CPU costs a wake-up and GIL hand-offs per CPU and
-interval, several times the reads themselves. Simulated CPUs are not this host's: one Python thread samples
-them all on the schedule (pmutop.engine.one_thread). Otherwise, as below, one Python Sampler thread per CPU.
+The two drives (`Engine.sampler_mode` says which, and why):
+- native: where every CPU can be read natively (the msr backend on MSR files, the shim built), native threads,
+  one pinned per CPU, read, and one Python thread turns their reads into Samples once per interval
+  (pmutop.engine.native_samplers);
+- Python: everywhere else (simulated CPUs, top-down through PERF_METRICS, rotating event groups, narrow
+  counters, the perf backend, no shim, PMUTOP_SAMPLERS=python), one Python thread reads every CPU in turn at
+  each deadline, on that CPU where the host has it (pmutop.engine.one_thread). A Python thread per CPU cost a
+  wake-up and GIL hand-offs per CPU and interval, several times the reads themselves.
+An unthreaded engine (tick, tick_on_schedule) reads in the caller's thread, as tests and batch runs step it.
 
-Each sampler sleeps on its own Event until its own deadline: no lock is shared between samplers while they
-sleep or wake, so 256 threads reaching a deadline do not queue on one lock. A schedule change or stop sets
-every sampler's Event. Readers (wait_for_samples) register what they wait for and are woken once, by the
-sample that completes it, not by every sample and not by polling.
+Readers (wait_for_samples) register what they wait for and are woken once, by the sample that completes it,
+not by every sample and not by polling.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 
 from pmutop.backends.base import Backend, CpuCounters, Reading
 from pmutop.core.clock import Clock
-from pmutop.core.errors import HardwareError, PmutopError
+from pmutop.core.errors import PmutopError
 from pmutop.core.ring import SampleRing
 from pmutop.core.sample import Sample
 from pmutop.core.undo import RestoreResult, UndoLog
@@ -38,7 +41,7 @@ from pmutop.hw.platform import Platform
 from pmutop.probes.power.monitor import PowerMonitor
 
 NS = 1_000_000_000
-SAMPLERS_ENV = "PMUTOP_SAMPLERS"  # "python": one Python sampler thread per CPU even where native ones could read
+SAMPLERS_ENV = "PMUTOP_SAMPLERS"  # "python": the Python drive even where the native threads could read
 START_TIMEOUT_S = 20.0
 JOIN_TIMEOUT_S = 2.0  # all sampler threads together; the restore goes ahead after that regardless
 
@@ -57,8 +60,6 @@ class Sampler:
         self._prev_ns = 0  # clock time of the last sample's read
         self._last_read_ns = 0  # clock time of the last counter read (a sample's or an accumulate)
         self._tsc_total = 0
-        self.wake = threading.Event()  # set on a schedule change or stop: the only way to end a sleep early
-        self.early_wakeups = 0  # sleeps ended before their deadline (schedule change, stop)
         # Known once counting starts: whether impossible() can find anything in these counters' counts, and
         # this CPU's package where the power monitor reads nothing for it (its fields are then only that): the
         # Sample is made without either call, every CPU, every interval.
@@ -151,61 +152,6 @@ class Sampler:
             )
         )
 
-    def run(self) -> None:
-        """Thread body: pin, program, then sample on every deadline until the engine stops (and, with
-        narrow counters, accumulate every accumulate period in between)."""
-        engine = self.engine
-        try:
-            engine.platform.pin_current_thread(self.cpu)
-            self.start_counting()
-        except BaseException as e:
-            self.fail(e)
-            engine.sampler_ready()
-            return
-        engine.sampler_ready()
-        engine.wait_for_go()
-        period = self.counters.accumulate_period_ns
-        deadline_index, gen = 1, -1
-        try:
-            while True:
-                epoch, interval_ns, schedule_gen = engine.schedule()
-                if schedule_gen != gen:
-                    deadline_index, gen = 1, schedule_gen
-                deadline = epoch + deadline_index * interval_ns
-                if period is not None and self._last_read_ns + period < deadline:
-                    # Read before a counter could wrap twice; the deadlines stay where they are (no drift).
-                    if self.sleep_until(self._last_read_ns + period, gen):
-                        self.accumulate()
-                    elif engine.stopping:
-                        return
-                    continue
-                if not self.sleep_until(deadline, gen):
-                    if engine.stopping:
-                        return
-                    continue  # schedule changed while waiting
-                sample = self.take()
-                engine.published(self.cpu, sample.seq)
-                now = engine.clock.now_ns()
-                # Skip deadlines we are already past.
-                deadline_index = max(deadline_index + 1, (now - epoch) // interval_ns + 1)
-        except BaseException as e:
-            self.fail(e)
-            engine.published(self.cpu, None)
-
-    def sleep_until(self, deadline_ns: int, gen: int) -> bool:
-        """Sleep on this sampler's own Event until the deadline; False if stopping or the schedule changed."""
-        engine, wake = self.engine, self.wake
-        while True:
-            # Cleared before the checks: a set() after them ends the wait below, one before is seen by them.
-            wake.clear()
-            if engine.stopping or engine.schedule()[2] != gen:
-                self.early_wakeups += 1
-                return False
-            remaining = deadline_ns - engine.clock.now_ns()
-            if remaining <= 0:
-                return True
-            wake.wait(remaining / NS)
-
 
 class _Waiter:
     """One wait_for_samples call: the CPUs it still waits for, and how it is woken."""
@@ -237,7 +183,7 @@ class Engine:
     ) -> None:
         """`native`: where the backend and the shim allow it, a threaded engine reads with native threads and
         one Python thread drains them (pmutop.engine.native_samplers), and simulated CPUs are all sampled by one
-        Python thread (pmutop.engine.one_thread); False keeps a Python thread per CPU.
+        Python thread (pmutop.engine.one_thread); False: the Python drive wherever.
         None (the default): native unless the environment says PMUTOP_SAMPLERS=python (the benchmarks
         compare the two in the live view that way)."""
         if interval <= 0:
@@ -250,7 +196,7 @@ class Engine:
         self.native = native if native is not None else os.environ.get(SAMPLERS_ENV, "") != "python"
         self._native: NativeDrive | None = None  # the native threads and their drain, when used
         self._one_thread: OneThreadDrive | None = None  # the thread sampling every simulated CPU, when used
-        # How the CPUs are read, once started: "native threads", or "Python threads" and why (a user can ask
+        # How the CPUs are read, once started: "native threads", or one Python thread and why (a user can ask
         # why the read path costs more: top-down through PERF_METRICS, rotation, narrow counters, no shim).
         self.sampler_mode = "not started"
         self.undo = undo if undo is not None else UndoLog()
@@ -267,8 +213,6 @@ class Engine:
         self._cond = threading.Condition()  # start-up, go, stop and schedule changes (never in steady state)
         self._waiters: list[_Waiter] = []
         self._waiters_lock = threading.Lock()
-        self._ready = 0
-        self._go = False
         self._threads: list[threading.Thread] = []
         self._next = (0, 1)  # unthreaded tick_on_schedule: (generation, k) of the next deadline
         # ...which sleeps on this held lock (one futex wait, cheaper than an Event); wake_waiters releases it.
@@ -296,50 +240,30 @@ class Engine:
             self.epoch_ns = self.start_ns = self._counting_since()
             self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
             return
-        if self.native and self.platform.simulated:
-            self.sampler_mode = "one Python thread for every CPU: simulated CPUs, nothing to pin a sampler to"
-            self._one_thread = OneThreadDrive(self)
-            self._one_thread.start()
-            if self._one_thread.thread is not None:
-                self._threads.append(self._one_thread.thread)
-            return
-        drive = NativeDrive.for_engine(self) if self.native else f"asked for ({SAMPLERS_ENV}=python or native=False)"
-        if isinstance(drive, str):
-            self.sampler_mode = f"Python threads: {drive}"
+        if self.platform.simulated:
+            why = "simulated CPUs, nothing to pin a sampler to"
         else:
-            self.sampler_mode = "native threads"
-            self._native = drive
-            self._native.start(stop, START_TIMEOUT_S)
-            if self._native.thread is not None:
-                self._threads.append(self._native.thread)
-            return
-        for cpu, sampler in self.samplers.items():
-            thread = threading.Thread(target=sampler.run, name=f"pmutop-cpu{cpu}", daemon=True)
-            try:
-                thread.start()
-            except RuntimeError as e:  # "can't start new thread": out of threads or memory (ulimit -u)
-                raise HardwareError(f"cannot start the sampler thread for cpu {cpu}: {e} (check `ulimit -u`)") from None
-            self._threads.append(thread)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        with self._cond:
-            while self._ready < len(self.samplers):
-                if stop is not None and stop.is_set():
-                    return
-                if time.monotonic() >= deadline:
-                    raise HardwareError(f"samplers did not start within {START_TIMEOUT_S:.0f} s")
-                self._cond.wait(0.05)
-        failed = [sampler.error for sampler in self.samplers.values() if sampler.error]
-        if failed:
-            raise HardwareError(failed[0])
-        self.begin_schedule()
+            asked = f"asked for ({SAMPLERS_ENV}=python or native=False)"
+            drive = NativeDrive.for_engine(self) if self.native else asked
+            if not isinstance(drive, str):
+                self.sampler_mode = "native threads"
+                self._native = drive
+                self._native.start(stop, START_TIMEOUT_S)
+                if self._native.thread is not None:
+                    self._threads.append(self._native.thread)
+                return
+            why = drive
+        self.sampler_mode = f"one Python thread for every CPU: {why}"
+        self._one_thread = OneThreadDrive(self)
+        self._one_thread.start(stop, START_TIMEOUT_S)
+        if self._one_thread.thread is not None:
+            self._threads.append(self._one_thread.thread)
 
     def begin_schedule(self) -> None:
         """Every CPU counts: the schedule starts at the earliest counter start, and the samplers go."""
         with self._cond:
             self.epoch_ns = self.start_ns = self._counting_since()
             self._schedule = (self.epoch_ns, self._interval_ns, self._gen)
-            self._go = True
-            self._cond.notify_all()
 
     def _counting_since(self) -> int:
         """The run's start: the earliest counter start. Each CPU's first interval counts from its own start, so
@@ -352,8 +276,6 @@ class Engine:
         restored and what the user should know."""
         with self._cond:
             self.stopping = True
-            self._go = True
-            self._cond.notify_all()
         self._wake_samplers()
         self.wake_waiters()
         deadline = time.monotonic() + JOIN_TIMEOUT_S
@@ -370,22 +292,11 @@ class Engine:
 
     # -- used by the samplers
 
-    def sampler_ready(self) -> None:
-        with self._cond:
-            self._ready += 1
-            self._cond.notify_all()
-
-    def wait_for_go(self) -> None:
-        with self._cond:
-            self._cond.wait_for(lambda: self._go)
-
     def schedule(self) -> tuple[int, int, int]:
         """(epoch, interval, generation): one tuple, read without a lock."""
         return self._schedule
 
     def _wake_samplers(self) -> None:
-        for sampler in self.samplers.values():
-            sampler.wake.set()
         if self._one_thread is not None:
             self._one_thread.wake()
 

@@ -3,7 +3,7 @@ drains every CPU's reading once per interval and publishes the Samples (one read
 
 Used where every CPU's counters can say what a native thread reads (MsrCpuCounters.native_core: the msr
 backend on MSR files, without rotation, PERF_METRICS or narrow counters), the shim is built and the clock is
-the real monotonic one; otherwise the engine runs its Python sampler threads. Programming happens here, once
+the real monotonic one; otherwise the engine runs its Python drive. Programming happens here, once
 per CPU, before the threads start; the arithmetic, the GLOBAL_STATUS clearing, the foreign-use check and the
 restore stay in Python (MsrCpuCounters). A CPU whose read or arithmetic fails is dropped alone.
 
@@ -104,7 +104,7 @@ class NativeDrive:
     @classmethod
     def for_engine(cls, engine: Engine) -> NativeDrive | str:
         """A drive when every CPU can be read natively, else why not (nothing started, nothing written): the
-        Python samplers then do the same work, at more CPU time (one thread per CPU)."""
+        Python drive then does the same work, at more CPU time (pmutop.engine.one_thread)."""
         if not native_sampler.available():
             return "the shim is built without the native samplers"
         if not isinstance(engine.clock, MonotonicClock):

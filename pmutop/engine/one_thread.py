@@ -1,12 +1,14 @@
-"""The engine's mode for simulated CPUs: one Python thread samples every CPU on the shared schedule.
+"""The engine's Python drive: one Python thread samples every CPU on the shared schedule, wherever the native
+threads cannot read (simulated CPUs; top-down through PERF_METRICS, rotating event groups, counters that can
+wrap within the interval, the perf backend, a shim without native samplers, PMUTOP_SAMPLERS=python).
 
-Simulated CPUs are not this host's: there is nothing to pin a sampler to, and a Python thread per CPU costs a
-wake-up and GIL hand-offs per CPU and interval (at 256 CPUs about twice the sampling itself). So one thread
-sleeps until each deadline and then takes every CPU's sample through the same backend code a sampler thread
-runs (Sampler.take: the counter read, GLOBAL_STATUS check and delta math per CPU), in CPU order, each CPU's reads
-at one instant of its simulated time (Platform.one_instant); the readers waiting for the interval are woken once,
-after the last. Counters that can wrap within the interval are read
-in between (accumulate), as the sampler threads do. A CPU whose read fails is dropped alone.
+A Python thread per CPU costs a wake-up and GIL hand-offs per CPU and interval (at 256 CPUs about twice the
+sampling itself). So one thread sleeps until each deadline and then takes every CPU's sample through the backend
+(Sampler.take: the counter read, GLOBAL_STATUS check and delta math per CPU), in CPU order. On a host it moves
+onto each CPU before touching its counters (rdpmc reads the CPU it runs on; an msr file read there needs no
+interrupt to another CPU); simulated CPUs are each read at one instant of their simulated time
+(Platform.one_instant). The readers waiting for the interval are woken once, after the last. Counters that can
+wrap within the interval are read in between (accumulate). A CPU whose read fails is dropped alone.
 """
 
 from __future__ import annotations
@@ -59,29 +61,51 @@ class OneThreadDrive:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._pin = engine.platform.pin_current_thread  # onto each CPU before its counters (a no-op off a host)
         self.samplers = list(engine.samplers.values())
         self.thread: threading.Thread | None = None
         self._wake = threading.Event()  # set on a schedule change or stop: the only way to end a sleep early
         self.early_wakeups = 0  # sleeps ended before their deadline (schedule change, stop)
 
-    def start(self) -> None:
-        """Program every CPU (in this thread: none is pinned), set the schedule, start the thread. Raises the
-        first CPU's failure (the caller restores, as after the sampler threads' start)."""
-        for sampler in self.samplers:
-            try:
-                sampler.start_counting()
-            except BaseException as e:
-                sampler.fail(e)
-        failed = [sampler.error for sampler in self.samplers if sampler.error]
-        if failed:
-            raise HardwareError(failed[0])
-        self.engine.begin_schedule()
-        thread = threading.Thread(target=self.run, name="pmutop-samplers", daemon=True)
+    def start(self, stop: threading.Event | None = None, timeout_s: float = 20.0) -> None:
+        """Start the thread: it programs every CPU (on that CPU, on a host), sets the schedule, then samples.
+        Raises the first CPU's failure (the caller restores); `stop` set meanwhile ends the wait early."""
+        programmed = threading.Event()
+        thread = threading.Thread(
+            target=self._program_then_run, args=(programmed,), name="pmutop-samplers", daemon=True
+        )
         try:
             thread.start()
         except RuntimeError as e:  # "can't start new thread": out of threads or memory (ulimit -u)
             raise HardwareError(f"cannot start the sampler thread: {e} (check `ulimit -u`)") from None
         self.thread = thread
+        waited = 0.0
+        while not programmed.wait(0.05):
+            waited += 0.05
+            if stop is not None and stop.is_set():
+                return
+            if waited >= timeout_s:
+                raise HardwareError(f"the CPUs were not programmed within {timeout_s:.0f} s")
+        failed = [sampler.error for sampler in self.samplers if sampler.error]
+        if failed:
+            raise HardwareError(failed[0])
+
+    def _program_then_run(self, programmed: threading.Event) -> None:
+        """Thread body: program each CPU (the caller's thread stays where it was), then sample until stopped."""
+        for sampler in self.samplers:
+            if self.engine.stopping:
+                break
+            try:
+                self._pin(sampler.cpu)
+                sampler.start_counting()
+            except BaseException as e:
+                sampler.fail(e)
+        if self.engine.stopping or any(sampler.error for sampler in self.samplers):
+            programmed.set()
+            return
+        self.engine.begin_schedule()
+        programmed.set()
+        self.run()
 
     def wake(self) -> None:
         """End the current sleep (the schedule changed, or stopping): the thread looks at both again."""
@@ -129,6 +153,7 @@ class OneThreadDrive:
             try:
                 # One CPU's reads at one instant of its simulated time, as hardware answers them within a
                 # microsecond (the simulator then evaluates its workload once for them all).
+                self._pin(sampler.cpu)
                 with one_instant(sampler.cpu):
                     sample = sampler.take()
                 published.append((sampler.cpu, sample.seq))
@@ -145,6 +170,7 @@ class OneThreadDrive:
         for sampler, period in due:
             if sampler.error is None and sampler.last_read_ns + period <= now:
                 try:
+                    self._pin(sampler.cpu)
                     sampler.accumulate()
                 except Exception as e:
                     sampler.fail(e)
