@@ -390,6 +390,18 @@ def test_processes_and_cgroups_asked_together_come_in_one_snapshot() -> None:
     assert tasks.calls == cgroups.calls == ["begin", "read", "close"]
 
 
+def test_a_note_both_parts_give_is_said_once() -> None:
+    """Keys 4 then 5 in the demo count the simulator's processes and cgroups as two parts that each say they are
+    simulated: the view's notes line says it once."""
+    simulated = "SIMULATED: the simulator's processes"
+    tasks = _Fixed(TaskSnapshot(notes=(simulated, "t")), ["task_clock"])
+    cgroups = _Fixed(TaskSnapshot(notes=(simulated, "c")), ["task_clock"])
+    both = CombinedSource(tasks, cgroups)
+    both.begin()
+    assert both.read().notes == (simulated, "t", "c")
+    both.close()
+
+
 # -- the command line ---------------------------------------------------------------------------------------
 
 

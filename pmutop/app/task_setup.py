@@ -255,7 +255,7 @@ class CombinedSource:
             tasks=tuple(t for s in snapshots for t in s.tasks),
             cgroups=tuple(c for s in snapshots for c in s.cgroups),
             mode=mode,
-            notes=tuple(n for s in snapshots for n in s.notes),
+            notes=tuple(dict.fromkeys(n for s in snapshots for n in s.notes)),  # a note both parts give, once
             cpu_shares=next((s.cpu_shares for s in snapshots if s.cpu_shares), {}),
         )
 
