@@ -76,8 +76,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if "live" in args.only:
         results.update(peers.side_by_side(seconds, repeat))
     if "readpath" in args.only:
-        # The demo and the Python samplers beside the read path at 256 CPUs (1,024 Python threads would measure
-        # the threads, not pmutop).
+        # The demo and the Python drive beside the read path at 256 CPUs.
         middle = 256 if 256 in args.readpath_cpus else max(args.readpath_cpus)
         results.update(readpath.cost(args.readpath_cpus, middle, seconds, repeat, python_cpus=middle))
     if "floors" in args.only:

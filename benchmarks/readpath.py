@@ -4,7 +4,7 @@ the figure is pmutop's own process tree only (its real read code: a pread per re
 check, delta math, the table), never the making up of numbers. Against the same live view on the simulated
 PMU (`--demo --sim-cpus N`), whose workload model is in its figure. And the time from a key to its effect
 on the screen at the largest count on both. The read path is pmutop's default: native sampler threads where the
-shim has them (pmutop.engine.native_samplers); at 256 CPUs also one Python thread per CPU, for comparison.
+shim has them (pmutop.engine.native_samplers); at 256 CPUs also the Python drive, for comparison.
 
 The targets: 64 CPUs at most 2x, 256 CPUs at most 2x and 1,024 CPUs at most 3x the 4-CPU cost; the demo at 256
 CPUs at most 1.5x the read path at 256; a key within 50 ms (95th percentile of 40 presses) at 1,024 CPUs.
@@ -69,7 +69,7 @@ def cost(
 ) -> dict[str, Any]:
     """CPU s/min of the live view on the emulated msr read path at each CPU count (pmutop's default read
     path), and of the demo at `demo_cpus`, in rounds; with the growth ratios against the smallest count and
-    the demo/real ratio. With `python_cpus`, also the read path at that count on Python sampler threads, for
+    the demo/real ratio. With `python_cpus`, also the read path at that count on the Python drive, for
     comparison (its ratio: to the default path at that count)."""
     names = {n: f"read path {n} CPUs" for n in cpu_counts}
     demo_name = f"demo {demo_cpus} CPUs (same run)"
