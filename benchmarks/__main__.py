@@ -43,7 +43,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         nargs="+",
         default=[4, 64, 256, 1024],
-        help="CPUs of the emulated msr read path (the demo and Python samplers at 256, keys at the largest)",
+        help="CPUs of the emulated msr read path (the demo and the Python drive at 256, keys at the largest)",
     )
     p.add_argument("--presses", type=int, help="key presses per key-latency figure (default 40, 10 with --quick)")
     p.add_argument(
@@ -126,7 +126,7 @@ def table(results: dict[str, Any]) -> str:
                 f"{r['early_s']:.0f} s and {r['late_s']:.0f} s ({r['cpus']} cores), " + ", ".join(_target_notes(r))
             )
         else:
-            notes = [r["unit"], f"{r['runs']} runs"]
+            notes = [r["unit"], f"{r['runs']} runs"] + ([f"RSS {r['rss_mib']:.0f} MiB"] if "rss_mib" in r else [])
             for key in ("msr_reads_per_sample", "status_reads_per_sample", "shim_calls_per_sample"):
                 if key in r:
                     notes.append(f"{key.removesuffix('_per_sample').replace('_', ' ')}/sample {r[key]:.2f}")

@@ -51,12 +51,14 @@ def _demo_cmd(cpus: int) -> list[str]:
     return [*procs.pmutop_cmd(), "--demo", "--sim-cpus", str(cpus), "--interval", "1"]
 
 
-def _live_cost(session: str, cmd: list[str], seconds: float, warmup: float) -> float | None:
+def _live_cost(session: str, cmd: list[str], seconds: float, warmup: float) -> tuple[float, float] | None:
+    """(CPU s/min, RSS in MiB at the end) of the live view's process tree, or None when it never drew."""
     with procs.tmux_session(session, cmd) as pid:
         if procs.wait_for_screen(session, procs.has_all_row, timeout=120) is None:
             return None
         time.sleep(warmup)
-        return procs.cpu_per_minute(pid, seconds)
+        cost = procs.cpu_per_minute(pid, seconds)
+        return cost, procs.tree_rss(pid) / 2**20
 
 
 def cost(
@@ -73,8 +75,9 @@ def cost(
     comparison (its ratio: to the default path at that count)."""
     names = {n: f"read path {n} CPUs" for n in cpu_counts}
     demo_name = f"demo {demo_cpus} CPUs (same run)"
-    python_name = f"read path {python_cpus} CPUs, Python samplers" if python_cpus else ""
+    python_name = f"read path {python_cpus} CPUs, Python drive" if python_cpus else ""
     runs: dict[str, list[float]] = {name: [] for name in [*names.values(), python_name, demo_name] if name}
+    rss: dict[str, list[float]] = {name: [] for name in runs}  # MiB of the process tree at each run's end
     out: dict[str, Any] = {}
     for k in range(repeat):
         for n in cpu_counts:
@@ -88,19 +91,22 @@ def cost(
                     if got is None:
                         out[name] = skipped("no complete frame within 120 s")
                     else:
-                        runs[name].append(got)
+                        runs[name].append(got[0])
+                        rss[name].append(got[1])
         if demo_name not in out:
             got = _live_cost(f"demo{demo_cpus}-{k}", _demo_cmd(demo_cpus), seconds, warmup)
             if got is None:
                 out[demo_name] = skipped("no complete frame within 120 s")
             else:
-                runs[demo_name].append(got)
+                runs[demo_name].append(got[0])
+                rss[demo_name].append(got[1])
     # What "the default read path" was here (the same install as the pmutop measured).
-    default = "native threads" if native_sampler.available() else "Python threads (the shim has no native samplers)"
+    default = "native threads" if native_sampler.available() else "Python drive (the shim has no native samplers)"
     for name, values in runs.items():
         if name not in out:
-            samplers = "Python threads" if name == python_name else default
+            samplers = "Python drive" if name == python_name else default
             out[name] = summary(values, "cpu-s/min", seconds=seconds, interval=1.0)
+            out[name]["rss_mib"] = max(rss[name])
             if name != demo_name:
                 out[name]["samplers"] = samplers
     base_n = min(cpu_counts)

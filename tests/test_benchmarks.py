@@ -135,12 +135,13 @@ def test_read_path_benchmark_gives_ratios_against_the_smallest_machine_and_the_d
         results = readpath.cost([2, 4], demo_cpus=4, seconds=0.5, repeat=1, warmup=0.2, python_cpus=4)
     finally:
         readpath.procs.cleanup()
-    python = "read path 4 CPUs, Python samplers"  # pmutop's default read path against its Python one
+    python = "read path 4 CPUs, Python drive"  # pmutop's default read path against its Python one
     assert set(results) == {"read path 2 CPUs", "read path 4 CPUs", python, "demo 4 CPUs (same run)"}
     assert results[python]["ratio"] == results[python]["median"] / results["read path 4 CPUs"]["median"]
-    assert results[python]["samplers"] == "Python threads"
+    assert results[python]["samplers"] == "Python drive"
     for r in results.values():
         assert r["unit"] == "cpu-s/min" and r["runs"] == 1 and r["median"] > 0  # pmutop ran and drew
+        assert 10 < r["rss_mib"] < 2000  # the live view's memory at the end of its run
     assert "ratio" not in results["read path 2 CPUs"]
     assert (
         results["read path 4 CPUs"]["ratio"]
