@@ -15,6 +15,7 @@ from helpers.processes import wait_for_output
 from helpers.sysroot_builder import SKYLAKE_X_LEAVES, build_sysroot, idle_pmu_registers, read_msr, write_msrs
 
 from pmutop.backends.msr.backend import MsrBackend
+from pmutop.backends.msr.counters import MsrCpuCounters
 from pmutop.core.clock import MonotonicClock
 from pmutop.core.errors import HardwareError
 from pmutop.core.sysroot import Sysroot
@@ -201,7 +202,11 @@ def test_pmutop_samplers_python_in_the_environment_samples_with_the_python_drive
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["native samplers", "python samplers"])
-def test_a_thread_that_cannot_be_pinned_is_one_line_on_both_paths(tmp_path: Path, native: bool) -> None:
+def test_a_thread_that_cannot_be_pinned_is_one_line_on_both_paths(
+    tmp_path: Path, native: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Python drive moves onto a CPU only where its counters read there (rdpmc, as on a host with the shim).
+    monkeypatch.setattr(MsrCpuCounters, "reads_on_own_cpu", property(lambda self: True))
     build_sysroot(tmp_path, [0, 1000], SKYLAKE_X_LEAVES, msrs=idle_pmu_registers())
     clock = MonotonicClock()
     platform = HostPlatform(Sysroot(tmp_path))
@@ -216,6 +221,26 @@ def test_a_thread_that_cannot_be_pinned_is_one_line_on_both_paths(tmp_path: Path
         result = engine.stop()
     assert not result.failures
     assert read_msr(tmp_path, 1000, EVTSEL0) == 0 and read_msr(tmp_path, 0, EVTSEL0) == 0
+
+
+def test_the_python_drive_reads_msr_files_without_moving_onto_each_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An msr file reads from any CPU (the kernel interrupts the CPU for microseconds): the one Python thread does
+    not move onto each CPU every interval, which would preempt what runs there."""
+    build_sysroot(tmp_path, [0, 1], SKYLAKE_X_LEAVES, msrs=idle_pmu_registers())
+    clock = MonotonicClock()
+    platform = HostPlatform(Sysroot(tmp_path))
+    platform.pins_threads = True  # as on a host
+    moved: list[int] = []
+    monkeypatch.setattr(platform, "pin_current_thread", moved.append)
+    engine = Engine(MsrBackend(platform, clock), platform, clock, [0, 1], 0.05, native=False)
+    try:
+        engine.start()
+        assert engine.wait_for_samples({0: 2, 1: 2}, timeout=10)
+    finally:
+        assert not engine.stop().failures
+    assert moved == []
 
 
 @pytest.mark.integration

@@ -65,6 +65,12 @@ class CpuCounters(ABC):
     # True where read() counts only `keys` (the engine then knows which plausibility checks can apply).
     counts_only_keys: bool = False
 
+    @property
+    def reads_on_own_cpu(self) -> bool:
+        """The counters can be read only from this CPU (rdpmc reads the CPU it runs on); else from any thread
+        (an msr file read interrupts the CPU for microseconds; perf reads through the kernel)."""
+        return False
+
     @abstractmethod
     def start(self) -> int:
         """Program or enable counting and take the baseline; returns its clock time (ns)."""

@@ -4,9 +4,9 @@ wrap within the interval, the perf backend, a shim without native samplers, PMUT
 
 A Python thread per CPU costs a wake-up and GIL hand-offs per CPU and interval (at 256 CPUs about twice the
 sampling itself). So one thread sleeps until each deadline and then takes every CPU's sample through the backend
-(Sampler.take: the counter read, GLOBAL_STATUS check and delta math per CPU), in CPU order. On a host it moves
-onto each CPU before touching its counters (rdpmc reads the CPU it runs on; an msr file read there needs no
-interrupt to another CPU); simulated CPUs are each read at one instant of their simulated time
+(Sampler.take: the counter read, GLOBAL_STATUS check and delta math per CPU), in CPU order. Where a CPU's
+counters read only on that CPU (rdpmc) the thread moves onto it first; msr files and perf are read from where
+the thread is. Simulated CPUs are each read at one instant of their simulated time
 (Platform.one_instant). The readers waiting for the interval are woken once, after the last. Counters that can
 wrap within the interval are read in between (accumulate). A CPU whose read fails is dropped alone.
 """
@@ -61,14 +61,16 @@ class OneThreadDrive:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._pin = engine.platform.pin_current_thread  # onto each CPU before its counters (a no-op off a host)
         self.samplers = list(engine.samplers.values())
+        # The CPUs whose counters only read on that CPU (rdpmc): the thread moves onto each before touching them.
+        # Others are read from where the thread is: moving onto a busy CPU would preempt its work every interval.
+        self._own_cpu = {s.cpu for s in self.samplers if s.counters.reads_on_own_cpu}
         self.thread: threading.Thread | None = None
         self._wake = threading.Event()  # set on a schedule change or stop: the only way to end a sleep early
         self.early_wakeups = 0  # sleeps ended before their deadline (schedule change, stop)
 
     def start(self, stop: threading.Event | None = None, timeout_s: float = 20.0) -> None:
-        """Start the thread: it programs every CPU (on that CPU, on a host), sets the schedule, then samples.
+        """Start the thread: it programs every CPU (on that CPU where it reads there), sets the schedule, samples.
         Raises the first CPU's failure (the caller restores); `stop` set meanwhile ends the wait early."""
         programmed = threading.Event()
         thread = threading.Thread(
@@ -96,7 +98,7 @@ class OneThreadDrive:
             if self.engine.stopping:
                 break
             try:
-                self._pin(sampler.cpu)
+                self._move_to(sampler.cpu)
                 sampler.start_counting()
             except BaseException as e:
                 sampler.fail(e)
@@ -106,6 +108,10 @@ class OneThreadDrive:
         self.engine.begin_schedule()
         programmed.set()
         self.run()
+
+    def _move_to(self, cpu: int) -> None:
+        if cpu in self._own_cpu:
+            self.engine.platform.pin_current_thread(cpu)
 
     def wake(self) -> None:
         """End the current sleep (the schedule changed, or stopping): the thread looks at both again."""
@@ -153,7 +159,7 @@ class OneThreadDrive:
             try:
                 # One CPU's reads at one instant of its simulated time, as hardware answers them within a
                 # microsecond (the simulator then evaluates its workload once for them all).
-                self._pin(sampler.cpu)
+                self._move_to(sampler.cpu)
                 with one_instant(sampler.cpu):
                     sample = sampler.take()
                 published.append((sampler.cpu, sample.seq))
@@ -170,7 +176,7 @@ class OneThreadDrive:
         for sampler, period in due:
             if sampler.error is None and sampler.last_read_ns + period <= now:
                 try:
-                    self._pin(sampler.cpu)
+                    self._move_to(sampler.cpu)
                     sampler.accumulate()
                 except Exception as e:
                     sampler.fail(e)

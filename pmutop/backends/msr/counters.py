@@ -475,6 +475,10 @@ class MsrCpuCounters(CpuCounters):
             return "its MSRs are not a file a native thread can read"
         return None
 
+    @property
+    def reads_on_own_cpu(self) -> bool:
+        return self._read_method == "rdpmc"
+
     def native_core(self, pin: bool) -> NativeCore | None:
         """What a native sampler thread reads for this CPU, or None where python_only() says why not."""
         dev = self.setup.dev
