@@ -12,7 +12,7 @@ The two drives (`Engine.sampler_mode` says which, and why):
   (pmutop.engine.native_samplers);
 - Python: everywhere else (simulated CPUs, top-down through PERF_METRICS, rotating event groups, narrow
   counters, the perf backend, no shim, PMUTOP_SAMPLERS=python), one Python thread reads every CPU in turn at
-  each deadline, on that CPU where the host has it (pmutop.engine.one_thread). A Python thread per CPU cost a
+  each deadline, on that CPU where rdpmc reads it (pmutop.engine.one_thread). A Python thread per CPU cost a
   wake-up and GIL hand-offs per CPU and interval, several times the reads themselves.
 An unthreaded engine (tick, tick_on_schedule) reads in the caller's thread, as tests and batch runs step it.
 
