@@ -178,8 +178,13 @@ def test_demo_batch_with_32_bit_counters_is_not_suspect(project_root: Path) -> N
         r for line in run.stdout.splitlines() if (r := json.loads(line))["kind"] == "cpu"
     ]  # not package (issue 22)
     assert len(records) == 3 * 8  # 8 simulated CPUs by default
-    for r in records:
-        assert r["suspect"] is None, r["suspect"]
+    # A machine loaded enough to delay the sampler past half the wrap time (a CI run of the whole suite on two
+    # CPUs, now and then) rightly marks that interval suspect, saying so: that is the load, not a misread wrap.
+    late = "(the sampler fell behind)"
+    assert all(r["suspect"] is None or r["suspect"].endswith(late) for r in records), records
+    clean = [r for r in records if r["suspect"] is None]
+    assert len(clean) >= len(records) // 2, [r["suspect"] for r in records]
+    for r in clean:
         assert isinstance(r["ipc"], float)
         assert isinstance(r["instructions_per_s"], float)
     assert any(r["overflows"] for r in records)  # the counters did wrap meanwhile
